@@ -1,0 +1,15 @@
+// `canzona run`: placeholder until its issue lands; it refuses with a clear error.
+#include "canzona/common/error.h"
+#include "command.h"
+
+namespace canzona::apps {
+
+void add_run_commands(CLI::App& app, int& exit_code) {
+  auto* sub = app.add_subcommand("run", "(not built yet)");
+  sub->callback([&exit_code] {
+    exit_code = 2;
+    throw UsageError("'run' is not built yet in this version");
+  });
+}
+
+}  // namespace canzona::apps

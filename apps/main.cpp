@@ -1,0 +1,39 @@
+// Entry point of the `canzona` CLI. Maps errors to exit codes: 0 success, 1 failure, 2 usage
+// error (one line on stderr: "canzona: error: <what is wrong and where>").
+#include <cstdio>
+#include <exception>
+
+#include "canzona/common/error.h"
+#include "canzona/optim/blas_env.h"
+#include "command.h"
+
+int main(int argc, char** argv) {
+  // OpenBLAS picks its kernels when the library loads, before main; fix a misdetected core by
+  // re-executing with OPENBLAS_CORETYPE set (or refuse loudly). Returns only when it is fine.
+  canzona::optim::ensure_blas_core(argc, argv);
+
+  CLI::App app{"Canzona: exact, load-balanced matrix optimizers under ZeRO-1 DP and TP", "canzona"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  canzona::apps::add_plan_command(app, exit_code);
+  canzona::apps::add_bench_kernels_command(app, exit_code);
+  canzona::apps::add_run_commands(app, exit_code);
+  canzona::apps::add_simulate_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "canzona: error: %s\n", e.what());
+    return 2;
+  } catch (const canzona::UsageError& e) {
+    std::fprintf(stderr, "canzona: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "canzona: failed: %s\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}

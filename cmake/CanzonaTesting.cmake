@@ -1,0 +1,29 @@
+# Test helpers shared by tests/<layer>/CMakeLists.txt.
+include(GoogleTest)
+
+# Environment for every test: one BLAS thread per rank (design.md section 5).
+set(CANZONA_TEST_ENV "OPENBLAS_NUM_THREADS=1")
+
+# canzona_gtest(<target> LIBS <libs...> SOURCES <files...>): a GoogleTest binary, one ctest entry
+# per test case.
+function(canzona_gtest target)
+  cmake_parse_arguments(ARG "" "" "LIBS;SOURCES" ${ARGN})
+  add_executable(${target} ${ARG_SOURCES})
+  target_link_libraries(${target} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60
+                       PROPERTIES ENVIRONMENT "${CANZONA_TEST_ENV}" TIMEOUT 120)
+endfunction()
+
+# canzona_mpi_test(<name> NP <n> COMMAND <exe-and-args...>): runs under mpirun as CI does (root,
+# oversubscribed), labelled `mpi`, 60 s timeout.
+function(canzona_mpi_test name)
+  cmake_parse_arguments(ARG "WILL_FAIL" "NP" "COMMAND" ${ARGN})
+  add_test(NAME ${name}
+           COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe
+                   --mca btl self,vader -np ${ARG_NP} ${ARG_COMMAND})
+  set_tests_properties(${name} PROPERTIES LABELS mpi TIMEOUT 60
+                       ENVIRONMENT "${CANZONA_TEST_ENV}")
+  if(ARG_WILL_FAIL)
+    set_tests_properties(${name} PROPERTIES WILL_FAIL TRUE)
+  endif()
+endfunction()

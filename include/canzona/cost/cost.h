@@ -1,0 +1,59 @@
+// Cost models W(p): what one optimizer task costs, in the unit the planner balances.
+//
+// Terms. A *task* is one matrix the matrix optimizer updates (a whole 2-D param or one piece of
+// it), or one element-wise slice updated by AdamW. Costs come in three views: `numel` (elements,
+// the paper's default), `flops` (optimizer floating-point work per step, amortised) and `memory`
+// (optimizer-state bytes). `calibrated` predicts seconds from kernel measurements
+// (calibration.h). Capacity (bytes moved per rank per micro group) is a separate quantity and is
+// never compared with cost.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace canzona::cost {
+
+enum class OptimizerKind { kMuon, kShampoo, kSoap, kAdamW };
+enum class CostKind { kNumel, kFlops, kMemory, kCalibrated };
+
+// "muon" | "shampoo" | "soap" | "adamw"; throws UsageError otherwise.
+OptimizerKind parse_optimizer(const std::string& name);
+const char* to_string(OptimizerKind kind);
+// "numel" | "flops" | "memory" | "calibrated"; throws UsageError otherwise.
+CostKind parse_cost_kind(const std::string& name);
+const char* to_string(CostKind kind);
+
+class Calibration;
+
+struct CostOptions {
+  CostKind kind = CostKind::kNumel;
+  OptimizerKind matrix_optimizer = OptimizerKind::kMuon;  // optimizer for matrix tasks
+  int ns_steps = 5;                       // Muon Newton-Schulz iterations
+  int precondition_frequency = 10;        // Shampoo / SOAP: eigh (or QR refresh) every f steps
+  std::int64_t max_precond_dim = 10000;   // sides above this use identity (no statistics)
+  const Calibration* calibration = nullptr;  // required for kCalibrated, borrowed
+};
+
+// Optimizer FLOPs per step for a rows x cols matrix (or, for AdamW, rows*cols elements).
+//   Muon:    ns_steps * 4 * max * min^2   (reference.md, Canzona cost model)
+//   Shampoo: per side n <= max_precond_dim: 2 GEMMs of the statistics (2 n^2 m each) and, every
+//            f steps, eigh (~9 n^3) and forming the root (2 n^3), amortised by f; plus 2 GEMMs
+//            applying the preconditioners
+//   SOAP:    per side: statistics (2 n^2 m), two rotations (4 n^2 m), every f steps power
+//            iteration + QR (2 n^3 + 4/3 n^3) amortised by f, plus Adam in the rotated space
+//   AdamW:   12 flops per element
+double optimizer_flops(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
+                       const CostOptions& options);
+
+// Optimizer-state bytes (fp32): Muon momentum 4 mn; Shampoo momentum + grafting Adam (12 mn) +
+// statistics and roots (8 n^2 per preconditioned side); SOAP m, v (8 mn) + statistics and
+// eigenbases (8 n^2 per side); AdamW m, v (8 per element).
+double state_bytes(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
+                   const CostOptions& options);
+
+// The planner's cost of a task under options.kind. Throws UsageError for kCalibrated without a
+// calibration.
+double task_cost(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
+                 const CostOptions& options);
+
+}  // namespace canzona::cost

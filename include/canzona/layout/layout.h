@@ -1,0 +1,52 @@
+// Megatron-style contiguous buffer of one pipeline stage (reference.md, "Megatron bucket rule").
+//
+// Terms. The *buffer* holds every param of the stage, TP-local shapes, in reverse registration
+// order. Each param starts at a multiple of `param_align` elements (its *slot*; the gap before it
+// is padding). The buffer is cut into *buckets*: a param is never split across buckets, and a
+// bucket closes right after the param whose end makes it reach `bucket_size` elements; the
+// bucket end is then padded to a multiple of lcm(DP, 128). Offsets are in elements.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "canzona/model/spec.h"
+
+namespace canzona::layout {
+
+struct LayoutOptions {
+  int dp = 1;                       // data-parallel degree (bucket padding and default size)
+  int tp = 1;                       // tensor-parallel degree (local shapes)
+  std::int64_t bucket_size = 0;     // elements; 0 = Megatron default max(40,000,000, 1,000,000 dp)
+  std::int64_t param_align = 64;    // param starts are rounded up to this many elements
+  bool pad_bucket_end = true;       // round bucket ends up to lcm(dp, 128)
+};
+
+// One param inside a bucket.
+struct Slot {
+  int param = 0;                // index into ModelSpec::params
+  std::int64_t offset = 0;      // first element, relative to the bucket start (aligned)
+  std::int64_t numel = 0;       // TP-local element count
+  std::int64_t end() const { return offset + numel; }
+};
+
+struct Bucket {
+  std::int64_t offset = 0;      // first element of the bucket in the buffer
+  std::int64_t numel = 0;       // padded size of the bucket
+  std::vector<Slot> slots;      // buffer order (reverse registration order)
+};
+
+struct Layout {
+  std::vector<Bucket> buckets;  // buffer order: bucket 0 holds the last-registered params
+  std::int64_t numel = 0;       // whole buffer, padding included
+};
+
+// Resolved bucket size for the options (applies the Megatron default when bucket_size == 0).
+std::int64_t effective_bucket_size(const LayoutOptions& options);
+
+// Lays out `params` (indices into model.params, in registration order; typically one pipeline
+// stage). Throws UsageError when dp, tp, bucket_size or param_align is not positive.
+Layout build_layout(const model::ModelSpec& model, const std::vector<int>& params,
+                    const LayoutOptions& options);
+
+}  // namespace canzona::layout

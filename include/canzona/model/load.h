@@ -1,0 +1,68 @@
+// Where models come from: built-in presets, Hugging Face config.json files, and explicit
+// parameter-list JSON files; plus pipeline-stage assignment.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "canzona/model/spec.h"
+
+namespace canzona::model {
+
+// A dense decoder-only transformer (Qwen3, Qwen2, Llama, Mistral families).
+struct TransformerConfig {
+  std::string name;
+  std::int64_t hidden = 0;
+  std::int64_t ffn_hidden = 0;     // intermediate_size
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_query_groups = 0;        // num_key_value_heads
+  int head_dim = 0;                // defaults to hidden / num_heads in HF configs that omit it
+  std::int64_t vocab_size = 0;
+  bool tied_embeddings = false;
+  bool qkv_bias = false;           // Qwen2 has QKV bias; Qwen3, Llama, Mistral do not
+  bool qk_norm = false;            // Qwen3 per-head q_layernorm / k_layernorm
+};
+
+// How QKV is split into optimizer tasks before the matrix optimizer.
+enum class QkvSplit { kNone, kQkv, kPerHead };
+
+struct BuildOptions {
+  int tp = 1;                            // pads the vocabulary to a multiple of 128 * tp
+  QkvSplit qkv_split = QkvSplit::kNone;  // kQkv: q, k, v pieces; kPerHead: one piece per head
+  bool split_fc1 = false;                // gate and up pieces
+};
+
+// Names of the built-in presets, in a stable order: qwen3-0.6b ... qwen3-32b, then small ones.
+std::vector<std::string> preset_names();
+// The preset's config; throws UsageError listing the known presets when `name` is unknown.
+TransformerConfig preset(const std::string& name);
+
+// Reads a Hugging Face config.json (Qwen3, Qwen2, Llama, Mistral keys). Throws UsageError naming
+// the file and the key when a key is missing, has the wrong type, or is inconsistent.
+TransformerConfig read_hf_config(const std::string& path);
+
+// Megatron params of the transformer in registration order (reference.md, "Megatron TP layout"),
+// with optimizer classes assigned and pieces per `options`. Throws UsageError when tp does not
+// divide heads or query groups.
+ModelSpec build_transformer(const TransformerConfig& config, const BuildOptions& options);
+
+// Explicit parameter lists: {"name": ..., "params": [{"name", "shape", "tp_split_dim",
+// "optimizer": "matrix"|"elementwise", "layer", "stage", "pieces": [{"name", "rows": [[b,e],..]}]}]}.
+// Throws UsageError naming the file, the param index and the key on any problem.
+ModelSpec read_param_list(const std::string& path);
+void write_param_list(const std::string& path, const ModelSpec& model);
+
+// Resolves the --model argument: a preset name, a path to a HF config.json, or a path to a param
+// list (recognised by its "params" key). Applies `options` where the source is a transformer
+// config; validates the result against options.tp.
+ModelSpec load_model(const std::string& model_arg, const BuildOptions& options);
+
+// Pipeline stage of every param (index-aligned with model.params) for `pp` stages: transformer
+// layers split evenly (pp must divide num_layers), model-level params before the first layer on
+// stage 0, after the last layer on stage pp-1, explicit ParamSpec::stage wins. Throws UsageError
+// when pp <= 0, pp does not divide the layer count, or an explicit stage is out of range.
+std::vector<int> assign_stages(const ModelSpec& model, int pp);
+
+}  // namespace canzona::model

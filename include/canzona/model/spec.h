@@ -1,0 +1,72 @@
+// The model as the planner sees it: an ordered list of parameters with global shapes, how tensor
+// parallelism splits each one, and which optimizer class updates it.
+//
+// Terms. A *param* is one registered weight (Megatron name and registration order). Its *global
+// shape* is the un-split shape; TP rank t holds the t-th of TP equal slices along tp_split_dim
+// (its *local shape*). A *piece* is a row subset of a 2-D param that the matrix optimizer treats
+// as its own matrix (fused QKV -> q/k/v or per head, fc1 -> gate/up); a param without pieces is
+// one matrix. Every piece of a matrix param is one optimizer *task*.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace canzona::model {
+
+// Matrix params get the matrix optimizer (Muon, Shampoo, SOAP); element-wise params get AdamW.
+enum class OptimizerClass { kMatrix, kElementwise };
+
+// A row subset of a 2-D param, as half-open row ranges of the *global* matrix, in order.
+// Its rows, concatenated, form the matrix the optimizer sees (shape rows() x param cols).
+struct Piece {
+  std::string name;                                   // suffix: "q", "k", "v", "gate", "head7"
+  std::vector<std::pair<std::int64_t, std::int64_t>> row_ranges;  // [begin, end) global rows
+
+  std::int64_t rows() const;
+};
+
+struct ParamSpec {
+  std::string name;                 // Megatron name, e.g. "decoder.layers.3.mlp.linear_fc1.weight"
+  std::vector<std::int64_t> shape;  // global shape (1-D or 2-D), row-major
+  int tp_split_dim = -1;            // -1: replicated across TP; 0: column-parallel; 1: row-parallel
+  OptimizerClass optimizer = OptimizerClass::kElementwise;
+  int layer = -1;                   // transformer layer index; -1 for model-level params
+  int stage = -1;                   // explicit pipeline stage; -1: derived from layer (pp.h)
+  std::vector<Piece> pieces;        // empty: the whole matrix is one task
+
+  std::int64_t numel() const;
+  std::int64_t rows() const;  // shape[0]
+  std::int64_t cols() const;  // shape[1] for 2-D, 1 for 1-D
+  bool is_matrix() const { return optimizer == OptimizerClass::kMatrix; }
+  // Number of elements TP rank t holds (numel / tp for split params, numel when replicated).
+  std::int64_t local_numel(int tp) const;
+  // Shape of one TP shard.
+  std::vector<std::int64_t> local_shape(int tp) const;
+};
+
+// Architecture facts that TP validation needs. Zero means unknown (a plain param list).
+struct ArchInfo {
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_query_groups = 0;
+  int head_dim = 0;
+  std::int64_t vocab_size = 0;         // before padding
+  std::int64_t padded_vocab_size = 0;  // Megatron: ceil(V / (128 TP)) * 128 TP
+};
+
+struct ModelSpec {
+  std::string name;
+  ArchInfo arch;
+  std::vector<ParamSpec> params;  // Megatron registration order
+
+  std::int64_t total_numel() const;
+};
+
+// Checks a model against a TP degree: positive shapes, no empty params, unique names, split dims
+// in range and divisible by tp, pieces inside their param and covering disjoint rows, heads and
+// query groups divisible by tp where known. Throws UsageError naming the param and the rule.
+void validate(const ModelSpec& model, int tp);
+
+}  // namespace canzona::model

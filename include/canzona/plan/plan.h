@@ -1,0 +1,97 @@
+// The Plan: who updates which param (DP), which TP rank hosts each matrix task and in which micro
+// group, for every pipeline stage. Pure: data in, Plan out; deterministic to the byte.
+//
+// Terms (design.md section 3). R = DP ranks. Each stage's buffer is cut into buckets (layout.h).
+// A bucket's *cuts* are R+1 monotone element offsets, cuts[0] = 0 and cuts[R] = bucket numel;
+// DP rank r holds the shard [cuts[r], cuts[r+1]) of the bucket (Reduce-Scatter / All-Gather
+// counts). A matrix param is *owned* by the DP rank whose shard holds its whole slot; an
+// element-wise param may be *divided* (each rank updates the part inside its shard). A *task* is
+// one matrix the matrix optimizer updates (a whole matrix param or one of its pieces); with TP > 1
+// its *host* is the TP rank that gathers the full gradient and computes the update, and tasks are
+// packed into ordered *micro groups*, one fused All-to-All each way per group.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "canzona/cost/cost.h"
+#include "canzona/layout/layout.h"
+#include "canzona/model/spec.h"
+
+namespace canzona::plan {
+
+// design.md section 1: the four strategies that run side by side.
+enum class Strategy { kSc, kLayerwise, kAsc, kLbAsc };
+// kPaper: Algorithms 1 and 2 as published. kCanzona: our improvements (design.md section 3).
+enum class PlannerVariant { kPaper, kCanzona };
+
+Strategy parse_strategy(const std::string& name);  // "sc" | "layerwise" | "asc" | "lb-asc"
+const char* to_string(Strategy strategy);
+PlannerVariant parse_variant(const std::string& name);  // "paper" | "canzona"
+const char* to_string(PlannerVariant variant);
+
+struct PlanOptions {
+  Strategy strategy = Strategy::kLbAsc;
+  PlannerVariant variant = PlannerVariant::kCanzona;
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;
+  double alpha = 1.0;           // Algorithm 1 blend of even split (0) and deficit fill (1)
+  double cmax_mb = 512.0;       // fused All-to-All capacity, MiB received per host per group
+  int asc_group_tasks = 0;      // asc: tasks per fixed-count group; 0 = tp
+  cost::CostOptions cost;       // cost.kind is the unit the DP and TP planners balance
+  layout::LayoutOptions layout; // dp and tp are taken from this struct's dp and tp
+};
+
+// Sentinel owners.
+inline constexpr int kDivided = -2;   // element-wise param split across DP ranks by the cuts
+inline constexpr int kEveryone = -3;  // sc: every DP rank updates it redundantly
+
+struct Task {
+  int param = 0;                // index into ModelSpec::params
+  int piece = -1;               // index into ParamSpec::pieces, -1 = whole param
+  std::int64_t rows = 0;        // the full (un-TP-split) matrix the optimizer sees
+  std::int64_t cols = 0;
+  double cost = 0.0;            // planner unit (PlanOptions::cost.kind)
+  double flops = 0.0;           // optimizer FLOPs per step
+  double state_bytes = 0.0;     // optimizer-state bytes on the host
+  std::int64_t gather_bytes = 0;  // fp32 gradient bytes the host receives (full matrix)
+  int dp_owner = 0;             // DP rank that owns the param
+  int host = 0;                 // TP rank that computes it (0 when tp == 1)
+  int group = -1;               // micro group index within its DP rank's list, -1 when tp == 1
+};
+
+struct MicroGroup {
+  std::vector<int> tasks;       // indices into StagePlan::tasks, in execution order
+  double makespan = 0.0;        // max over hosts of the summed task cost
+  std::int64_t max_host_bytes = 0;  // max over hosts of gathered bytes (<= C_max unless alone)
+};
+
+struct StagePlan {
+  int stage = 0;
+  std::vector<int> params;                   // model param indices, registration order
+  layout::Layout layout;
+  std::vector<std::vector<std::int64_t>> cuts;  // [bucket] R+1 offsets (every strategy; sc and
+                                             // layerwise use them only to report ZeRO shards)
+  std::vector<int> owner;                    // [model param] DP owner, kDivided, kEveryone, or
+                                             // -1 when the param is not in this stage
+  std::vector<Task> tasks;                   // matrix tasks of this stage
+  std::vector<std::vector<MicroGroup>> groups;  // [dp rank] micro groups; empty when tp == 1 or
+                                                // the strategy computes TP redundantly
+};
+
+struct Plan {
+  PlanOptions options;
+  std::vector<StagePlan> stages;
+};
+
+// Builds the plan. Throws UsageError for dp, tp, pp <= 0, alpha outside [0, 1], cmax_mb <= 0, a
+// model that fails model::validate, or a pp that does not divide the layers.
+Plan make_plan(const model::ModelSpec& model, const PlanOptions& options);
+
+// Stable 64-bit FNV-1a hash of every decision in the plan (cuts, owners, hosts, groups); ranks
+// compare it before the first collective.
+std::uint64_t plan_hash(const Plan& plan);
+
+}  // namespace canzona::plan

@@ -1,1 +1,75 @@
-// Filled in by its issue.
+// Hugging Face config.json import (reference.md, "Hugging Face config.json keys"). Defaults follow
+// transformers: num_key_value_heads = num_attention_heads, head_dim = hidden / heads,
+// tie_word_embeddings = false. model_type picks the family: qwen3 (per-head q/k norm), qwen2
+// (QKV bias), llama / mistral (neither, unless "attention_bias": true; the o_proj bias that flag
+// also adds is not modelled, TransformerConfig has no field for it).
+#include <climits>
+#include <filesystem>
+
+#include "canzona/common/error.h"
+#include "canzona/common/json_io.h"
+#include "canzona/model/load.h"
+#include "json_fields.h"
+
+namespace canzona::model {
+namespace {
+
+using detail::get_int;
+using detail::json;
+using detail::present;
+using detail::required;
+
+// "Qwen3-8B" for ".../Qwen3-8B/config.json", else the file's stem.
+std::string model_name(const std::string& path) {
+  const std::filesystem::path p(path);
+  if (p.filename() == "config.json" && p.has_parent_path() && !p.parent_path().filename().empty() &&
+      p.parent_path().filename() != ".") {
+    return p.parent_path().filename().string();
+  }
+  return p.stem().string();
+}
+
+}  // namespace
+
+TransformerConfig read_hf_config(const std::string& path) {
+  const json j = read_json_file(path);
+  detail::require_object(j, path);
+  auto positive = [&](const char* key, std::int64_t max_value) {
+    return get_int(required(j, path, key), path, key, 1, max_value);
+  };
+
+  TransformerConfig c;
+  c.name = model_name(path);
+  const std::string type = detail::get_string(required(j, path, "model_type"), path, "model_type");
+  CANZONA_REQUIRE(type == "qwen3" || type == "qwen2" || type == "llama" || type == "mistral", path,
+                  ": unsupported model_type '", type,
+                  "' (supported: qwen3, qwen2, llama, mistral)");
+  c.hidden = positive("hidden_size", INT64_MAX);
+  c.ffn_hidden = positive("intermediate_size", INT64_MAX);
+  c.num_layers = static_cast<int>(positive("num_hidden_layers", INT_MAX));
+  c.num_heads = static_cast<int>(positive("num_attention_heads", INT_MAX));
+  c.num_query_groups = present(j, "num_key_value_heads")
+                           ? static_cast<int>(positive("num_key_value_heads", INT_MAX))
+                           : c.num_heads;
+  if (present(j, "head_dim")) {
+    c.head_dim = static_cast<int>(positive("head_dim", INT_MAX));
+  } else {
+    CANZONA_REQUIRE(c.hidden % c.num_heads == 0, path, ": hidden_size ", c.hidden,
+                    " not divisible by num_attention_heads ", c.num_heads,
+                    " (needed because head_dim is absent)");
+    c.head_dim = static_cast<int>(c.hidden / c.num_heads);
+  }
+  c.vocab_size = positive("vocab_size", INT64_MAX);
+  c.tied_embeddings = present(j, "tie_word_embeddings") &&
+                      detail::get_bool(j.at("tie_word_embeddings"), path, "tie_word_embeddings");
+  CANZONA_REQUIRE(c.num_heads % c.num_query_groups == 0, path, ": num_attention_heads ",
+                  c.num_heads, " not divisible by num_key_value_heads ", c.num_query_groups);
+
+  const bool attention_bias = present(j, "attention_bias") &&
+                              detail::get_bool(j.at("attention_bias"), path, "attention_bias");
+  c.qk_norm = type == "qwen3";
+  c.qkv_bias = type == "qwen2" || attention_bias;
+  return c;
+}
+
+}  // namespace canzona::model

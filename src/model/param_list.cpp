@@ -1,1 +1,146 @@
-// Filled in by its issue.
+// Param-list JSON (format in load.h). Reading checks types and names every problem by file,
+// param index and key; structural rules (duplicates, divisibility, piece coverage) are
+// validate()'s.
+#include <climits>
+
+#include "canzona/common/error.h"
+#include "canzona/common/json_io.h"
+#include "canzona/model/load.h"
+#include "json_fields.h"
+
+namespace canzona::model {
+namespace {
+
+using detail::get_int;
+using detail::json;
+using detail::present;
+using detail::required;
+
+std::vector<std::int64_t> read_shape(const json& value, const std::string& where) {
+  CANZONA_REQUIRE(value.is_array() && !value.empty(), where,
+                  ": key 'shape' must be a non-empty array of positive integers");
+  std::vector<std::int64_t> shape;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    shape.push_back(get_int(value[i], where, str("shape[", i, "]").c_str(), 1));
+  }
+  return shape;
+}
+
+OptimizerClass read_optimizer(const json& value, const std::string& where) {
+  const std::string s = detail::get_string(value, where, "optimizer");
+  if (s == "matrix") return OptimizerClass::kMatrix;
+  CANZONA_REQUIRE(s == "elementwise", where, ": key 'optimizer' must be \"matrix\" or ",
+                  "\"elementwise\", got \"", s, "\"");
+  return OptimizerClass::kElementwise;
+}
+
+Piece read_piece(const json& value, const std::string& where) {
+  detail::require_object(value, where);
+  detail::reject_unknown_keys(value, where, {"name", "rows"});
+  Piece piece;
+  piece.name = detail::get_string(required(value, where, "name"), where, "name");
+  const json& rows = required(value, where, "rows");
+  CANZONA_REQUIRE(rows.is_array(), where, ": key 'rows' must be an array of [begin, end] pairs");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string key = str("rows[", i, "]");
+    CANZONA_REQUIRE(rows[i].is_array() && rows[i].size() == 2, where, ": key '", key,
+                    "' must be a [begin, end] pair");
+    piece.row_ranges.emplace_back(get_int(rows[i][0], where, (key + "[0]").c_str(), 0),
+                                  get_int(rows[i][1], where, (key + "[1]").c_str(), 0));
+  }
+  return piece;
+}
+
+ParamSpec read_param(const json& value, const std::string& where) {
+  detail::require_object(value, where);
+  detail::reject_unknown_keys(
+      value, where, {"name", "shape", "tp_split_dim", "optimizer", "layer", "stage", "pieces"});
+  ParamSpec p;
+  p.name = detail::get_string(required(value, where, "name"), where, "name");
+  p.shape = read_shape(required(value, where, "shape"), where);
+  p.optimizer = present(value, "optimizer") ? read_optimizer(value.at("optimizer"), where)
+                                            : default_optimizer_class(p.name, p.shape);
+  auto optional_int = [&](const char* key, std::int64_t min_value) {
+    return present(value, key)
+               ? static_cast<int>(get_int(value.at(key), where, key, min_value, INT_MAX))
+               : -1;
+  };
+  p.tp_split_dim = optional_int("tp_split_dim", -1);
+  p.layer = optional_int("layer", -1);
+  p.stage = optional_int("stage", -1);
+  if (present(value, "pieces")) {
+    const json& pieces = value.at("pieces");
+    CANZONA_REQUIRE(pieces.is_array(), where, ": key 'pieces' must be an array");
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      p.pieces.push_back(read_piece(pieces[i], str(where, ".pieces[", i, "]")));
+    }
+  }
+  return p;
+}
+
+ArchInfo read_arch(const json& value, const std::string& where) {
+  detail::require_object(value, where);
+  detail::reject_unknown_keys(value, where,
+                              {"num_layers", "num_heads", "num_query_groups", "head_dim",
+                               "vocab_size", "padded_vocab_size"});
+  auto field = [&](const char* key, std::int64_t max_value) {
+    return present(value, key) ? get_int(value.at(key), where, key, 0, max_value) : 0;
+  };
+  ArchInfo a;
+  a.num_layers = static_cast<int>(field("num_layers", INT_MAX));
+  a.num_heads = static_cast<int>(field("num_heads", INT_MAX));
+  a.num_query_groups = static_cast<int>(field("num_query_groups", INT_MAX));
+  a.head_dim = static_cast<int>(field("head_dim", INT_MAX));
+  a.vocab_size = field("vocab_size", INT64_MAX);
+  a.padded_vocab_size = field("padded_vocab_size", INT64_MAX);
+  return a;
+}
+
+json piece_json(const Piece& piece) {
+  json rows = json::array();
+  for (const auto& [begin, end] : piece.row_ranges) rows.push_back({begin, end});
+  return {{"name", piece.name}, {"rows", rows}};
+}
+
+json param_json(const ParamSpec& p) {
+  json pieces = json::array();
+  for (const Piece& piece : p.pieces) pieces.push_back(piece_json(piece));
+  return {{"name", p.name},
+          {"shape", p.shape},
+          {"tp_split_dim", p.tp_split_dim},
+          {"optimizer", optimizer_class_name(p.optimizer)},
+          {"layer", p.layer},
+          {"stage", p.stage},
+          {"pieces", pieces}};
+}
+
+}  // namespace
+
+ModelSpec read_param_list(const std::string& path) {
+  const json j = read_json_file(path);
+  detail::require_object(j, path);
+  ModelSpec model;
+  model.name = present(j, "name") ? detail::get_string(j.at("name"), path, "name") : path;
+  if (present(j, "arch")) model.arch = read_arch(j.at("arch"), path + ": arch");
+  const json& params = required(j, path, "params");
+  CANZONA_REQUIRE(params.is_array(), path, ": key 'params' must be an array");
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    model.params.push_back(read_param(params[i], str(path, ": params[", i, "]")));
+  }
+  return model;
+}
+
+void write_param_list(const std::string& path, const ModelSpec& model) {
+  json params = json::array();
+  for (const ParamSpec& p : model.params) params.push_back(param_json(p));
+  const ArchInfo& a = model.arch;
+  const json arch = {{"num_layers", a.num_layers},
+                     {"num_heads", a.num_heads},
+                     {"num_query_groups", a.num_query_groups},
+                     {"head_dim", a.head_dim},
+                     {"vocab_size", a.vocab_size},
+                     {"padded_vocab_size", a.padded_vocab_size}};
+  write_json_file(path, {{"name", model.name}, {"arch", arch}, {"params", params}});
+}
+
+}  // namespace canzona::model

@@ -1,1 +1,41 @@
-// Filled in by its issue.
+// Pipeline stages (Megatron: transformer layers split evenly over pp stages; the embedding lives
+// on the first stage, the final norm and output layer on the last).
+#include <algorithm>
+
+#include "canzona/common/error.h"
+#include "canzona/model/load.h"
+
+namespace canzona::model {
+
+std::vector<int> assign_stages(const ModelSpec& model, int pp) {
+  CANZONA_REQUIRE(pp > 0, "pp must be positive, got pp=", pp);
+  int max_layer = -1;
+  std::size_t first_layer_param = model.params.size();
+  for (std::size_t i = 0; i < model.params.size(); ++i) {
+    if (model.params[i].layer < 0) continue;
+    max_layer = std::max(max_layer, model.params[i].layer);
+    first_layer_param = std::min(first_layer_param, i);
+  }
+  const int num_layers = model.arch.num_layers > 0 ? model.arch.num_layers : max_layer + 1;
+  CANZONA_REQUIRE(max_layer < num_layers, "model '", model.name, "': layer ", max_layer,
+                  " out of range for ", num_layers, " layers");
+  CANZONA_REQUIRE(num_layers % pp == 0, "pp=", pp, " does not divide ", num_layers, " layers");
+  const int layers_per_stage = num_layers / pp;
+
+  std::vector<int> stages(model.params.size());
+  for (std::size_t i = 0; i < model.params.size(); ++i) {
+    const ParamSpec& p = model.params[i];
+    if (p.stage >= 0) {
+      CANZONA_REQUIRE(p.stage < pp, "param '", p.name, "': stage ", p.stage,
+                      " out of range for pp=", pp);
+      stages[i] = p.stage;
+    } else if (p.layer >= 0) {
+      stages[i] = p.layer / layers_per_stage;
+    } else {
+      stages[i] = i < first_layer_param ? 0 : pp - 1;
+    }
+  }
+  return stages;
+}
+
+}  // namespace canzona::model

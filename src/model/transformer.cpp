@@ -1,1 +1,138 @@
-// Filled in by its issue.
+// Megatron-LM GPT model params of a dense decoder (reference.md, "Megatron TP layout").
+//
+// Terms: h = hidden, f = ffn_hidden, H = attention heads, G = query groups (KV heads),
+// d = head_dim, V_pad = padded vocabulary. The *global matrix* of a TP-split param is the
+// concatenation of its TP shards along tp_split_dim (spec.h), so piece rows index that.
+//
+// Fused QKV [(H + 2G) d, h]: rows are interleaved per query group, group g occupying the block
+// [g B, (g + 1) B) with B = (H/G + 2) d, laid out [q x H/G | k | v]. TP splits whole groups, so
+// the layout does not depend on tp.
+//
+// Fused fc1 [2f, h]: Megatron's TP-local shard t holds [gate_t; up_t] (f/tp rows each). The
+// concatenation of the shards is therefore [gate_0; up_0; gate_1; up_1; ...], and the gate piece
+// is the union over t of rows [t 2f/tp, t 2f/tp + f/tp). At tp = 1 this is the logical layout:
+// gate = [0, f), up = [f, 2f). Concatenating a piece's ranges in order yields gate (or up) in
+// its natural row order for every tp.
+#include <string>
+
+#include "canzona/common/error.h"
+#include "canzona/model/load.h"
+
+namespace canzona::model {
+namespace {
+
+std::string indexed(const char* kind, std::int64_t i) {
+  std::string name(kind);
+  name += std::to_string(i);
+  return name;
+}
+
+std::vector<Piece> qkv_pieces(const TransformerConfig& c, QkvSplit split) {
+  const std::int64_t d = c.head_dim;
+  const std::int64_t heads_per_group = c.num_heads / c.num_query_groups;
+  const std::int64_t block = (heads_per_group + 2) * d;
+  std::vector<Piece> pieces;
+  if (split == QkvSplit::kQkv) {
+    Piece q{"q", {}}, k{"k", {}}, v{"v", {}};
+    for (std::int64_t g = 0; g < c.num_query_groups; ++g) {
+      const std::int64_t base = g * block;
+      q.row_ranges.emplace_back(base, base + heads_per_group * d);
+      k.row_ranges.emplace_back(base + heads_per_group * d, base + (heads_per_group + 1) * d);
+      v.row_ranges.emplace_back(base + (heads_per_group + 1) * d, base + block);
+    }
+    pieces = {q, k, v};
+  } else if (split == QkvSplit::kPerHead) {
+    for (std::int64_t j = 0; j < c.num_heads; ++j) {
+      const std::int64_t begin = (j / heads_per_group) * block + (j % heads_per_group) * d;
+      pieces.push_back({indexed("q", j), {{begin, begin + d}}});
+    }
+    for (const char* kind : {"k", "v"}) {
+      const std::int64_t offset = (heads_per_group + (kind[0] == 'v' ? 1 : 0)) * d;
+      for (std::int64_t g = 0; g < c.num_query_groups; ++g) {
+        const std::int64_t begin = g * block + offset;
+        pieces.push_back({indexed(kind, g), {{begin, begin + d}}});
+      }
+    }
+  }
+  return pieces;
+}
+
+std::vector<Piece> fc1_pieces(std::int64_t ffn, int tp) {
+  const std::int64_t shard = ffn / tp;
+  Piece gate{"gate", {}}, up{"up", {}};
+  for (std::int64_t t = 0; t < tp; ++t) {
+    const std::int64_t base = t * 2 * shard;
+    gate.row_ranges.emplace_back(base, base + shard);
+    up.row_ranges.emplace_back(base + shard, base + 2 * shard);
+  }
+  return {gate, up};
+}
+
+void check_config(const TransformerConfig& c, int tp) {
+  CANZONA_REQUIRE(tp > 0, "tp must be positive, got tp=", tp);
+  CANZONA_REQUIRE(c.hidden > 0 && c.ffn_hidden > 0 && c.num_layers > 0 && c.num_heads > 0 &&
+                      c.num_query_groups > 0 && c.head_dim > 0 && c.vocab_size > 0,
+                  "model '", c.name, "': hidden (", c.hidden, "), ffn_hidden (", c.ffn_hidden,
+                  "), num_layers (", c.num_layers, "), num_heads (", c.num_heads,
+                  "), num_query_groups (", c.num_query_groups, "), head_dim (", c.head_dim,
+                  ") and vocab_size (", c.vocab_size, ") must all be positive");
+  CANZONA_REQUIRE(c.num_heads % c.num_query_groups == 0, "model '", c.name, "': num_heads ",
+                  c.num_heads, " not divisible by num_query_groups ", c.num_query_groups);
+  CANZONA_REQUIRE(c.num_heads % tp == 0, "model '", c.name, "': ", c.num_heads,
+                  " attention heads not divisible by tp=", tp, " (Megatron splits heads over TP)");
+  CANZONA_REQUIRE(c.num_query_groups % tp == 0, "model '", c.name, "': ", c.num_query_groups,
+                  " query groups (KV heads) not divisible by tp=", tp,
+                  " (Megatron splits query groups over TP)");
+  CANZONA_REQUIRE(c.ffn_hidden % tp == 0, "model '", c.name, "': ffn_hidden ", c.ffn_hidden,
+                  " not divisible by tp=", tp);
+}
+
+}  // namespace
+
+std::int64_t padded_vocab_size(std::int64_t vocab_size, int tp) {
+  CANZONA_REQUIRE(tp > 0, "tp must be positive, got tp=", tp);
+  const std::int64_t multiple = 128 * static_cast<std::int64_t>(tp);
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+ModelSpec build_transformer(const TransformerConfig& c, const BuildOptions& options) {
+  check_config(c, options.tp);
+  ModelSpec model;
+  model.name = c.name;
+  model.arch = {c.num_layers, c.num_heads,  c.num_query_groups,
+                c.head_dim,   c.vocab_size, padded_vocab_size(c.vocab_size, options.tp)};
+  const std::int64_t h = c.hidden;
+  const std::int64_t d = c.head_dim;
+  const std::int64_t vocab = model.arch.padded_vocab_size;
+  const std::int64_t qkv_rows = (c.num_heads + 2LL * c.num_query_groups) * d;
+
+  auto add = [&model](std::string name, std::vector<std::int64_t> shape, int split, int layer,
+                      std::vector<Piece> pieces = {}) {
+    const OptimizerClass optimizer = default_optimizer_class(name, shape);
+    model.params.push_back(
+        {std::move(name), std::move(shape), split, optimizer, layer, -1, std::move(pieces)});
+  };
+
+  add("embedding.word_embeddings.weight", {vocab, h}, 0, -1);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = "decoder.layers." + std::to_string(i) + ".";
+    add(p + "self_attention.linear_proj.weight", {h, c.num_heads * d}, 1, i);
+    add(p + "self_attention.linear_qkv.layer_norm_weight", {h}, -1, i);
+    add(p + "self_attention.linear_qkv.weight", {qkv_rows, h}, 0, i,
+        qkv_pieces(c, options.qkv_split));
+    if (c.qkv_bias) add(p + "self_attention.linear_qkv.bias", {qkv_rows}, 0, i);
+    if (c.qk_norm) {
+      add(p + "self_attention.q_layernorm.weight", {d}, -1, i);
+      add(p + "self_attention.k_layernorm.weight", {d}, -1, i);
+    }
+    add(p + "mlp.linear_fc1.layer_norm_weight", {h}, -1, i);
+    add(p + "mlp.linear_fc1.weight", {2 * c.ffn_hidden, h}, 0, i,
+        options.split_fc1 ? fc1_pieces(c.ffn_hidden, options.tp) : std::vector<Piece>{});
+    add(p + "mlp.linear_fc2.weight", {h, c.ffn_hidden}, 1, i);
+  }
+  add("decoder.final_layernorm.weight", {h}, -1, -1);
+  if (!c.tied_embeddings) add("output_layer.weight", {vocab, h}, 0, -1);
+  return model;
+}
+
+}  // namespace canzona::model

@@ -14,15 +14,15 @@ namespace canzona::model {
 struct TransformerConfig {
   std::string name;
   std::int64_t hidden = 0;
-  std::int64_t ffn_hidden = 0;     // intermediate_size
+  std::int64_t ffn_hidden = 0;  // intermediate_size
   int num_layers = 0;
   int num_heads = 0;
-  int num_query_groups = 0;        // num_key_value_heads
-  int head_dim = 0;                // defaults to hidden / num_heads in HF configs that omit it
+  int num_query_groups = 0;  // num_key_value_heads
+  int head_dim = 0;          // defaults to hidden / num_heads in HF configs that omit it
   std::int64_t vocab_size = 0;
   bool tied_embeddings = false;
-  bool qkv_bias = false;           // Qwen2 has QKV bias; Qwen3, Llama, Mistral do not
-  bool qk_norm = false;            // Qwen3 per-head q_layernorm / k_layernorm
+  bool qkv_bias = false;  // Qwen2 has QKV bias; Qwen3, Llama, Mistral do not
+  bool qk_norm = false;   // Qwen3 per-head q_layernorm / k_layernorm
 };
 
 // How QKV is split into optimizer tasks before the matrix optimizer.
@@ -34,6 +34,9 @@ struct BuildOptions {
   bool split_fc1 = false;                // gate and up pieces
 };
 
+// Megatron vocabulary padding: ceil(vocab_size / (128 tp)) * 128 tp.
+std::int64_t padded_vocab_size(std::int64_t vocab_size, int tp);
+
 // Names of the built-in presets, in a stable order: qwen3-0.6b ... qwen3-32b, then small ones.
 std::vector<std::string> preset_names();
 // The preset's config; throws UsageError listing the known presets when `name` is unknown.
@@ -44,13 +47,23 @@ TransformerConfig preset(const std::string& name);
 TransformerConfig read_hf_config(const std::string& path);
 
 // Megatron params of the transformer in registration order (reference.md, "Megatron TP layout"),
-// with optimizer classes assigned and pieces per `options`. Throws UsageError when tp does not
-// divide heads or query groups.
+// with optimizer classes assigned and pieces per `options`. Piece rows index the global matrix,
+// which is the concatenation of the TP shards along dim 0 (see transformer.cpp for what that
+// means for fc1). Throws UsageError when a size is not positive, or when tp does not divide
+// heads, query groups or ffn_hidden, or query groups do not divide heads.
 ModelSpec build_transformer(const TransformerConfig& config, const BuildOptions& options);
 
-// Explicit parameter lists: {"name": ..., "params": [{"name", "shape", "tp_split_dim",
-// "optimizer": "matrix"|"elementwise", "layer", "stage", "pieces": [{"name", "rows": [[b,e],..]}]}]}.
-// Throws UsageError naming the file, the param index and the key on any problem.
+// Explicit parameter lists:
+//   {"name": "...",
+//    "arch": {"num_layers", "num_heads", "num_query_groups", "head_dim", "vocab_size",
+//             "padded_vocab_size"},
+//    "params": [{"name", "shape", "tp_split_dim", "optimizer": "matrix" | "elementwise",
+//                "layer", "stage", "pieces": [{"name", "rows": [[begin, end], ...]}]}]}
+// Required: "params"; per param "name" and "shape"; per piece "name" and "rows". Defaults:
+// name = the path, arch keys 0 (unknown), tp_split_dim -1, optimizer default_optimizer_class(),
+// layer -1, stage -1, no pieces. Unknown keys in a param, piece or arch are errors (usually
+// typos). Throws UsageError naming the file, the param index and the key on any problem. The
+// writer emits every field, so write -> read -> write reproduces the file byte for byte.
 ModelSpec read_param_list(const std::string& path);
 void write_param_list(const std::string& path, const ModelSpec& model);
 

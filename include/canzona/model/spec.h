@@ -21,7 +21,7 @@ enum class OptimizerClass { kMatrix, kElementwise };
 // A row subset of a 2-D param, as half-open row ranges of the *global* matrix, in order.
 // Its rows, concatenated, form the matrix the optimizer sees (shape rows() x param cols).
 struct Piece {
-  std::string name;                                   // suffix: "q", "k", "v", "gate", "head7"
+  std::string name;  // suffix: "q", "k", "v", "gate", "up", per head "q7", "k1", "v1"
   std::vector<std::pair<std::int64_t, std::int64_t>> row_ranges;  // [begin, end) global rows
 
   std::int64_t rows() const;
@@ -32,9 +32,9 @@ struct ParamSpec {
   std::vector<std::int64_t> shape;  // global shape (1-D or 2-D), row-major
   int tp_split_dim = -1;            // -1: replicated across TP; 0: column-parallel; 1: row-parallel
   OptimizerClass optimizer = OptimizerClass::kElementwise;
-  int layer = -1;                   // transformer layer index; -1 for model-level params
-  int stage = -1;                   // explicit pipeline stage; -1: derived from layer (pp.h)
-  std::vector<Piece> pieces;        // empty: the whole matrix is one task
+  int layer = -1;             // transformer layer index; -1 for model-level params
+  int stage = -1;             // explicit pipeline stage; -1: derived from layer (assign_stages)
+  std::vector<Piece> pieces;  // empty: the whole matrix is one task
 
   std::int64_t numel() const;
   std::int64_t rows() const;  // shape[0]
@@ -64,9 +64,18 @@ struct ModelSpec {
   std::int64_t total_numel() const;
 };
 
-// Checks a model against a TP degree: positive shapes, no empty params, unique names, split dims
-// in range and divisible by tp, pieces inside their param and covering disjoint rows, heads and
-// query groups divisible by tp where known. Throws UsageError naming the param and the rule.
+// The Megatron / official Canzona rule: 2-D weights get the matrix optimizer except embeddings
+// (names containing "embedding"), the output layer ("output_layer") and MoE routers ("router").
+OptimizerClass default_optimizer_class(const std::string& name,
+                                       const std::vector<std::int64_t>& shape);
+
+// "matrix" / "elementwise", the spelling used in param-list JSON.
+const char* optimizer_class_name(OptimizerClass optimizer);
+
+// Checks a model against a TP degree: positive 1-D or 2-D shapes, no empty model, unique names,
+// split dims in range and divisible by tp, matrix params 2-D, pieces only on matrix params, each
+// inside its param, together covering every row exactly once, heads and query groups divisible by
+// tp where known. Throws UsageError naming the param and the rule.
 void validate(const ModelSpec& model, int tp);
 
 }  // namespace canzona::model

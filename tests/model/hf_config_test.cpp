@@ -1,0 +1,163 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "canzona/common/error.h"
+#include "canzona/model/load.h"
+#include "test_util.h"
+
+namespace canzona::model {
+namespace {
+
+using ::testing::AllOf;
+using testing::data_path;
+using ::testing::HasSubstr;
+using testing::scratch_file;
+using ::testing::ThrowsMessage;
+
+constexpr const char* kValid = R"({"model_type": "llama", "hidden_size": 64,
+  "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "vocab_size": 300)";
+
+// kValid with one more key/value pair (a duplicate key overrides the earlier one).
+std::string config_with(const std::string& extra) {
+  return std::string(kValid) + extra + "}";
+}
+
+void expect_config_error(const std::string& text, const std::string& message) {
+  const std::string path = scratch_file("config.json", text);
+  EXPECT_THAT([&] { read_hf_config(path); },
+              ThrowsMessage<UsageError>(AllOf(HasSubstr(path), HasSubstr(message))));
+}
+
+TEST(HfConfig, ReadsQwen3) {
+  const TransformerConfig c = read_hf_config(data_path("Qwen3-0.6B/config.json"));
+  EXPECT_EQ(c.name, "Qwen3-0.6B");
+  EXPECT_EQ(c.hidden, 1024);
+  EXPECT_EQ(c.ffn_hidden, 3072);
+  EXPECT_EQ(c.num_layers, 28);
+  EXPECT_EQ(c.num_heads, 16);
+  EXPECT_EQ(c.num_query_groups, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_TRUE(c.tied_embeddings);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.qkv_bias);
+}
+
+TEST(HfConfig, Qwen3ConfigBuildsSameParamsAsPreset) {
+  const ModelSpec from_file =
+      build_transformer(read_hf_config(data_path("Qwen3-0.6B/config.json")), {});
+  const ModelSpec from_preset = build_transformer(preset("qwen3-0.6b"), {});
+  ASSERT_EQ(from_file.params.size(), from_preset.params.size());
+  for (std::size_t i = 0; i < from_file.params.size(); ++i) {
+    EXPECT_EQ(from_file.params[i].name, from_preset.params[i].name);
+    EXPECT_EQ(from_file.params[i].shape, from_preset.params[i].shape);
+  }
+  EXPECT_EQ(from_file.total_numel(), 596'049'920LL);
+}
+
+TEST(HfConfig, ReadsQwen2WithQkvBias) {
+  const TransformerConfig c = read_hf_config(data_path("qwen2_config.json"));
+  EXPECT_EQ(c.name, "qwen2_config");
+  EXPECT_EQ(c.hidden, 896);
+  EXPECT_EQ(c.num_heads, 14);
+  EXPECT_EQ(c.num_query_groups, 2);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_TRUE(c.tied_embeddings);
+  const ModelSpec m = build_transformer(c, {});
+  EXPECT_EQ(m.params[4].name, "decoder.layers.0.self_attention.linear_qkv.bias");
+  EXPECT_EQ(m.params[4].shape, (std::vector<std::int64_t>{(14 + 2 * 2) * 64}));
+  EXPECT_EQ(m.total_numel(), 494'032'768LL);  // Qwen2-0.5B as reported by transformers
+}
+
+TEST(HfConfig, ReadsLlamaWithImplicitHeadDimAndKvHeads) {
+  const TransformerConfig c = read_hf_config(data_path("llama_config.json"));
+  EXPECT_EQ(c.num_heads, 32);
+  EXPECT_EQ(c.num_query_groups, 32);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.vocab_size, 32000);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(build_transformer(c, {}).total_numel(), 6'738'415'616LL);  // Llama-2-7B
+}
+
+TEST(HfConfig, ReadsMistralWithNullHeadDim) {
+  const TransformerConfig c = read_hf_config(data_path("mistral_config.json"));
+  EXPECT_EQ(c.hidden, 4096);
+  EXPECT_EQ(c.ffn_hidden, 14336);
+  EXPECT_EQ(c.num_query_groups, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(build_transformer(c, {}).total_numel(), 7'241'732'096LL);  // Mistral-7B
+}
+
+TEST(HfConfig, LlamaRespectsAttentionBias) {
+  const std::string path = scratch_file("config.json", config_with(R"(, "attention_bias": true)"));
+  EXPECT_TRUE(read_hf_config(path).qkv_bias);
+  const std::string off = scratch_file("off.json", config_with(R"(, "attention_bias": false)"));
+  EXPECT_FALSE(read_hf_config(off).qkv_bias);
+}
+
+TEST(HfConfig, ExplicitHeadDimOverridesHiddenOverHeads) {
+  const std::string path = scratch_file("config.json", config_with(R"(, "head_dim": 32)"));
+  EXPECT_EQ(read_hf_config(path).head_dim, 32);
+}
+
+TEST(HfConfig, RejectsMissingKeys) {
+  for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers",
+                          "num_attention_heads", "vocab_size", "model_type"}) {
+    SCOPED_TRACE(key);
+    nlohmann::json j = nlohmann::json::parse(config_with(""));
+    j.erase(key);
+    expect_config_error(j.dump(), std::string("key '") + key + "' missing");
+  }
+}
+
+TEST(HfConfig, RejectsWrongTypedOrNonPositiveKeys) {
+  expect_config_error(config_with(R"(, "hidden_size": "64")"),
+                      "key 'hidden_size' must be a positive integer");
+  expect_config_error(config_with(R"(, "num_hidden_layers": 0)"),
+                      "key 'num_hidden_layers' must be a positive integer");
+  expect_config_error(config_with(R"(, "vocab_size": -5)"),
+                      "key 'vocab_size' must be a positive integer");
+  expect_config_error(config_with(R"(, "intermediate_size": 12.5)"),
+                      "key 'intermediate_size' must be a positive integer");
+  expect_config_error(config_with(R"(, "num_key_value_heads": 0)"),
+                      "key 'num_key_value_heads' must be a positive integer");
+  expect_config_error(config_with(R"(, "head_dim": true)"),
+                      "key 'head_dim' must be a positive integer");
+  expect_config_error(config_with(R"(, "num_attention_heads": 4294967296)"),
+                      "key 'num_attention_heads' must be a positive integer <= 2147483647");
+  expect_config_error(config_with(R"(, "tie_word_embeddings": 1)"),
+                      "key 'tie_word_embeddings' must be true or false");
+  expect_config_error(config_with(R"(, "model_type": 3)"), "key 'model_type' must be a string");
+}
+
+TEST(HfConfig, RejectsUnknownModelType) {
+  expect_config_error(config_with(R"(, "model_type": "gpt2")"),
+                      "unsupported model_type 'gpt2' (supported: qwen3, qwen2, llama, mistral)");
+}
+
+TEST(HfConfig, RejectsHeadsNotDivisibleByKvHeads) {
+  expect_config_error(config_with(R"(, "num_key_value_heads": 3)"),
+                      "num_attention_heads 4 not divisible by num_key_value_heads 3");
+}
+
+TEST(HfConfig, RejectsHiddenNotDivisibleByHeadsWithoutHeadDim) {
+  expect_config_error(config_with(R"(, "hidden_size": 66)"),
+                      "hidden_size 66 not divisible by num_attention_heads 4");
+}
+
+TEST(HfConfig, RejectsMalformedFiles) {
+  expect_config_error("[1, 2]", "expected a JSON object");
+  expect_config_error("{\"hidden_size\": ", "malformed JSON");
+  EXPECT_THAT([] { read_hf_config("/nonexistent/config.json"); },
+              ThrowsMessage<UsageError>(HasSubstr("/nonexistent/config.json: cannot read file")));
+}
+
+}  // namespace
+}  // namespace canzona::model

@@ -1,0 +1,80 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "canzona/common/error.h"
+#include "canzona/model/load.h"
+
+namespace canzona::model {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+ParamSpec param(std::string name, int layer, int stage = -1) {
+  return {std::move(name), {4}, -1, OptimizerClass::kElementwise, layer, stage, {}};
+}
+
+TEST(Stages, SplitsLayersEvenlyWithEmbeddingFirstAndHeadLast) {
+  const ModelSpec m = build_transformer(preset("qwen3-mini"), {});
+  const std::vector<int> stages = assign_stages(m, 2);
+  ASSERT_EQ(stages.size(), m.params.size());
+  for (std::size_t i = 0; i < m.params.size(); ++i) {
+    const ParamSpec& p = m.params[i];
+    const int expected = p.layer >= 0 ? p.layer / 2 : (i == 0 ? 0 : 1);
+    EXPECT_EQ(stages[i], expected) << p.name;
+  }
+  EXPECT_EQ(stages.front(), 0);
+  EXPECT_EQ(stages.back(), 1);
+}
+
+TEST(Stages, OneStagePutsEverythingOnStageZero) {
+  const std::vector<int> stages = assign_stages(build_transformer(preset("qwen3-tiny"), {}), 1);
+  EXPECT_EQ(stages, std::vector<int>(stages.size(), 0));
+}
+
+TEST(Stages, PpMustDivideLayers) {
+  const ModelSpec m = build_transformer(preset("qwen3-0.6b"), {});
+  EXPECT_THAT([&] { assign_stages(m, 3); },
+              ThrowsMessage<UsageError>(HasSubstr("pp=3 does not divide 28 layers")));
+  EXPECT_EQ(assign_stages(m, 28).back(), 27);
+}
+
+TEST(Stages, RejectsNonPositivePp) {
+  const ModelSpec m = build_transformer(preset("qwen3-tiny"), {});
+  EXPECT_THAT([&] { assign_stages(m, 0); }, ThrowsMessage<UsageError>(HasSubstr("pp=0")));
+}
+
+TEST(Stages, LayerCountFromParamsWhenArchUnknown) {
+  ModelSpec m;
+  m.name = "list";
+  m.params = {param("pre", -1), param("l0", 0), param("l1", 1),   param("mid", -1),
+              param("l2", 2),   param("l3", 3), param("post", -1)};
+  EXPECT_EQ(assign_stages(m, 4), (std::vector<int>{0, 0, 1, 3, 2, 3, 3}));
+  EXPECT_EQ(assign_stages(m, 2), (std::vector<int>{0, 0, 0, 1, 1, 1, 1}));
+  EXPECT_THAT([&] { assign_stages(m, 3); },
+              ThrowsMessage<UsageError>(HasSubstr("pp=3 does not divide 4 layers")));
+}
+
+TEST(Stages, ArchLayerCountWinsOverParams) {
+  ModelSpec m;
+  m.name = "list";
+  m.arch.num_layers = 4;
+  m.params = {param("l0", 0), param("l1", 1)};
+  EXPECT_EQ(assign_stages(m, 4), (std::vector<int>{0, 1}));
+  m.params.push_back(param("l4", 4));
+  EXPECT_THAT([&] { assign_stages(m, 2); },
+              ThrowsMessage<UsageError>(HasSubstr("layer 4 out of range for 4 layers")));
+}
+
+TEST(Stages, ExplicitStageWins) {
+  ModelSpec m;
+  m.name = "list";
+  m.params = {param("emb", -1, 1), param("l0", 0), param("l1", 1, 0), param("head", -1, 0)};
+  EXPECT_EQ(assign_stages(m, 2), (std::vector<int>{1, 0, 0, 0}));
+  m.params[0].stage = 2;
+  EXPECT_THAT([&] { assign_stages(m, 2); },
+              ThrowsMessage<UsageError>(HasSubstr("param 'emb': stage 2 out of range for pp=2")));
+}
+
+}  // namespace
+}  // namespace canzona::model

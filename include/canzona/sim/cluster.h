@@ -1,0 +1,77 @@
+// The cluster the simulator projects a Plan onto: nodes of identical GPUs, an intra-node fabric
+// (NVLink/NVSwitch) and an inter-node fabric (InfiniBand, one NIC per GPU), each an α-β link.
+//
+// Terms. A *link* costs α (latency, seconds per message step) + bytes / β (achieved bandwidth,
+// bytes per second, one direction, per GPU). *Rank placement* follows Megatron's default order
+// (TP fastest, then DP, then PP): the TP group of a rank is tp consecutive GPUs inside one node,
+// and a DP group (stride tp) uses the inter-node link as soon as dp * tp exceeds a node.
+// Rates are dense peak TFLOP/s per GPU; an *efficiency* in (0, 1] turns a peak into what a
+// workload achieves.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace canzona::sim {
+
+struct Link {
+  double bandwidth_GBps = 0.0;  // achieved one-direction bandwidth per GPU, 1e9 bytes/s
+  double latency_us = 0.0;      // α per message step, microseconds
+
+  double beta() const { return bandwidth_GBps * 1e9; }  // bytes per second
+  double alpha() const { return latency_us * 1e-6; }    // seconds
+};
+
+// Numeric format the matrix optimizer's GEMMs run in, selecting a peak rate of the Device.
+enum class Precision { kBf16, kTf32, kFp32 };
+Precision parse_precision(const std::string& name);  // "bf16" | "tf32" | "fp32"; UsageError
+const char* to_string(Precision precision);
+
+struct Device {
+  std::string name;
+  double bf16_tflops = 0.0;           // dense bf16 tensor-core peak (forward-backward GEMMs)
+  double tf32_tflops = 0.0;           // dense TF32 tensor-core peak
+  double fp32_tflops = 0.0;           // non-tensor-core fp32 peak
+  double hbm_GBps = 0.0;              // memory bandwidth (element-wise AdamW is memory bound)
+  double matmul_efficiency = 0.0;     // achieved / peak for forward-backward (MFU-like)
+  double optimizer_efficiency = 0.0;  // achieved / peak for the matrix optimizer's GEMMs
+  Precision optimizer_precision = Precision::kTf32;
+  double optimizer_task_overhead_us = 0.0;  // fixed cost per optimizer task (kernel launches)
+
+  // Achieved FLOP/s of the matrix optimizer: peak of optimizer_precision * optimizer_efficiency.
+  double optimizer_flops_per_s() const;
+  // Achieved FLOP/s of forward-backward: bf16 peak * matmul_efficiency.
+  double fwd_bwd_flops_per_s() const;
+};
+
+struct Cluster {
+  std::string name;
+  int gpus_per_node = 8;
+  Link intra_node;  // NVLink inside a node
+  Link inter_node;  // InfiniBand between nodes, per GPU
+  Device device;
+};
+
+// Built-in presets, in a stable order: "h100-8", "h200-8".
+std::vector<std::string> cluster_preset_names();
+// Throws UsageError listing the presets when `name` is unknown.
+Cluster cluster_preset(const std::string& name);
+
+// Parses a cluster description. Every key of to_json(Cluster) is required unless the object has
+// "base": "<preset>", whose values fill the missing keys. Throws UsageError "<where>: key '<k>':
+// <problem>" for a missing key, a wrong type, a non-positive rate or bandwidth, a negative
+// latency, an efficiency outside (0, 1], or an unknown key.
+Cluster cluster_from_json(const nlohmann::json& value, const std::string& where);
+nlohmann::json to_json(const Cluster& cluster);
+
+// Resolves --cluster: a preset name, else a path to a JSON file (cluster_from_json).
+Cluster load_cluster(const std::string& arg);
+
+// Link of a TP group (tp GPUs in one node). Throws UsageError when tp > gpus_per_node.
+Link tp_link(const Cluster& cluster, int tp);
+// Link of a DP ring under Megatron placement: intra_node when dp * tp <= gpus_per_node, else
+// inter_node (a ring is as slow as its slowest hop).
+Link dp_link(const Cluster& cluster, int dp, int tp);
+
+}  // namespace canzona::sim

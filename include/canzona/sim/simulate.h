@@ -1,0 +1,75 @@
+// Replays one training iteration of a Plan on a simulated cluster (docs/simulator.md lists every
+// modelling assumption; this header states the contract).
+//
+// Terms. An iteration is forward-backward over `micro_batches` micro batches per DP replica
+// (1F1B pipeline over PP stages), the DP gradient sync (overlapped with the last micro batch's
+// backward), the optimizer step (matrix tasks, element-wise AdamW, TP micro groups), and the
+// param sync (ZeRO-1 All-Gather overlapped with the next forward; layerwise's All-Gather-v inside
+// the step). Pipeline stages run in parallel; the slowest stage's step is the iteration's.
+//
+//   iteration_s = fwd_bwd_s + dp_comm_exposed_s + optimizer_s + tp_comm_s + param_sync_s
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "canzona/model/spec.h"
+#include "canzona/plan/plan.h"
+#include "canzona/sim/cluster.h"
+
+namespace canzona::sim {
+
+// The training job around the optimizer. Defaults: a 512K-token global batch of 4096-token
+// sequences, one sequence per micro batch, fp32 gradient buffer (Megatron main grads), bf16 model
+// params gathered after the step, TP micro groups pipelined.
+struct Workload {
+  std::int64_t tokens = 524288;  // global batch, tokens per iteration
+  std::int64_t seq_len = 4096;
+  std::int64_t micro_batch = 1;  // sequences per micro batch
+  double grad_bytes = 4.0;       // bytes per gradient element in the DP sync and TP gathers
+  double param_bytes = 2.0;      // bytes per model-param element in the param All-Gather
+  double adamw_bytes_per_element = 30.0;  // HBM traffic of one AdamW element update: read and
+                                          // write fp32 param, m, v, read fp32 grad, write bf16
+  bool attention_flops = true;  // add causal attention FLOPs (6 * seq * heads * head_dim per
+                                // token per layer, fwd+bwd) to 6 * matmul params per token
+  bool tp_pipeline = true;      // overlap gather k+1 with compute k (design.md section 4)
+};
+
+// Per-strategy result. Times in seconds for the critical (slowest) pipeline stage.
+struct Breakdown {
+  plan::Strategy strategy = plan::Strategy::kLbAsc;
+  double iteration_s = 0.0;
+  double fwd_bwd_s = 0.0;          // compute only, pipeline bubble included
+  double dp_comm_exposed_s = 0.0;  // gradient sync past backward + param gather stalling forward
+  double optimizer_s = 0.0;        // optimizer compute makespan (matrix tasks + AdamW)
+  double tp_comm_s = 0.0;          // TP gathers/scatters not hidden behind optimizer compute
+  double param_sync_s = 0.0;       // layerwise: All-Gather-v of updated params in the step
+
+  // Details.
+  double optimizer_step_s = 0.0;       // optimizer_s + tp_comm_s + param_sync_s (paper's
+                                       // "optimizer step")
+  double tp_comm_sequential_s = 0.0;   // tp_comm_s when micro groups run one after another
+  double tp_comm_pipelined_s = 0.0;    // tp_comm_s when gather k+1 overlaps compute k
+  double dp_comm_total_s = 0.0;        // all DP collectives of the stage, hidden or not
+  double optimizer_rank_max_s = 0.0;   // max over grid ranks of the rank's matrix task seconds
+  double optimizer_rank_mean_s = 0.0;  // mean of the same over grid ranks
+  double fwd_bwd_flops = 0.0;          // model FLOPs of the iteration, whole cluster
+  std::int64_t micro_batches = 0;      // per DP replica
+  int critical_stage = 0;
+  int micro_groups = 0;  // TP micro groups of the critical stage's slowest DP rank
+};
+
+// Simulates one iteration of `plan` (made from `model` by plan::make_plan) on `cluster`.
+// Throws UsageError for non-positive tokens, seq_len or micro_batch, byte sizes <= 0, or tp larger
+// than a node; CANZONA_CHECK failures for a plan inconsistent with the model.
+Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const Cluster& cluster,
+                   const Workload& workload);
+
+// Forward-backward model FLOPs per token of each pipeline stage (index-aligned with
+// plan.stages): 6 * (matmul params of the stage) + attention. Matmul params are the 2-D params,
+// without the word embedding (a lookup) but with the output projection (the tied embedding's
+// logits count on the last stage).
+std::vector<double> stage_flops_per_token(const model::ModelSpec& model, const plan::Plan& plan,
+                                          const Workload& workload);
+
+}  // namespace canzona::sim

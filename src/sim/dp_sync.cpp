@@ -1,0 +1,125 @@
+// DP-side costs of one stage: gradient sync per bucket, ZeRO-1 param gather, layerwise's in-step
+// param All-Gather-v, and the element-wise share of each DP rank (stage_model.h).
+//
+// Bucket order (Megatron): the buffer holds params in reverse registration order, so bucket 0's
+// gradients are ready first in backward and its params are needed last in forward.
+#include <algorithm>
+#include <numeric>
+
+#include "canzona/common/error.h"
+#include "canzona/sim/collectives.h"
+#include "canzona/sim/timeline.h"
+#include "stage_model.h"
+
+namespace canzona::sim::detail {
+
+namespace {
+
+// Elements of bucket b that DP rank r holds under the cuts (the Reduce-Scatter / All-Gather
+// count); equal shards when the plan has no cuts for the bucket.
+std::int64_t shard_numel(const plan::StagePlan& stage, std::size_t b, int r, int dp) {
+  if (b < stage.cuts.size() && stage.cuts[b].size() == static_cast<std::size_t>(dp) + 1) {
+    return stage.cuts[b][r + 1] - stage.cuts[b][r];
+  }
+  return stage.layout.buckets[b].numel / dp;
+}
+
+std::int64_t max_shard_numel(const plan::StagePlan& stage, std::size_t b, int dp) {
+  std::int64_t m = 0;
+  for (int r = 0; r < dp; ++r) m = std::max(m, shard_numel(stage, b, r, dp));
+  return m;
+}
+
+// Calls add(rank, elements) for every element DP rank `rank` updates alone: whole params it owns
+// and its part of divided params. `include(param)` filters params. kEveryone params are skipped.
+template <typename Include, typename Add>
+void for_each_owned(const plan::StagePlan& stage, int dp, Include include, Add add) {
+  for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b) {
+    const auto& bucket = stage.layout.buckets[b];
+    for (const auto& slot : bucket.slots) {
+      if (!include(slot.param)) continue;
+      CANZONA_CHECK(slot.param >= 0 && static_cast<std::size_t>(slot.param) < stage.owner.size(),
+                    "slot param ", slot.param, " has no owner entry");
+      int owner = stage.owner[slot.param];
+      if (owner >= 0) {
+        CANZONA_CHECK(owner < dp, "owner ", owner, " of param ", slot.param, " >= dp ", dp);
+        add(owner, static_cast<double>(slot.numel));
+      } else if (owner == plan::kDivided) {
+        std::int64_t begin = 0;
+        for (int r = 0; r < dp; ++r) {
+          std::int64_t end = begin + shard_numel(stage, b, r, dp);
+          std::int64_t lo = std::max(begin, slot.offset);
+          std::int64_t hi = std::min(end, slot.end());
+          if (hi > lo) add(r, static_cast<double>(hi - lo));
+          begin = end;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+DpSync dp_sync(const plan::StagePlan& stage, plan::Strategy strategy, int dp, const Link& link,
+               const StageCompute& compute, const Workload& workload) {
+  const auto& buckets = stage.layout.buckets;
+  const bool all_reduce = strategy == plan::Strategy::kSc || strategy == plan::Strategy::kLayerwise;
+  double total_numel = 0.0;
+  for (const auto& b : buckets) total_numel += static_cast<double>(b.numel);
+
+  std::vector<double> ready, grad_comm, need, gather_comm;
+  double done = 0.0;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    const double numel = static_cast<double>(buckets[b].numel);
+    done += numel;
+    ready.push_back(total_numel > 0 ? compute.last_backward_s() * done / total_numel : 0.0);
+    if (all_reduce) {
+      grad_comm.push_back(ring_all_reduce_s(link, dp, numel * workload.grad_bytes));
+    } else {
+      double chunk = static_cast<double>(max_shard_numel(stage, b, dp));
+      grad_comm.push_back(ring_reduce_scatter_v_s(link, dp, chunk * workload.grad_bytes));
+    }
+  }
+  DpSync out;
+  out.exposed_s = exposed_after_window(ready, grad_comm, compute.last_backward_s());
+  out.total_s = std::accumulate(grad_comm.begin(), grad_comm.end(), 0.0);
+  if (all_reduce) return out;
+
+  // ZeRO-1 param All-Gather-v, posted at the start of forward in the order forward needs it.
+  double before = 0.0;
+  for (std::size_t i = buckets.size(); i-- > 0;) {
+    need.push_back(total_numel > 0 ? compute.first_forward_s() * before / total_numel : 0.0);
+    before += static_cast<double>(buckets[i].numel);
+    double chunk = static_cast<double>(max_shard_numel(stage, i, dp));
+    gather_comm.push_back(ring_all_gather_v_s(link, dp, chunk * workload.param_bytes));
+  }
+  out.exposed_s += stall_before_needs(gather_comm, need);
+  out.total_s += std::accumulate(gather_comm.begin(), gather_comm.end(), 0.0);
+  return out;
+}
+
+double layerwise_param_sync_s(const plan::StagePlan& stage, int dp, const Link& link,
+                              const Workload& workload) {
+  std::vector<double> owned(dp, 0.0);
+  for_each_owned(
+      stage, dp, [](int) { return true; }, [&](int r, double n) { owned[r] += n; });
+  double max_owned = *std::max_element(owned.begin(), owned.end());
+  return ring_all_gather_v_s(link, dp, max_owned * workload.param_bytes);
+}
+
+std::vector<double> elementwise_numel(const model::ModelSpec& model, const plan::StagePlan& stage,
+                                      int dp) {
+  std::vector<double> numel(dp, 0.0);
+  auto elementwise = [&](int p) { return !model.params[p].is_matrix(); };
+  for_each_owned(stage, dp, elementwise, [&](int r, double n) { numel[r] += n; });
+  for (const auto& bucket : stage.layout.buckets) {
+    for (const auto& slot : bucket.slots) {
+      if (elementwise(slot.param) && stage.owner[slot.param] == plan::kEveryone) {
+        for (auto& n : numel) n += static_cast<double>(slot.numel);
+      }
+    }
+  }
+  return numel;
+}
+
+}  // namespace canzona::sim::detail

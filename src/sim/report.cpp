@@ -1,0 +1,100 @@
+// Table and JSON views of simulated iterations (report.h).
+#include "canzona/sim/report.h"
+
+#include <cstdio>
+#include <string>
+
+namespace canzona::sim {
+
+namespace {
+
+std::string format(const char* fmt, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, fmt, value);
+  return buffer;
+}
+
+std::string pad(const std::string& s, std::size_t width, bool left = false) {
+  if (s.size() >= width) return s;
+  std::string fill(width - s.size(), ' ');
+  return left ? s + fill : fill + s;
+}
+
+double balance(const Breakdown& r) {
+  return r.optimizer_rank_mean_s > 0 ? r.optimizer_rank_max_s / r.optimizer_rank_mean_s : 1.0;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Breakdown& r) {
+  return {{"strategy", plan::to_string(r.strategy)},
+          {"iteration_s", r.iteration_s},
+          {"fwd_bwd_s", r.fwd_bwd_s},
+          {"dp_comm_exposed_s", r.dp_comm_exposed_s},
+          {"optimizer_s", r.optimizer_s},
+          {"tp_comm_s", r.tp_comm_s},
+          {"param_sync_s", r.param_sync_s},
+          {"optimizer_step_s", r.optimizer_step_s},
+          {"tp_comm_sequential_s", r.tp_comm_sequential_s},
+          {"tp_comm_pipelined_s", r.tp_comm_pipelined_s},
+          {"dp_comm_total_s", r.dp_comm_total_s},
+          {"optimizer_rank_max_s", r.optimizer_rank_max_s},
+          {"optimizer_rank_mean_s", r.optimizer_rank_mean_s},
+          {"optimizer_balance", balance(r)},
+          {"fwd_bwd_flops", r.fwd_bwd_flops},
+          {"micro_batches", r.micro_batches},
+          {"critical_stage", r.critical_stage},
+          {"micro_groups", r.micro_groups}};
+}
+
+nlohmann::json to_json(const std::vector<Breakdown>& results) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& r : results) out[plan::to_string(r.strategy)] = to_json(r);
+  return out;
+}
+
+std::string format_table(const std::vector<Breakdown>& results) {
+  const char* headers[] = {"strategy",  "iteration",    "fwd-bwd",     "dp-exposed",
+                           "optimizer", "tp-comm",      "param-sync",  "opt-step",
+                           "balance",   "step-speedup", "iter-speedup"};
+  std::string out;
+  for (std::size_t i = 0; i < std::size(headers); ++i) {
+    out += pad(headers[i], i == 0 ? 10 : 13, i == 0);
+  }
+  out += "\n";
+  for (const auto& r : results) {
+    const Breakdown& base = results.front();
+    out += pad(plan::to_string(r.strategy), 10, true);
+    for (double v : {r.iteration_s, r.fwd_bwd_s, r.dp_comm_exposed_s, r.optimizer_s, r.tp_comm_s,
+                     r.param_sync_s, r.optimizer_step_s}) {
+      out += pad(format("%.4f s", v), 13);
+    }
+    out += pad(format("%.2f", balance(r)), 13);
+    out += pad(format("%.2fx", base.optimizer_step_s / r.optimizer_step_s), 13);
+    out += pad(format("%.2fx", base.iteration_s / r.iteration_s), 13);
+    out += "\n";
+  }
+  return out;
+}
+
+std::string format_sweep_table(const std::string& column, const std::vector<ResultGroup>& groups) {
+  std::string out = pad(column, 12, true);
+  if (!groups.empty()) {
+    for (const auto& r : groups.front().results) {
+      std::string name = plan::to_string(r.strategy);
+      out += pad(name + " iter", 16) + pad(name + " step", 16);
+    }
+  }
+  out += "\n";
+  for (const auto& g : groups) {
+    out += pad(g.label, 12, true);
+    for (const auto& r : g.results) {
+      out +=
+          pad(format("%.4f s", r.iteration_s), 16) + pad(format("%.4f s", r.optimizer_step_s), 16);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace canzona::sim

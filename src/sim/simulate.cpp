@@ -1,0 +1,135 @@
+// One simulated iteration (simulate.h): forward-backward per stage, then per stage the DP sync,
+// every DP rank's optimizer step and layerwise's param sync; the slowest stage decides.
+#include "canzona/sim/simulate.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "canzona/common/error.h"
+#include "stage_model.h"
+
+namespace canzona::sim {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void check_workload(const Workload& w) {
+  CANZONA_REQUIRE(w.tokens > 0, "--tokens must be positive (got ", w.tokens, ")");
+  CANZONA_REQUIRE(w.seq_len > 0, "--seq-len must be positive (got ", w.seq_len, ")");
+  CANZONA_REQUIRE(w.micro_batch > 0, "--micro-batch must be positive (got ", w.micro_batch, ")");
+  CANZONA_REQUIRE(w.grad_bytes > 0 && w.param_bytes > 0 && w.adamw_bytes_per_element > 0,
+                  "byte sizes per element must be positive");
+}
+
+}  // namespace
+
+std::vector<double> stage_flops_per_token(const model::ModelSpec& model, const plan::Plan& plan,
+                                          const Workload& workload) {
+  int embedding = -1;
+  bool has_output_layer = false;
+  for (std::size_t p = 0; p < model.params.size(); ++p) {
+    if (ends_with(model.params[p].name, "word_embeddings.weight")) embedding = static_cast<int>(p);
+    if (ends_with(model.params[p].name, "output_layer.weight")) has_output_layer = true;
+  }
+  const double attn_width = static_cast<double>(model.arch.num_heads) * model.arch.head_dim;
+
+  std::vector<double> flops;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    double matmul_params = 0.0;
+    std::set<int> layers;
+    for (int p : plan.stages[s].params) {
+      const auto& param = model.params[p];
+      if (param.layer >= 0) layers.insert(param.layer);
+      if (param.shape.size() == 2 && p != embedding) matmul_params += param.numel();
+    }
+    if (s + 1 == plan.stages.size() && embedding >= 0 && !has_output_layer) {
+      matmul_params += model.params[embedding].numel();  // tied: logits reuse the embedding
+    }
+    double attention = workload.attention_flops ? 6.0 * workload.seq_len * attn_width *
+                                                      static_cast<double>(layers.size())
+                                                : 0.0;
+    flops.push_back(6.0 * matmul_params + attention);
+  }
+  return flops;
+}
+
+Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const Cluster& cluster,
+                   const Workload& workload) {
+  check_workload(workload);
+  const plan::PlanOptions& options = plan.options;
+  const int dp = options.dp;
+  const int tp = options.tp;
+  CANZONA_CHECK(!plan.stages.empty(), "plan without stages");
+  tp_link(cluster, tp);  // rejects a TP group larger than a node
+
+  Breakdown out;
+  out.strategy = options.strategy;
+  const std::int64_t per_replica = workload.seq_len * workload.micro_batch * dp;
+  out.micro_batches = (workload.tokens + per_replica - 1) / per_replica;
+  const double mb_tokens = static_cast<double>(workload.seq_len * workload.micro_batch);
+
+  // Forward-backward: 1F1B, the first micro batch crosses every stage, the rest follow at the
+  // pace of the slowest stage.
+  const std::vector<double> per_token = stage_flops_per_token(model, plan, workload);
+  std::vector<detail::StageCompute> compute(plan.stages.size());
+  double sum_s = 0.0, max_s = 0.0;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    compute[s].per_micro_batch_s =
+        per_token[s] * mb_tokens / (tp * cluster.device.fwd_bwd_flops_per_s());
+    sum_s += compute[s].per_micro_batch_s;
+    max_s = std::max(max_s, compute[s].per_micro_batch_s);
+    out.fwd_bwd_flops += per_token[s] * mb_tokens * static_cast<double>(out.micro_batches) * dp;
+  }
+  out.fwd_bwd_s = sum_s + static_cast<double>(out.micro_batches - 1) * max_s;
+
+  const Link dp_net = dp_link(cluster, dp, tp);
+  const double hbm = cluster.device.hbm_GBps * 1e9;
+  double worst = -1.0;
+  double rank_sum = 0.0;
+  std::size_t rank_count = 0;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const plan::StagePlan& stage = plan.stages[s];
+    const detail::DpSync sync =
+        detail::dp_sync(stage, options.strategy, dp, dp_net, compute[s], workload);
+    const double param_sync = options.strategy == plan::Strategy::kLayerwise
+                                  ? detail::layerwise_param_sync_s(stage, dp, dp_net, workload)
+                                  : 0.0;
+    const std::vector<double> elementwise = detail::elementwise_numel(model, stage, dp);
+    detail::RankStep slowest;
+    for (int d = 0; d < dp; ++d) {
+      detail::RankStep step =
+          detail::optimizer_step(model, stage, options, d, cluster, workload,
+                                 elementwise[d] * workload.adamw_bytes_per_element / hbm);
+      for (double h : step.host_task_s) {
+        out.optimizer_rank_max_s = std::max(out.optimizer_rank_max_s, h);
+        rank_sum += h;
+        ++rank_count;
+      }
+      if (d == 0 || step.total_s > slowest.total_s) slowest = std::move(step);
+    }
+    const double stage_s = sync.exposed_s + slowest.total_s + param_sync;
+    if (stage_s > worst) {
+      worst = stage_s;
+      out.critical_stage = static_cast<int>(s);
+      out.dp_comm_exposed_s = sync.exposed_s;
+      out.dp_comm_total_s = sync.total_s;
+      out.optimizer_s = slowest.compute_s;
+      out.tp_comm_s = slowest.total_s - slowest.compute_s;
+      out.tp_comm_sequential_s = slowest.tp_comm_sequential_s;
+      out.tp_comm_pipelined_s = slowest.tp_comm_pipelined_s;
+      out.micro_groups = slowest.micro_groups;
+      out.param_sync_s = param_sync;
+    }
+  }
+  out.optimizer_rank_mean_s = rank_count > 0 ? rank_sum / static_cast<double>(rank_count) : 0.0;
+  out.optimizer_step_s = out.optimizer_s + out.tp_comm_s + out.param_sync_s;
+  out.iteration_s = out.fwd_bwd_s + out.dp_comm_exposed_s + out.optimizer_step_s;
+  return out;
+}
+
+}  // namespace canzona::sim

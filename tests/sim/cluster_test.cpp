@@ -1,0 +1,146 @@
+// Cluster presets, JSON reading (errors name the key) and rank placement (cluster.h).
+#include "canzona/sim/cluster.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "canzona/common/error.h"
+#include "canzona/common/json_io.h"
+
+namespace canzona::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Runs cluster_from_json and returns the UsageError message ("" when it parsed).
+std::string error_of(const nlohmann::json& value) {
+  try {
+    cluster_from_json(value, "c.json");
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Cluster, PresetsRoundTripThroughJson) {
+  for (const auto& name : cluster_preset_names()) {
+    Cluster c = cluster_preset(name);
+    EXPECT_EQ(to_json(cluster_from_json(to_json(c), name)), to_json(c)) << name;
+    EXPECT_EQ(c.gpus_per_node, 8);
+    EXPECT_GT(c.intra_node.bandwidth_GBps, c.inter_node.bandwidth_GBps);
+  }
+}
+
+TEST(Cluster, InfinibandIs400GbitPerGpuNominal) {
+  // 400 Gb/s = 50 GB/s; the preset uses an achieved 90%.
+  EXPECT_DOUBLE_EQ(cluster_preset("h100-8").inter_node.bandwidth_GBps, 45.0);
+}
+
+TEST(Cluster, OptimizerRateIsPeakOfItsPrecisionTimesEfficiency) {
+  Device d = cluster_preset("h100-8").device;
+  EXPECT_DOUBLE_EQ(d.optimizer_flops_per_s(), 494.7e12 * 0.5);
+  d.optimizer_precision = Precision::kBf16;
+  EXPECT_DOUBLE_EQ(d.optimizer_flops_per_s(), 989.4e12 * 0.5);
+  EXPECT_DOUBLE_EQ(d.fwd_bwd_flops_per_s(), 989.4e12 * 0.45);
+}
+
+TEST(Cluster, UnknownPresetListsKnownOnes) {
+  try {
+    cluster_preset("a100-4");
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("h100-8"));
+    EXPECT_THAT(e.what(), HasSubstr("h200-8"));
+  }
+}
+
+TEST(Cluster, MissingKeyWithoutBaseNamesTheKey) {
+  nlohmann::json j = to_json(cluster_preset("h100-8"));
+  j["inter_node"].erase("latency_us");
+  EXPECT_THAT(error_of(j), HasSubstr("c.json: key 'inter_node.latency_us': missing"));
+  j = to_json(cluster_preset("h100-8"));
+  j.erase("device");
+  EXPECT_THAT(error_of(j), HasSubstr("key 'device': missing"));
+}
+
+TEST(Cluster, BadValuesNameTheKey) {
+  struct Case {
+    const char* pointer;
+    nlohmann::json value;
+    const char* key;
+  };
+  const Case cases[] = {
+      {"/intra_node/bandwidth_GBps", 0.0, "'intra_node.bandwidth_GBps'"},
+      {"/intra_node/bandwidth_GBps", "fast", "'intra_node.bandwidth_GBps': expected a number"},
+      {"/inter_node/latency_us", -1.0, "'inter_node.latency_us'"},
+      {"/device/matmul_efficiency", 1.5, "'device.matmul_efficiency'"},
+      {"/device/optimizer_efficiency", 0.0, "'device.optimizer_efficiency'"},
+      {"/device/optimizer_precision", "fp8", "'device.optimizer_precision'"},
+      {"/device/bf16_tflops", -3.0, "'device.bf16_tflops'"},
+      {"/gpus_per_node", 2.5, "'gpus_per_node': expected an integer"},
+      {"/name", 7, "'name': expected a string"},
+      {"/inter_node", 45, "'inter_node': expected an object"},
+  };
+  for (const auto& c : cases) {
+    nlohmann::json j = to_json(cluster_preset("h100-8"));
+    j[nlohmann::json::json_pointer(c.pointer)] = c.value;
+    EXPECT_THAT(error_of(j), HasSubstr(c.key)) << c.pointer;
+  }
+}
+
+TEST(Cluster, UnknownKeysAreErrors) {
+  nlohmann::json j = to_json(cluster_preset("h100-8"));
+  j["device"]["bf16_tflop"] = 1.0;
+  EXPECT_THAT(error_of(j), HasSubstr("key 'device.bf16_tflop': unknown key"));
+  j = to_json(cluster_preset("h100-8"));
+  j["nvlink"] = 1.0;
+  EXPECT_THAT(error_of(j), HasSubstr("key 'nvlink': unknown key"));
+}
+
+TEST(Cluster, BaseFillsMissingKeys) {
+  nlohmann::json j = {{"base", "h200-8"},
+                      {"name", "slow-ib"},
+                      {"inter_node", {{"bandwidth_GBps", 25.0}}},
+                      {"device", {{"matmul_efficiency", 0.4}}}};
+  Cluster c = cluster_from_json(j, "c.json");
+  EXPECT_EQ(c.name, "slow-ib");
+  EXPECT_DOUBLE_EQ(c.inter_node.bandwidth_GBps, 25.0);
+  EXPECT_DOUBLE_EQ(c.inter_node.latency_us, cluster_preset("h200-8").inter_node.latency_us);
+  EXPECT_DOUBLE_EQ(c.device.matmul_efficiency, 0.4);
+  EXPECT_DOUBLE_EQ(c.device.hbm_GBps, 4800.0);
+  EXPECT_THAT(error_of({{"base", "tpu"}}), HasSubstr("unknown cluster preset 'tpu'"));
+}
+
+TEST(Cluster, LoadClusterReadsPresetOrFile) {
+  EXPECT_EQ(load_cluster("h100-8").name, "h100-8");
+  auto path = (std::filesystem::temp_directory_path() / "canzona_cluster_test.json").string();
+  write_json_file(path, {{"base", "h100-8"}, {"name", "mine"}});
+  EXPECT_EQ(load_cluster(path).name, "mine");
+  write_text_file(path, "{\"base\": \"h100-8\", \"device\": {\"hbm_GBps\": \"x\"}}");
+  try {
+    load_cluster(path);
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(path + ": key 'device.hbm_GBps'"));
+  }
+  std::remove(path.c_str());
+  EXPECT_THROW(load_cluster("/nonexistent/cluster.json"), UsageError);
+}
+
+TEST(Cluster, PlacementKeepsTpInsideANode) {
+  Cluster c = cluster_preset("h100-8");
+  EXPECT_DOUBLE_EQ(tp_link(c, 8).bandwidth_GBps, c.intra_node.bandwidth_GBps);
+  EXPECT_THROW(tp_link(c, 16), UsageError);
+  // The DP ring leaves the node once dp * tp GPUs exceed it.
+  EXPECT_DOUBLE_EQ(dp_link(c, 1, 8).bandwidth_GBps, c.intra_node.bandwidth_GBps);
+  EXPECT_DOUBLE_EQ(dp_link(c, 4, 2).bandwidth_GBps, c.intra_node.bandwidth_GBps);
+  EXPECT_DOUBLE_EQ(dp_link(c, 2, 8).bandwidth_GBps, c.inter_node.bandwidth_GBps);
+  EXPECT_DOUBLE_EQ(dp_link(c, 8, 2).bandwidth_GBps, c.inter_node.bandwidth_GBps);
+}
+
+}  // namespace
+}  // namespace canzona::sim

@@ -1,0 +1,84 @@
+// α-β collective costs against values computed by hand (collectives.h).
+#include "canzona/sim/collectives.h"
+
+#include <gtest/gtest.h>
+
+#include "canzona/common/error.h"
+
+namespace canzona::sim {
+namespace {
+
+// β = 1e11 bytes/s, α = 5e-6 s.
+const Link kLink{100.0, 5.0};
+
+TEST(Collectives, RingAllReduceMatchesHandValue) {
+  // 2 (p-1)/p n/β + 2 (p-1) α = 2 * 3/4 * 1e9 / 1e11 + 6 * 5e-6
+  EXPECT_DOUBLE_EQ(ring_all_reduce_s(kLink, 4, 1e9), 0.015 + 3e-5);
+}
+
+TEST(Collectives, RingReduceScatterAndAllGatherMatchHandValue) {
+  EXPECT_DOUBLE_EQ(ring_reduce_scatter_s(kLink, 4, 1e9), 0.0075 + 1.5e-5);
+  EXPECT_DOUBLE_EQ(ring_all_gather_s(kLink, 4, 1e9), 0.0075 + 1.5e-5);
+}
+
+TEST(Collectives, NonDivisibleRankCount) {
+  // p = 3: 2/3 * 1e9 / 1e11 + 2 * 5e-6
+  EXPECT_NEAR(ring_reduce_scatter_s(kLink, 3, 1e9), 2.0 / 300.0 + 1e-5, 1e-15);
+}
+
+TEST(Collectives, AllReduceIsReduceScatterPlusAllGather) {
+  for (int p : {2, 3, 7, 8, 32, 128}) {
+    for (double n : {0.0, 1.0, 4096.0, 3e9}) {
+      EXPECT_DOUBLE_EQ(ring_all_reduce_s(kLink, p, n),
+                       ring_reduce_scatter_s(kLink, p, n) + ring_all_gather_s(kLink, p, n))
+          << "p=" << p << " n=" << n;
+    }
+  }
+}
+
+TEST(Collectives, VariableChunksPayForTheLargest) {
+  // (p-1) (max_chunk/β + α) = 3 * (4e8 / 1e11 + 5e-6)
+  EXPECT_DOUBLE_EQ(ring_reduce_scatter_v_s(kLink, 4, 4e8), 3 * (0.004 + 5e-6));
+  EXPECT_DOUBLE_EQ(ring_all_gather_v_s(kLink, 4, 4e8), 3 * (0.004 + 5e-6));
+  // Equal chunks n/p reduce to the plain ring.
+  EXPECT_NEAR(ring_reduce_scatter_v_s(kLink, 4, 1e9 / 4), ring_reduce_scatter_s(kLink, 4, 1e9),
+              1e-15);
+}
+
+TEST(Collectives, AllToAllMatchesHandValue) {
+  // (p-1) α + bytes/β = 7 * 5e-6 + 7e8 / 1e11
+  EXPECT_DOUBLE_EQ(all_to_all_s(kLink, 8, 7e8), 3.5e-5 + 0.007);
+}
+
+TEST(Collectives, SingleRankCostsNothing) {
+  EXPECT_EQ(ring_all_reduce_s(kLink, 1, 1e9), 0.0);
+  EXPECT_EQ(ring_reduce_scatter_v_s(kLink, 1, 1e9), 0.0);
+  EXPECT_EQ(all_to_all_s(kLink, 1, 1e9), 0.0);
+}
+
+TEST(Collectives, ZeroBytesCostsOnlyLatency) {
+  EXPECT_DOUBLE_EQ(ring_all_gather_s(kLink, 8, 0.0), 7 * 5e-6);
+}
+
+TEST(Collectives, MoreBandwidthIsNeverSlower) {
+  for (int p : {2, 8, 32}) {
+    for (double n : {1e3, 1e6, 1e9}) {
+      double previous = 1e300;
+      for (double bw : {1.0, 10.0, 45.0, 360.0, 900.0}) {
+        Link link{bw, 5.0};
+        double t = ring_all_reduce_s(link, p, n) + ring_reduce_scatter_v_s(link, p, n) +
+                   all_to_all_s(link, p, n);
+        EXPECT_LE(t, previous) << "p=" << p << " n=" << n << " bw=" << bw;
+        previous = t;
+      }
+    }
+  }
+}
+
+TEST(Collectives, RejectsNegativeSizesAndRanks) {
+  EXPECT_THROW(ring_all_reduce_s(kLink, 4, -1.0), Error);
+  EXPECT_THROW(all_to_all_s(kLink, 0, 1.0), Error);
+}
+
+}  // namespace
+}  // namespace canzona::sim

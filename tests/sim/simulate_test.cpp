@@ -1,0 +1,253 @@
+// simulate() on small hand-built plans whose every phase can be computed by hand (simulate.h).
+//
+// The model: two 1024 x 1024 matrices (one column-, one row-parallel) and a 1024-element norm in
+// one layer. The cluster has round numbers and no latency: forward-backward 5e13 FLOP/s,
+// optimizer 1e13 FLOP/s, 1e11 B/s inside a node, 1e12 B/s HBM.
+#include "canzona/sim/simulate.h"
+
+#include <gtest/gtest.h>
+
+#include "canzona/common/error.h"
+
+namespace canzona::sim {
+namespace {
+
+constexpr std::int64_t kM = 1024 * 1024;
+
+model::ModelSpec tiny_model() {
+  model::ModelSpec m;
+  m.name = "tiny";
+  m.params.push_back(
+      {"decoder.layers.0.a.weight", {1024, 1024}, 0, model::OptimizerClass::kMatrix, 0, -1, {}});
+  m.params.push_back(
+      {"decoder.layers.0.b.weight", {1024, 1024}, 1, model::OptimizerClass::kMatrix, 0, -1, {}});
+  m.params.push_back(
+      {"decoder.layers.0.norm.weight", {1024}, -1, model::OptimizerClass::kElementwise, 0, -1, {}});
+  return m;
+}
+
+Cluster round_cluster() {
+  Cluster c;
+  c.name = "round";
+  c.gpus_per_node = 8;
+  c.intra_node = {100.0, 0.0};
+  c.inter_node = {10.0, 0.0};
+  c.device = {"round", 100.0, 10.0, 1.0, 1000.0, 0.5, 1.0, Precision::kTf32, 0.0};
+  return c;
+}
+
+plan::Task task(int param, double flops, int dp_owner, int host, std::int64_t gather_bytes = 0) {
+  plan::Task t;
+  t.param = param;
+  t.rows = t.cols = 1024;
+  t.flops = flops;
+  t.dp_owner = dp_owner;
+  t.host = host;
+  t.gather_bytes = gather_bytes;
+  return t;
+}
+
+// One stage, one bucket in buffer order norm, b, a (TP-local sizes for `tp`).
+plan::Plan tiny_plan(plan::Strategy strategy, int dp, int tp) {
+  plan::Plan p;
+  p.options.strategy = strategy;
+  p.options.dp = dp;
+  p.options.tp = tp;
+  plan::StagePlan s;
+  s.params = {0, 1, 2};
+  layout::Bucket b;
+  b.slots = {{2, 0, 1024}, {1, 1024, kM / tp}, {0, 1024 + kM / tp, kM / tp}};
+  b.numel = 1024 + 2 * kM / tp;
+  s.layout.buckets = {b};
+  s.layout.numel = b.numel;
+  p.stages = {s};
+  return p;
+}
+
+Workload two_micro_batches(int dp) {
+  Workload w;
+  w.seq_len = 4096;
+  w.micro_batch = 1;
+  w.tokens = 4096 * 2 * dp;
+  return w;
+}
+
+// 6 * 2 * 1024^2 FLOPs per token * 4096 tokens / 5e13 FLOP/s.
+constexpr double kMicroBatchS = 6.0 * 2 * kM * 4096 / 5e13;
+
+TEST(Simulate, LbAscOnTwoDpRanksMatchesHandValues) {
+  plan::Plan p = tiny_plan(plan::Strategy::kLbAsc, 2, 1);
+  auto& s = p.stages[0];
+  s.cuts = {{0, 1024 + kM, 1024 + 2 * kM}};  // rank 0: norm + b, rank 1: a
+  s.owner = {1, 0, plan::kDivided};
+  s.tasks = {task(0, 2e10, 1, plan::kAllTp), task(1, 1e10, 0, plan::kAllTp)};
+
+  Breakdown r = simulate(tiny_model(), p, round_cluster(), two_micro_batches(2));
+  EXPECT_EQ(r.micro_batches, 2);
+  EXPECT_DOUBLE_EQ(r.fwd_bwd_s, 2 * kMicroBatchS);
+  // Reduce-Scatter-v of the largest shard (1024 + 2^20 fp32) and All-Gather-v of it in bf16, each
+  // fully exposed: one bucket, ready at the end of backward and needed at the start of forward.
+  const double rs = (1024.0 + kM) * 4 / 1e11, ag = (1024.0 + kM) * 2 / 1e11;
+  EXPECT_NEAR(r.dp_comm_exposed_s, rs + ag, 1e-15);
+  EXPECT_NEAR(r.dp_comm_total_s, rs + ag, 1e-15);
+  EXPECT_DOUBLE_EQ(r.optimizer_s, 2e-3);  // rank 1: 2e10 / 1e13
+  EXPECT_EQ(r.tp_comm_s, 0.0);
+  EXPECT_EQ(r.param_sync_s, 0.0);
+  EXPECT_DOUBLE_EQ(r.optimizer_rank_max_s, 2e-3);
+  EXPECT_DOUBLE_EQ(r.optimizer_rank_mean_s, 1.5e-3);
+  EXPECT_NEAR(r.iteration_s, 2 * kMicroBatchS + rs + ag + 2e-3, 1e-15);
+  EXPECT_DOUBLE_EQ(r.fwd_bwd_flops, 6.0 * 2 * kM * 4096 * 2 * 2);
+}
+
+TEST(Simulate, SynchronousComputeAllReducesAndComputesEverything) {
+  plan::Plan p = tiny_plan(plan::Strategy::kSc, 2, 1);
+  auto& s = p.stages[0];
+  s.owner = {plan::kEveryone, plan::kEveryone, plan::kEveryone};
+  s.tasks = {task(0, 2e10, plan::kEveryone, plan::kAllTp),
+             task(1, 1e10, plan::kEveryone, plan::kAllTp)};
+  Breakdown r = simulate(tiny_model(), p, round_cluster(), two_micro_batches(2));
+  // Ring All-Reduce: 2 (p-1)/p n/β with n the whole fp32 bucket.
+  EXPECT_NEAR(r.dp_comm_exposed_s, (1024.0 + 2 * kM) * 4 / 1e11, 1e-15);
+  // Both tasks plus the norm's AdamW (1024 elements * 30 B / 1e12 B/s).
+  EXPECT_NEAR(r.optimizer_s, 3e-3 + 1024 * 30 / 1e12, 1e-15);
+}
+
+TEST(Simulate, LayerwiseGathersOwnedParamsInsideTheStep) {
+  plan::Plan p = tiny_plan(plan::Strategy::kLayerwise, 2, 1);
+  auto& s = p.stages[0];
+  s.owner = {1, 0, plan::kEveryone};
+  s.tasks = {task(0, 2e10, 1, plan::kAllTp), task(1, 1e10, 0, plan::kAllTp)};
+  Breakdown r = simulate(tiny_model(), p, round_cluster(), two_micro_batches(2));
+  EXPECT_NEAR(r.dp_comm_exposed_s, (1024.0 + 2 * kM) * 4 / 1e11, 1e-15);
+  EXPECT_NEAR(r.param_sync_s, kM * 2 / 1e11, 1e-15);  // All-Gather-v, largest owner: 2^20 bf16
+  EXPECT_NEAR(r.optimizer_s, 2e-3 + 1024 * 30 / 1e12, 1e-15);
+  EXPECT_NEAR(r.optimizer_step_s, r.optimizer_s + r.param_sync_s, 1e-15);
+}
+
+// dp = 1, tp = 2: task a on host 0 in group 0, task b on host 1 in group 1; each gathers
+// 1e9 B (each rank moves 5e8 B each way: 5e-3 s) and computes for 1e-2 s.
+plan::Plan hosted_plan() {
+  plan::Plan p = tiny_plan(plan::Strategy::kLbAsc, 1, 2);
+  auto& s = p.stages[0];
+  s.cuts = {{0, s.layout.buckets[0].numel}};
+  s.owner = {0, 0, plan::kDivided};
+  s.tasks = {task(0, 1e11, 0, 0, 1000000000), task(1, 1e11, 0, 1, 1000000000)};
+  s.tasks[0].group = 0;
+  s.tasks[1].group = 1;
+  plan::MicroGroup g0, g1;
+  g0.tasks = {0};
+  g1.tasks = {1};
+  s.groups = {{g0, g1}};
+  return p;
+}
+
+TEST(Simulate, TpMicroGroupsSequentialAndPipelined) {
+  const double adamw = 1024 * 30 / 1e12;
+  Workload w = two_micro_batches(1);
+  w.tp_pipeline = false;
+  Breakdown seq = simulate(tiny_model(), hosted_plan(), round_cluster(), w);
+  EXPECT_EQ(seq.micro_groups, 2);
+  EXPECT_NEAR(seq.optimizer_s, 0.02 + adamw, 1e-12);
+  EXPECT_NEAR(seq.tp_comm_s, 0.02, 1e-12);  // 4 collectives of 5e-3 s, none hidden
+  EXPECT_NEAR(seq.tp_comm_sequential_s, 0.02, 1e-12);
+  EXPECT_DOUBLE_EQ(seq.fwd_bwd_s, kMicroBatchS);  // tp halves the work, 2 micro batches
+
+  w.tp_pipeline = true;
+  Breakdown pipe = simulate(tiny_model(), hosted_plan(), round_cluster(), w);
+  // Host 1 computes group 1 while host 0 computes group 0: compute 1e-2 s; G0, S1 and part of
+  // S0 stay exposed: total 2.5e-2 s.
+  EXPECT_NEAR(pipe.optimizer_s, 0.01 + adamw, 1e-12);
+  EXPECT_NEAR(pipe.tp_comm_s, 0.015, 1e-12);
+  EXPECT_NEAR(pipe.tp_comm_pipelined_s, 0.015, 1e-12);
+  EXPECT_NEAR(pipe.tp_comm_sequential_s, 0.02, 1e-12);
+  EXPECT_LT(pipe.iteration_s, seq.iteration_s);
+}
+
+TEST(Simulate, RedundantTpGathersEveryTask) {
+  plan::Plan p = tiny_plan(plan::Strategy::kSc, 1, 2);
+  auto& s = p.stages[0];
+  s.owner = {plan::kEveryone, plan::kEveryone, plan::kEveryone};
+  s.tasks = {task(0, 1e11, plan::kEveryone, plan::kAllTp, 1000000000),
+             task(1, 1e11, plan::kEveryone, plan::kAllTp, 1000000000)};
+  Breakdown r = simulate(tiny_model(), p, round_cluster(), two_micro_batches(1));
+  EXPECT_NEAR(r.tp_comm_s, 2 * (0.5 * 1e9 / 1e11), 1e-12);  // ring All-Gather per task, p = 2
+  EXPECT_NEAR(r.optimizer_s, 0.02 + 1024 * 30 / 1e12, 1e-12);
+}
+
+TEST(Simulate, MicroGroupsMustHoldEveryHostedTask) {
+  plan::Plan p = hosted_plan();
+  p.stages[0].groups[0].pop_back();
+  EXPECT_THROW(simulate(tiny_model(), p, round_cluster(), two_micro_batches(1)), Error);
+}
+
+TEST(Simulate, RejectsBadWorkloadAndOversizedTp) {
+  plan::Plan p = hosted_plan();
+  Workload w = two_micro_batches(1);
+  w.tokens = 0;
+  EXPECT_THROW(simulate(tiny_model(), p, round_cluster(), w), UsageError);
+  p.options.tp = 16;
+  EXPECT_THROW(simulate(tiny_model(), p, round_cluster(), two_micro_batches(1)), UsageError);
+}
+
+TEST(Simulate, MoreBandwidthIsNeverSlower) {
+  for (bool pipelined : {false, true}) {
+    Workload w = two_micro_batches(1);
+    w.tp_pipeline = pipelined;
+    Cluster c = round_cluster();
+    double previous = simulate(tiny_model(), hosted_plan(), c, w).iteration_s;
+    for (int i = 0; i < 4; ++i) {
+      c.intra_node.bandwidth_GBps *= 2;
+      c.inter_node.bandwidth_GBps *= 2;
+      double t = simulate(tiny_model(), hosted_plan(), c, w).iteration_s;
+      EXPECT_LE(t, previous);
+      previous = t;
+    }
+  }
+}
+
+TEST(StageFlops, TiedEmbeddingCountsAsLogitsOnTheLastStage) {
+  model::ModelSpec m;
+  m.arch.num_heads = 2;
+  m.arch.head_dim = 32;
+  m.params.push_back({"embedding.word_embeddings.weight",
+                      {1000, 64},
+                      0,
+                      model::OptimizerClass::kElementwise,
+                      -1,
+                      -1,
+                      {}});
+  m.params.push_back(
+      {"decoder.layers.0.w.weight", {64, 64}, 0, model::OptimizerClass::kMatrix, 0, -1, {}});
+  m.params.push_back(
+      {"decoder.layers.1.w.weight", {64, 64}, 0, model::OptimizerClass::kMatrix, 1, -1, {}});
+  m.params.push_back({"decoder.final_layernorm.weight",
+                      {64},
+                      -1,
+                      model::OptimizerClass::kElementwise,
+                      -1,
+                      -1,
+                      {}});
+  plan::Plan p;
+  p.stages.resize(2);
+  p.stages[0].params = {0, 1};
+  p.stages[1].params = {2, 3};
+  Workload w;
+  w.seq_len = 4096;
+  const double attention = 6.0 * 4096 * 64;  // per layer per token
+  auto flops = stage_flops_per_token(m, p, w);
+  ASSERT_EQ(flops.size(), 2u);
+  EXPECT_DOUBLE_EQ(flops[0], 6.0 * 64 * 64 + attention);
+  EXPECT_DOUBLE_EQ(flops[1], 6.0 * (64 * 64 + 64000) + attention);
+
+  // Untied: the output layer is an ordinary matmul and the embedding still counts nothing.
+  m.params.push_back(
+      {"output_layer.weight", {1000, 64}, 0, model::OptimizerClass::kElementwise, -1, -1, {}});
+  p.stages[1].params.push_back(4);
+  w.attention_flops = false;
+  flops = stage_flops_per_token(m, p, w);
+  EXPECT_DOUBLE_EQ(flops[0], 6.0 * 64 * 64);
+  EXPECT_DOUBLE_EQ(flops[1], 6.0 * (64 * 64 + 64000));
+}
+
+}  // namespace
+}  // namespace canzona::sim

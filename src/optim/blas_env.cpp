@@ -3,6 +3,8 @@
 #include <cblas.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,22 +46,32 @@ bool blas_core_misdetected() {
   return core_rank(blas_core_name()) < core_rank(recommended);
 }
 
-void ensure_blas_core(int argc, char** argv) {
-  (void)argc;
-  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) openblas_set_num_threads(1);
+void reexec_with_blas_core(const std::string& core, char** argv) {
+  setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+  setenv(kReexecMarker, "1", 1);
+  execv("/proc/self/exe", argv);
+  std::fprintf(stderr, "canzona: warning: re-exec with OPENBLAS_CORETYPE=%s failed: %s\n",
+               core.c_str(), std::strerror(errno));
+}
+
+void ensure_blas_core(int /*argc*/, char** argv) {
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) set_blas_threads(1);
   if (!blas_core_misdetected()) return;
   const std::string recommended = recommended_blas_core();
-  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && std::getenv(kReexecMarker) == nullptr) {
-    setenv("OPENBLAS_CORETYPE", recommended.c_str(), 1);
-    setenv(kReexecMarker, "1", 1);
-    execv("/proc/self/exe", argv);
-    std::fprintf(stderr, "canzona: warning: re-exec with OPENBLAS_CORETYPE=%s failed: %s\n",
-                 recommended.c_str(), std::strerror(errno));
-  }
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && std::getenv(kReexecMarker) == nullptr)
+    reexec_with_blas_core(recommended, argv);
   std::fprintf(stderr,
                "canzona: warning: OpenBLAS runs the '%s' kernels on a CPU that supports '%s' "
                "(about 4x slower); run with OPENBLAS_CORETYPE=%s\n",
                blas_core_name().c_str(), recommended.c_str(), recommended.c_str());
+}
+
+int blas_threads() {
+  return openblas_get_num_threads();
+}
+
+void set_blas_threads(int threads) {
+  openblas_set_num_threads(threads);
 }
 
 }  // namespace canzona::optim

@@ -1,0 +1,87 @@
+// The optimizer interface and its registry.
+//
+// Terms. An *optimizer instance* holds the state of one parameter tensor (its `ParamInfo`): a
+// matrix optimizer (Muon, Shampoo, SOAP) needs the full matrix with its full gradient; an
+// element-wise one (AdamW) can hold any contiguous slice, seen as a 1 x numel matrix. `step`
+// applies one update in place. Instances are independent: the runtime creates one per owned task
+// and calls them in any order, on any rank, with the same bits as a single-process run
+// (design.md section 5).
+//
+// Errors. Shape mismatches throw UsageError; a gradient with NaN or Inf throws Error naming the
+// parameter, its shape and the first bad element, and leaves param and state untouched (the
+// caller decides to skip the step or stop).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "canzona/optim/matrix.h"
+
+namespace canzona::optim {
+
+// The tensor an optimizer instance updates.
+struct ParamInfo {
+  std::string name;  // for messages, e.g. "decoder.layers.3.mlp.linear_fc1.weight"
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  // Shape of the tensor this one is a piece of (e.g. q out of a fused QKV), for update scales
+  // defined on the full shape (Muon's 0.2 * sqrt(max)). 0 means "same as rows/cols".
+  std::int64_t full_rows = 0;
+  std::int64_t full_cols = 0;
+
+  std::int64_t numel() const { return rows * cols; }
+  std::int64_t effective_full_rows() const { return full_rows > 0 ? full_rows : rows; }
+  std::int64_t effective_full_cols() const { return full_cols > 0 ? full_cols : cols; }
+  // "name (rows x cols)".
+  std::string describe() const;
+};
+
+class Optimizer {
+ public:
+  // Throws UsageError when the shape is negative.
+  explicit Optimizer(ParamInfo param);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One step: `param` and `grad` are param().rows x param().cols (any leading dimensions; they
+  // must not overlap). Validates shapes and that `grad` is finite, then updates `param` in place
+  // and advances the state. See the file comment for errors.
+  void step(MatrixView param, ConstMatrixView grad);
+
+  const ParamInfo& param() const { return param_; }
+  // Steps taken so far (0 before the first).
+  std::int64_t step_count() const { return step_count_; }
+  // Registry name, e.g. "muon".
+  virtual const char* name() const = 0;
+  // Bytes of optimizer state held (fp32 buffers and statistics).
+  virtual std::size_t state_bytes() const = 0;
+
+ protected:
+  // The update proper; `step` is the 1-based number of this step. Shapes and finiteness are
+  // already checked.
+  virtual void update(MatrixView param, ConstMatrixView grad, std::int64_t step) = 0;
+
+ private:
+  ParamInfo param_;
+  std::int64_t step_count_ = 0;
+};
+
+// Builds an optimizer for `param` from JSON options (an object whose keys are the fields of the
+// optimizer's options struct, e.g. {"lr": 0.02, "ns_steps": 5}; missing keys keep the documented
+// defaults). Throws UsageError for an unknown name (listing the known ones) or an unknown or
+// mistyped option key.
+using OptimizerFactory = std::unique_ptr<Optimizer> (*)(const ParamInfo& param,
+                                                        const nlohmann::json& options);
+
+// Registry lookup: "muon", "shampoo", "soap", "adamw".
+std::unique_ptr<Optimizer> create_optimizer(
+    const std::string& name, const ParamInfo& param,
+    const nlohmann::json& options = nlohmann::json::object());
+// Registered names in registry order.
+std::vector<std::string> optimizer_names();
+
+}  // namespace canzona::optim

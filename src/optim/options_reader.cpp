@@ -1,0 +1,72 @@
+#include "options_reader.h"
+
+#include <limits>
+
+#include "canzona/common/error.h"
+
+namespace canzona::optim::detail {
+
+OptionsReader::OptionsReader(const char* optimizer, const nlohmann::json& options)
+    : optimizer_(optimizer), options_(options) {
+  if (!options.is_null() && !options.is_object())
+    throw UsageError(str(optimizer_, " options: expected a JSON object, got ", options.dump()));
+}
+
+bool OptionsReader::has(const char* key) {
+  known_.insert(key);
+  return options_.is_object() && options_.contains(key);
+}
+
+const nlohmann::json& OptionsReader::at(const char* key) {
+  return options_.at(key);
+}
+
+void OptionsReader::wrong_type(const char* key, const char* expected) const {
+  throw UsageError(str(optimizer_, " option '", key, "': expected ", expected, ", got ",
+                       options_.at(key).dump()));
+}
+
+void OptionsReader::read(const char* key, double& field) {
+  if (!has(key)) return;
+  if (!at(key).is_number()) wrong_type(key, "a number");
+  field = at(key).get<double>();
+}
+
+void OptionsReader::read(const char* key, std::int64_t& field) {
+  if (!has(key)) return;
+  if (!at(key).is_number_integer()) wrong_type(key, "an integer");
+  field = at(key).get<std::int64_t>();
+}
+
+void OptionsReader::read(const char* key, int& field) {
+  std::int64_t value = field;
+  read(key, value);
+  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max())
+    wrong_type(key, "an integer in int range");
+  field = static_cast<int>(value);
+}
+
+void OptionsReader::read(const char* key, bool& field) {
+  if (!has(key)) return;
+  if (!at(key).is_boolean()) wrong_type(key, "true or false");
+  field = at(key).get<bool>();
+}
+
+void OptionsReader::read(const char* key, std::string& field) {
+  if (!has(key)) return;
+  if (!at(key).is_string()) wrong_type(key, "a string");
+  field = at(key).get<std::string>();
+}
+
+void OptionsReader::finish() const {
+  if (!options_.is_object()) return;
+  for (const auto& item : options_.items()) {
+    if (known_.count(item.key()) == 0) {
+      std::string keys;
+      for (const std::string& k : known_) keys += (keys.empty() ? "" : ", ") + k;
+      throw UsageError(str(optimizer_, ": unknown option '", item.key(), "' (known: ", keys, ")"));
+    }
+  }
+}
+
+}  // namespace canzona::optim::detail

@@ -1,0 +1,147 @@
+#include "canzona/optim/shampoo.h"
+
+#include <cmath>
+
+#include "canzona/common/error.h"
+#include "canzona/optim/linalg.h"
+#include "options_reader.h"
+#include "scratch.h"
+
+namespace canzona::optim {
+
+Grafting parse_grafting(const std::string& name) {
+  if (name == "adam") return Grafting::kAdam;
+  if (name == "sgd") return Grafting::kSgd;
+  if (name == "none") return Grafting::kNone;
+  throw UsageError(str("unknown grafting '", name, "' (known: adam, sgd, none)"));
+}
+
+Shampoo::Shampoo(ParamInfo param, ShampooOptions options)
+    : Optimizer(std::move(param)), options_(options) {
+  const ParamInfo& p = this->param();
+  const std::string who = str("shampoo for ", p.describe());
+  auto unit = [](double b) { return b >= 0.0 && b < 1.0; };
+  CANZONA_REQUIRE(unit(options_.beta1) && unit(options_.beta2) && unit(options_.graft_beta2), who,
+                  ": beta1, beta2 and graft_beta2 must be in [0, 1)");
+  CANZONA_REQUIRE(options_.eps > 0.0, who, ": eps must be > 0, got ", options_.eps);
+  CANZONA_REQUIRE(options_.graft_eps >= 0.0, who, ": graft_eps must be >= 0");
+  CANZONA_REQUIRE(options_.precondition_frequency >= 1, who,
+                  ": precondition_frequency must be >= 1, got ", options_.precondition_frequency);
+  CANZONA_REQUIRE(std::isfinite(options_.lr) && std::isfinite(options_.weight_decay), who,
+                  ": lr and weight_decay must be finite");
+  left_ = p.rows <= options_.max_precond_dim;
+  right_ = p.cols <= options_.max_precond_dim;
+  const auto size = [](std::int64_t a, std::int64_t b) { return static_cast<std::size_t>(a * b); };
+  m_.assign(size(p.rows, p.cols), 0.0f);
+  if (options_.grafting == Grafting::kAdam) v_.assign(m_.size(), 0.0f);
+  if (left_) {
+    l_.assign(size(p.rows, p.rows), 0.0f);
+    l4_.assign(l_.size(), 0.0f);
+  }
+  if (right_) {
+    r_.assign(size(p.cols, p.cols), 0.0f);
+    r4_.assign(r_.size(), 0.0f);
+  }
+}
+
+std::size_t Shampoo::state_bytes() const {
+  return (m_.size() + v_.size() + l_.size() + r_.size() + l4_.size() + r4_.size()) * sizeof(float);
+}
+
+void Shampoo::update(MatrixView param, ConstMatrixView grad, std::int64_t step) {
+  const std::int64_t rows = param.rows, cols = param.cols;
+  if (rows * cols == 0) return;
+  const ShampooOptions& o = options_;
+  MatrixView m = matrix_view(m_.data(), rows, cols);
+  MatrixView l = matrix_view(l_.data(), left_ ? rows : 0, left_ ? rows : 0);
+  MatrixView r = matrix_view(r_.data(), right_ ? cols : 0, right_ ? cols : 0);
+  MatrixView l4 = matrix_view(l4_.data(), l.rows, l.cols);
+  MatrixView r4 = matrix_view(r4_.data(), r.rows, r.cols);
+
+  const float decay2 = static_cast<float>(o.beta2), gain2 = static_cast<float>(1.0 - o.beta2);
+  if (left_) syrk_upper(Trans::kNo, gain2, grad, decay2, l);
+  if (right_) syrk_upper(Trans::kYes, gain2, grad, decay2, r);
+
+  const float beta1 = static_cast<float>(o.beta1), gain1 = static_cast<float>(1.0 - o.beta1);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* g = grad.row(i);
+    float* mi = m.row(i);
+    for (std::int64_t j = 0; j < cols; ++j) mi[j] = beta1 * mi[j] + gain1 * g[j];
+  }
+
+  if ((step - 1) % o.precondition_frequency == 0) {
+    if (left_) symmetric_power(l, -0.25, o.eps, l4);
+    if (right_) symmetric_power(r, -0.25, o.eps, r4);
+  }
+
+  detail::Scratch scratch;
+  MatrixView p = scratch.matrix(rows, cols);  // L4 M R4
+  if (left_ && right_) {
+    MatrixView t = scratch.matrix(rows, cols);
+    gemm(Trans::kNo, Trans::kNo, 1.0f, l4, m, 0.0f, t);
+    gemm(Trans::kNo, Trans::kNo, 1.0f, t, r4, 0.0f, p);
+  } else if (left_) {
+    gemm(Trans::kNo, Trans::kNo, 1.0f, l4, m, 0.0f, p);
+  } else if (right_) {
+    gemm(Trans::kNo, Trans::kNo, 1.0f, m, r4, 0.0f, p);
+  } else {
+    copy(m, p);
+  }
+
+  double direction_scale = 1.0;  // D = direction_scale * P
+  if (o.grafting != Grafting::kNone) {
+    double graft_norm = 0.0;
+    if (o.grafting == Grafting::kAdam) {
+      MatrixView a = scratch.matrix(rows, cols);
+      MatrixView v = matrix_view(v_.data(), rows, cols);
+      const double t = static_cast<double>(step);
+      const float bg = static_cast<float>(o.graft_beta2);
+      const float gg = static_cast<float>(1.0 - o.graft_beta2);
+      const float inv_c1 = static_cast<float>(1.0 / (1.0 - std::pow(o.beta1, t)));
+      const float inv_c2 = static_cast<float>(1.0 / (1.0 - std::pow(o.graft_beta2, t)));
+      const float geps = static_cast<float>(o.graft_eps);
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const float* g = grad.row(i);
+        const float* mi = m.row(i);
+        float* vi = v.row(i);
+        float* ai = a.row(i);
+        for (std::int64_t j = 0; j < cols; ++j) {
+          vi[j] = bg * vi[j] + gg * (g[j] * g[j]);
+          ai[j] = (mi[j] * inv_c1) / (std::sqrt(vi[j] * inv_c2) + geps);
+        }
+      }
+      graft_norm = frobenius_norm(a);
+    } else {
+      graft_norm = frobenius_norm(m);
+    }
+    const double p_norm = frobenius_norm(p);
+    direction_scale = p_norm > 0.0 ? graft_norm / p_norm : 0.0;
+  }
+
+  const float decay = static_cast<float>(1.0 - o.lr * o.weight_decay);
+  const float step_size = static_cast<float>(o.lr * direction_scale);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    float* w = param.row(i);
+    const float* pi = p.row(i);
+    for (std::int64_t j = 0; j < cols; ++j) w[j] = w[j] * decay - step_size * pi[j];
+  }
+}
+
+std::unique_ptr<Optimizer> make_shampoo(const ParamInfo& param, const nlohmann::json& options) {
+  ShampooOptions o;
+  detail::OptionsReader reader("shampoo", options);
+  reader.read("lr", o.lr);
+  reader.read("beta1", o.beta1);
+  reader.read("beta2", o.beta2);
+  reader.read("eps", o.eps);
+  reader.read("precondition_frequency", o.precondition_frequency);
+  reader.read("max_precond_dim", o.max_precond_dim);
+  reader.read("weight_decay", o.weight_decay);
+  reader.read_enum("grafting", o.grafting, parse_grafting);
+  reader.read("graft_beta2", o.graft_beta2);
+  reader.read("graft_eps", o.graft_eps);
+  reader.finish();
+  return std::make_unique<Shampoo>(param, o);
+}
+
+}  // namespace canzona::optim

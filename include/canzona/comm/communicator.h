@@ -1,0 +1,128 @@
+// The collectives the runtime needs, over one group of ranks (design.md sections 2 and 4).
+//
+// Terms. A Communicator spans `size()` ranks; this process is `rank()` in 0..size()-1. Buffers are
+// fp32 spans; *counts* and *displacements* (displs) are in elements, one entry per rank of this
+// communicator, and index rank r's *segment* {displs[r], counts[r]} of a buffer. Zero counts are
+// allowed everywhere. Every rank must post the same collectives on a communicator in the same
+// order, with consistent arguments (the same counts on all ranks, matching send/recv counts); the
+// requests may then be waited in any order, on each rank independently. "Sum" is fp32 addition; in
+// ReduceMode::kNative its order is the backend's, in ReduceMode::kDeterministic every element is
+// summed in rank order, ((x_0 + x_1) + x_2) + ... + x_{P-1}, so reduce_scatter and all_reduce give
+// bitwise identical results for the same inputs (design.md section 5).
+//
+// Argument errors the calling rank can see (a count array of the wrong length, a negative count,
+// a buffer of the wrong size, overlapping send and receive buffers) throw canzona::Error before
+// anything is posted. Backend failures throw canzona::Error naming the backend call.
+//
+// Byte counters (CommBytes) count, per collective kind, the bytes of this rank's data that must
+// reach other ranks when every block travels straight to its destination. They depend only on the
+// call's arguments, not on the backend's algorithm or the ReduceMode; with P = size(), n = element
+// count and 4 bytes per element:
+//   reduce_scatter(counts)  4 * (sum(counts) - counts[rank])    every other rank's block, once
+//   all_gather(counts)      4 * (P - 1) * counts[rank]          own block to every other rank
+//   all_to_all(send_counts) 4 * sum over r != rank of send_counts[r]
+//   all_reduce(n)           4 * ((n - c[rank]) + (P - 1) * c[rank]), c = even_split(n, P):
+//                           a reduce-scatter over the even split followed by an all-gather.
+// Summed over ranks, an all-reduce of n elements counts 2(P-1)n * 4 bytes and a reduce-scatter
+// (P-1)n * 4, so the ratio of the gradient-sync strategies is visible. barrier() and
+// all_gather_u64() are control traffic and are not counted. Counters grow when a call is posted.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "canzona/comm/request.h"
+
+namespace canzona::comm {
+
+// How sums are formed; see the paragraph above.
+enum class ReduceMode {
+  kNative,         // the backend's reduction (fastest; order may differ between collectives)
+  kDeterministic,  // rank order 0..P-1 for every element (bitwise reproducible)
+};
+
+// Bytes per collective kind, as defined above.
+struct CommBytes {
+  std::int64_t reduce_scatter = 0;
+  std::int64_t all_gather = 0;
+  std::int64_t all_reduce = 0;
+  std::int64_t all_to_all = 0;
+
+  std::int64_t total() const { return reduce_scatter + all_gather + all_reduce + all_to_all; }
+  CommBytes& operator+=(const CommBytes& other);
+  friend CommBytes operator-(CommBytes a, const CommBytes& b);
+  friend bool operator==(const CommBytes&, const CommBytes&) = default;
+};
+
+// Splits n elements into `parts` contiguous counts; the first n % parts parts get one more.
+// Throws canzona::Error when n < 0 or parts < 1.
+std::vector<std::int64_t> even_split(std::int64_t n, int parts);
+
+// Public calls validate their arguments and count bytes, then call the backend's do_* method
+// (which may assume valid arguments).
+class Communicator {
+ public:
+  Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Reduce-Scatter with variable counts: `send` (sum(counts) elements) is this rank's contribution,
+  // cut into consecutive blocks of counts[0], counts[1], ...; `recv` (counts[rank] elements)
+  // receives the sum over ranks of block `rank`. send and recv must not overlap.
+  Request reduce_scatter(std::span<const float> send, std::span<float> recv,
+                         std::span<const std::int64_t> counts);
+
+  // All-Gather with variable counts: `send` (counts[rank] elements) lands in segment
+  // {displs[rank], counts[rank]} of every rank's `recv`. Segments must lie inside recv and not
+  // overlap; elements outside all segments are left untouched. send may be exactly this rank's own
+  // segment of recv (in place); otherwise send and recv must not overlap.
+  Request all_gather(std::span<const float> send, std::span<float> recv,
+                     std::span<const std::int64_t> counts, std::span<const std::int64_t> displs);
+
+  // All-to-All with variable counts: segment {send_displs[r], send_counts[r]} of `send` goes to
+  // rank r, where it lands in segment {recv_displs[rank], recv_counts[rank]} of r's `recv`; so
+  // recv_counts[q] on this rank must equal send_counts[rank] on rank q. Segments must lie inside
+  // their buffers; receive segments must not overlap; send and recv must not overlap.
+  Request all_to_all(std::span<const float> send, std::span<const std::int64_t> send_counts,
+                     std::span<const std::int64_t> send_displs, std::span<float> recv,
+                     std::span<const std::int64_t> recv_counts,
+                     std::span<const std::int64_t> recv_displs);
+
+  // All-Reduce (sum): `recv` receives the element-wise sum over ranks of `send`. Both have the
+  // same size; they are either the same span (in place) or do not overlap.
+  Request all_reduce(std::span<const float> send, std::span<float> recv);
+
+  // Blocks until every rank of the communicator has called barrier().
+  virtual void barrier() = 0;
+
+  // Blocking: returns every rank's `value`, indexed by rank. For agreement checks (plan hashes)
+  // before the first collective.
+  virtual std::vector<std::uint64_t> all_gather_u64(std::uint64_t value) = 0;
+
+  // Bytes posted so far on this communicator, as defined above.
+  const CommBytes& bytes() const { return bytes_; }
+  void reset_bytes() { bytes_ = CommBytes{}; }
+
+ protected:
+  virtual Request do_reduce_scatter(std::span<const float> send, std::span<float> recv,
+                                    std::span<const std::int64_t> counts) = 0;
+  virtual Request do_all_gather(std::span<const float> send, std::span<float> recv,
+                                std::span<const std::int64_t> counts,
+                                std::span<const std::int64_t> displs) = 0;
+  virtual Request do_all_to_all(std::span<const float> send,
+                                std::span<const std::int64_t> send_counts,
+                                std::span<const std::int64_t> send_displs, std::span<float> recv,
+                                std::span<const std::int64_t> recv_counts,
+                                std::span<const std::int64_t> recv_displs) = 0;
+  virtual Request do_all_reduce(std::span<const float> send, std::span<float> recv) = 0;
+
+ private:
+  CommBytes bytes_;
+};
+
+}  // namespace canzona::comm

@@ -1,0 +1,153 @@
+// Argument validation and byte counting shared by every Communicator backend.
+#include "canzona/comm/communicator.h"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <utility>
+
+#include "canzona/common/error.h"
+
+namespace canzona::comm {
+namespace {
+
+constexpr std::int64_t kBytesPerElement = sizeof(float);
+
+template <typename... Args>
+void require(bool ok, const char* call, const Args&... what) {
+  if (!ok) throw Error(str("Communicator::", call, ": ", what...));
+}
+
+bool overlap(const float* a, std::size_t na, const float* b, std::size_t nb) {
+  if (na == 0 || nb == 0) return false;
+  const std::less<const float*> less;
+  return less(a, b + nb) && less(b, a + na);
+}
+
+// Checks one count array against `size` ranks; returns the sum of the counts.
+std::int64_t check_counts(const char* call, const char* name, std::span<const std::int64_t> counts,
+                          int size) {
+  require(std::ssize(counts) == size, call, name, " has ", counts.size(), " entries for ", size,
+          " ranks");
+  std::int64_t total = 0;
+  for (int r = 0; r < size; ++r) {
+    require(counts[r] >= 0, call, name, "[", r, "] = ", counts[r], " is negative");
+    total += counts[r];
+  }
+  return total;
+}
+
+// Checks counts and displacements against `size` ranks and a buffer of `buffer_size` elements;
+// with `disjoint`, non-empty segments must not overlap each other.
+void check_segments(const char* call, const char* name, std::span<const std::int64_t> counts,
+                    std::span<const std::int64_t> displs, std::int64_t buffer_size, int size,
+                    bool disjoint) {
+  check_counts(call, name, counts, size);
+  require(std::ssize(displs) == size, call, name, " displacements have ", displs.size(),
+          " entries for ", size, " ranks");
+  std::vector<std::pair<std::int64_t, std::int64_t>> segments;  // {displ, count}, non-empty only
+  for (int r = 0; r < size; ++r) {
+    require(displs[r] >= 0 && displs[r] + counts[r] <= buffer_size, call, name, " segment of rank ",
+            r, " {", displs[r], ", ", counts[r], "} is outside the buffer of ", buffer_size,
+            " elements");
+    if (counts[r] > 0) segments.emplace_back(displs[r], counts[r]);
+  }
+  if (!disjoint) return;
+  std::sort(segments.begin(), segments.end());
+  for (std::size_t i = 1; i < segments.size(); ++i) {
+    require(segments[i - 1].first + segments[i - 1].second <= segments[i].first, call, name,
+            " segments overlap at element ", segments[i].first);
+  }
+}
+
+}  // namespace
+
+CommBytes& CommBytes::operator+=(const CommBytes& other) {
+  reduce_scatter += other.reduce_scatter;
+  all_gather += other.all_gather;
+  all_reduce += other.all_reduce;
+  all_to_all += other.all_to_all;
+  return *this;
+}
+
+CommBytes operator-(CommBytes a, const CommBytes& b) {
+  a.reduce_scatter -= b.reduce_scatter;
+  a.all_gather -= b.all_gather;
+  a.all_reduce -= b.all_reduce;
+  a.all_to_all -= b.all_to_all;
+  return a;
+}
+
+std::vector<std::int64_t> even_split(std::int64_t n, int parts) {
+  CANZONA_CHECK(n >= 0 && parts >= 1, "even_split(", n, ", ", parts, ")");
+  std::vector<std::int64_t> counts(parts, n / parts);
+  for (int p = 0; p < n % parts; ++p) ++counts[p];
+  return counts;
+}
+
+Request Communicator::reduce_scatter(std::span<const float> send, std::span<float> recv,
+                                     std::span<const std::int64_t> counts) {
+  const char* call = "reduce_scatter";
+  const std::int64_t total = check_counts(call, "counts", counts, size());
+  require(std::ssize(send) == total, call, "send has ", send.size(), " elements, counts sum to ",
+          total);
+  require(std::ssize(recv) == counts[rank()], call, "recv has ", recv.size(), " elements, counts[",
+          rank(), "] = ", counts[rank()]);
+  require(!overlap(send.data(), send.size(), recv.data(), recv.size()), call,
+          "send and recv overlap");
+  Request request = do_reduce_scatter(send, recv, counts);
+  bytes_.reduce_scatter += kBytesPerElement * (total - counts[rank()]);
+  return request;
+}
+
+Request Communicator::all_gather(std::span<const float> send, std::span<float> recv,
+                                 std::span<const std::int64_t> counts,
+                                 std::span<const std::int64_t> displs) {
+  const char* call = "all_gather";
+  check_segments(call, "counts", counts, displs, std::ssize(recv), size(), /*disjoint=*/true);
+  const std::int64_t own = counts[rank()];
+  require(std::ssize(send) == own, call, "send has ", send.size(), " elements, counts[", rank(),
+          "] = ", own);
+  const bool in_place = own > 0 && send.data() == recv.data() + displs[rank()];
+  require(in_place || !overlap(send.data(), send.size(), recv.data(), recv.size()), call,
+          "send overlaps recv without being this rank's own segment");
+  Request request = do_all_gather(send, recv, counts, displs);
+  bytes_.all_gather += kBytesPerElement * (size() - 1) * own;
+  return request;
+}
+
+Request Communicator::all_to_all(std::span<const float> send,
+                                 std::span<const std::int64_t> send_counts,
+                                 std::span<const std::int64_t> send_displs, std::span<float> recv,
+                                 std::span<const std::int64_t> recv_counts,
+                                 std::span<const std::int64_t> recv_displs) {
+  const char* call = "all_to_all";
+  check_segments(call, "send_counts", send_counts, send_displs, std::ssize(send), size(),
+                 /*disjoint=*/false);
+  check_segments(call, "recv_counts", recv_counts, recv_displs, std::ssize(recv), size(),
+                 /*disjoint=*/true);
+  require(!overlap(send.data(), send.size(), recv.data(), recv.size()), call,
+          "send and recv overlap");
+  Request request = do_all_to_all(send, send_counts, send_displs, recv, recv_counts, recv_displs);
+  const std::int64_t sent =
+      std::accumulate(send_counts.begin(), send_counts.end(), std::int64_t{0}) -
+      send_counts[rank()];
+  bytes_.all_to_all += kBytesPerElement * sent;
+  return request;
+}
+
+Request Communicator::all_reduce(std::span<const float> send, std::span<float> recv) {
+  const char* call = "all_reduce";
+  require(send.size() == recv.size(), call, "send has ", send.size(), " elements, recv ",
+          recv.size());
+  const bool in_place = send.data() == recv.data();
+  require(in_place || !overlap(send.data(), send.size(), recv.data(), recv.size()), call,
+          "send and recv overlap without being the same span");
+  Request request = do_all_reduce(send, recv);
+  const std::int64_t n = std::ssize(recv);
+  const std::int64_t own = n / size() + (rank() < n % size() ? 1 : 0);  // even_split(n, P)[rank]
+  bytes_.all_reduce += kBytesPerElement * ((n - own) + (size() - 1) * own);
+  return request;
+}
+
+}  // namespace canzona::comm

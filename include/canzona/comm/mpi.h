@@ -1,0 +1,45 @@
+// Starting, using and stopping MPI from a `main` (design.md section 4, "Fatal errors").
+//
+// Terms. The *caller* (an application's main or a test main) owns MPI's lifetime through one
+// MpiSession; everything MPI-backed (Grid, MpiCommunicator) must be destroyed before it. A *fatal
+// error* is one after which ranks cannot continue consistently; abort_all() reports it in one line
+// naming the rank and takes down every rank of the job, so none hangs in a collective.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "canzona/comm/grid.h"
+
+namespace canzona::comm {
+
+// RAII for MPI_Init_thread / MPI_Finalize. Requests MPI_THREAD_FUNNELED (only the main thread
+// calls MPI) and accepts any level the library provides (SINGLE suffices: no other thread calls
+// MPI). Sets MPI_ERRORS_RETURN on MPI_COMM_WORLD. If MPI is already initialized the session
+// neither initializes nor finalizes it. Throws canzona::Error when MPI_Init_thread fails; the
+// destructor never throws.
+class MpiSession {
+ public:
+  explicit MpiSession(int* argc = nullptr, char*** argv = nullptr);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  int provided_thread_level() const { return provided_; }
+
+ private:
+  bool owns_ = false;
+  int provided_ = 0;
+};
+
+// Prints "canzona: rank R: <message>" as one line on stderr (newlines in message become spaces)
+// and calls MPI_Abort(MPI_COMM_WORLD, code), which ends every rank with a non-zero status. Without
+// an initialized MPI it prints "canzona: <message>" and exits the process. code 0 is replaced by 1.
+[[noreturn]] void abort_all(const std::string& message, int code);
+
+// Builds the DP x TP x PP grid over MPI_COMM_WORLD with MPI_Comm_split; collective over the world.
+// Throws canzona::UsageError (before any communication, identically on every rank) when a degree
+// is < 1 or dp * tp * pp != world size; canzona::Error when MPI is not initialized or fails.
+std::unique_ptr<Grid> make_mpi_grid(int dp, int tp, int pp, ReduceMode mode);
+
+}  // namespace canzona::comm

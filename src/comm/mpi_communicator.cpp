@@ -1,0 +1,164 @@
+#include "canzona/comm/mpi_communicator.h"
+
+#include <algorithm>
+#include <climits>
+#include <memory>
+
+#include "canzona/common/error.h"
+#include "mpi_internal.h"
+
+namespace canzona::comm {
+namespace detail {
+
+void check_mpi(int rc, std::string_view call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) length = 0;
+  int error_class = rc;
+  MPI_Error_class(rc, &error_class);
+  throw Error(str(call, " failed: ", std::string_view(text, length), " (MPI error class ",
+                  error_class, ")"));
+}
+
+int to_mpi_int(std::int64_t value, const char* call) {
+  if (value > INT_MAX)
+    throw Error(str(call, ": count or displacement ", value, " exceeds INT_MAX"));
+  return static_cast<int>(value);
+}
+
+void append_mpi_ints(std::span<const std::int64_t> values, const char* call,
+                     std::vector<int>& out) {
+  for (std::int64_t v : values) out.push_back(to_mpi_int(v, call));
+}
+
+const void* send_ptr(std::span<const float> send) {
+  static const float kEmptySend = 0.0f;
+  return send.empty() ? &kEmptySend : send.data();
+}
+
+void* recv_ptr(std::span<float> recv) {
+  static float empty_recv = 0.0f;
+  return recv.empty() ? &empty_recv : recv.data();
+}
+
+void MpiRequest::wait() {
+  check_mpi(MPI_Wait(&request, MPI_STATUS_IGNORE), str("MPI_Wait(", call_, ")"));
+  if (finish) finish();
+}
+
+}  // namespace detail
+
+using detail::check_mpi;
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, ReduceMode mode) : mode_(mode) {
+  check_mpi(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+  check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  if (mode_ == ReduceMode::kDeterministic) {
+    check_mpi(MPI_Comm_dup(comm_, &phase2_comm_), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_set_errhandler(phase2_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  }
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (phase2_comm_ != MPI_COMM_NULL) MPI_Comm_free(&phase2_comm_);
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::barrier() {
+  check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+}
+
+std::vector<std::uint64_t> MpiCommunicator::all_gather_u64(std::uint64_t value) {
+  std::vector<std::uint64_t> values(size_);
+  check_mpi(MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, comm_),
+            "MPI_Allgather");
+  return values;
+}
+
+Request MpiCommunicator::do_reduce_scatter(std::span<const float> send, std::span<float> recv,
+                                           std::span<const std::int64_t> counts) {
+  if (mode_ == ReduceMode::kDeterministic) {
+    return detail::post_deterministic_reduce_scatter(comm_, rank_, size_, send, recv, counts);
+  }
+  const char* call = "MPI_Ireduce_scatter";
+  auto request = std::make_unique<detail::MpiRequest>(call);
+  detail::append_mpi_ints(counts, call, request->ints);
+  check_mpi(MPI_Ireduce_scatter(detail::send_ptr(send), detail::recv_ptr(recv),
+                                request->ints.data(), MPI_FLOAT, MPI_SUM, comm_, &request->request),
+            call);
+  return Request(std::move(request));
+}
+
+Request MpiCommunicator::do_all_gather(std::span<const float> send, std::span<float> recv,
+                                       std::span<const std::int64_t> counts,
+                                       std::span<const std::int64_t> displs) {
+  const char* call = "MPI_Iallgatherv";
+  auto request = std::make_unique<detail::MpiRequest>(call);
+  detail::append_mpi_ints(counts, call, request->ints);
+  detail::append_mpi_ints(displs, call, request->ints);
+  const int* mpi_counts = request->ints.data();
+  const int* mpi_displs = mpi_counts + size_;
+  const bool in_place = !send.empty() && send.data() == recv.data() + displs[rank_];
+  check_mpi(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : detail::send_ptr(send), mpi_counts[rank_],
+                            MPI_FLOAT, detail::recv_ptr(recv), mpi_counts, mpi_displs, MPI_FLOAT,
+                            comm_, &request->request),
+            call);
+  return Request(std::move(request));
+}
+
+Request MpiCommunicator::do_all_to_all(std::span<const float> send,
+                                       std::span<const std::int64_t> send_counts,
+                                       std::span<const std::int64_t> send_displs,
+                                       std::span<float> recv,
+                                       std::span<const std::int64_t> recv_counts,
+                                       std::span<const std::int64_t> recv_displs) {
+  const char* call = "MPI_Ialltoallv";
+  auto request = std::make_unique<detail::MpiRequest>(call);
+  for (auto values : {send_counts, send_displs, recv_counts, recv_displs}) {
+    detail::append_mpi_ints(values, call, request->ints);
+  }
+  const int* ints = request->ints.data();
+  check_mpi(
+      MPI_Ialltoallv(detail::send_ptr(send), ints, ints + size_, MPI_FLOAT, detail::recv_ptr(recv),
+                     ints + 2 * size_, ints + 3 * size_, MPI_FLOAT, comm_, &request->request),
+      call);
+  return Request(std::move(request));
+}
+
+Request MpiCommunicator::do_all_reduce(std::span<const float> send, std::span<float> recv) {
+  if (mode_ == ReduceMode::kDeterministic) {
+    auto request = std::make_unique<detail::DeterministicAllReduce>(*this, send, recv);
+    unadvanced_all_reduces_.push_back(request.get());
+    return Request(std::move(request));
+  }
+  const char* call = "MPI_Iallreduce";
+  auto request = std::make_unique<detail::MpiRequest>(call);
+  const bool in_place = !send.empty() && send.data() == recv.data();
+  check_mpi(MPI_Iallreduce(in_place ? MPI_IN_PLACE : detail::send_ptr(send), detail::recv_ptr(recv),
+                           detail::to_mpi_int(std::ssize(recv), call), MPI_FLOAT, MPI_SUM, comm_,
+                           &request->request),
+            call);
+  return Request(std::move(request));
+}
+
+void MpiCommunicator::advance_all_reduces_through(const detail::DeterministicAllReduce* target) {
+  while (!unadvanced_all_reduces_.empty()) {
+    detail::DeterministicAllReduce* oldest = unadvanced_all_reduces_.front();
+    unadvanced_all_reduces_.pop_front();
+    oldest->advance();
+    if (oldest == target) return;
+  }
+}
+
+void MpiCommunicator::forget_all_reduce(const detail::DeterministicAllReduce* target) noexcept {
+  auto it = std::find(unadvanced_all_reduces_.begin(), unadvanced_all_reduces_.end(), target);
+  if (it != unadvanced_all_reduces_.end()) unadvanced_all_reduces_.erase(it);
+}
+
+}  // namespace canzona::comm

@@ -1,0 +1,109 @@
+// ReduceMode::kDeterministic: sums formed locally in rank order (see mpi_communicator.h).
+#include <algorithm>
+#include <memory>
+
+#include "canzona/common/error.h"
+#include "mpi_internal.h"
+
+namespace canzona::comm::detail {
+namespace {
+
+// MPI_Ialltoallv arguments of a reduce-scatter: block r of `send` (offset sum(counts[0..r)),
+// counts[r] elements) goes to rank r; from every rank q this rank receives counts[rank] elements
+// at q * counts[rank] of the scratch buffer. Appends send counts, send displs, recv counts, recv
+// displs (4 x size ints) to `ints`.
+void reduce_scatter_as_alltoall(std::span<const std::int64_t> counts, int rank, const char* call,
+                                std::vector<int>& ints) {
+  const int size = static_cast<int>(counts.size());
+  std::vector<std::int64_t> send_displs(size);
+  std::int64_t offset = 0;
+  for (int r = 0; r < size; ++r) {
+    send_displs[r] = offset;
+    offset += counts[r];
+  }
+  std::vector<std::int64_t> recv_counts(size, counts[rank]);
+  std::vector<std::int64_t> recv_displs(size);
+  for (int q = 0; q < size; ++q) recv_displs[q] = q * counts[rank];
+  append_mpi_ints(counts, call, ints);
+  append_mpi_ints(send_displs, call, ints);
+  append_mpi_ints(recv_counts, call, ints);
+  append_mpi_ints(recv_displs, call, ints);
+}
+
+// Posts the MPI_Ialltoallv described by `ints` (see reduce_scatter_as_alltoall).
+void post_alltoall(std::span<const float> send, std::vector<int>& ints, std::vector<float>& scratch,
+                   int size, MPI_Comm comm, MPI_Request* request, const char* call) {
+  const int* p = ints.data();
+  check_mpi(MPI_Ialltoallv(send_ptr(send), p, p + size, MPI_FLOAT, recv_ptr(scratch), p + 2 * size,
+                           p + 3 * size, MPI_FLOAT, comm, request),
+            call);
+}
+
+}  // namespace
+
+void sum_in_rank_order(const float* blocks, int num_blocks, std::int64_t block_len, float* out) {
+  if (block_len == 0) return;
+  std::copy(blocks, blocks + block_len, out);
+  for (int q = 1; q < num_blocks; ++q) {
+    const float* block = blocks + q * block_len;
+    for (std::int64_t j = 0; j < block_len; ++j) out[j] += block[j];
+  }
+}
+
+Request post_deterministic_reduce_scatter(MPI_Comm comm, int rank, int size,
+                                          std::span<const float> send, std::span<float> recv,
+                                          std::span<const std::int64_t> counts) {
+  const char* call = "MPI_Ialltoallv (deterministic reduce_scatter)";
+  auto request = std::make_unique<MpiRequest>(call);
+  reduce_scatter_as_alltoall(counts, rank, call, request->ints);
+  const std::int64_t own = counts[rank];
+  request->scratch.resize(static_cast<std::size_t>(size * own));
+  post_alltoall(send, request->ints, request->scratch, size, comm, &request->request, call);
+  MpiRequest* raw = request.get();
+  request->finish = [raw, recv, size, own] {
+    sum_in_rank_order(raw->scratch.data(), size, own, recv.data());
+  };
+  return Request(std::move(request));
+}
+
+DeterministicAllReduce::DeterministicAllReduce(MpiCommunicator& owner, std::span<const float> send,
+                                               std::span<float> recv)
+    : owner_(owner), recv_(recv) {
+  const char* call = "MPI_Ialltoallv (deterministic all_reduce phase 1)";
+  const int size = owner.size_;
+  const int rank = owner.rank_;
+  const std::vector<std::int64_t> counts = even_split(std::ssize(recv), size);
+  for (int r = 0; r < rank; ++r) own_offset_ += counts[r];
+  own_count_ = counts[rank];
+  std::vector<std::int64_t> displs(size);
+  for (int r = 1; r < size; ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  append_mpi_ints(counts, call, allgather_ints_);
+  append_mpi_ints(displs, call, allgather_ints_);
+  reduce_scatter_as_alltoall(counts, rank, call, alltoall_ints_);
+  scratch_.resize(static_cast<std::size_t>(size * own_count_));
+  post_alltoall(send, alltoall_ints_, scratch_, size, owner.comm_, &phase1_, call);
+}
+
+DeterministicAllReduce::~DeterministicAllReduce() {
+  owner_.forget_all_reduce(this);
+}
+
+void DeterministicAllReduce::advance() {
+  advanced_ = true;
+  check_mpi(MPI_Wait(&phase1_, MPI_STATUS_IGNORE),
+            "MPI_Wait(MPI_Ialltoallv, deterministic all_reduce phase 1)");
+  sum_in_rank_order(scratch_.data(), owner_.size_, own_count_, recv_.data() + own_offset_);
+  scratch_ = {};
+  const int* counts = allgather_ints_.data();
+  check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, recv_ptr(recv_), counts,
+                            counts + owner_.size_, MPI_FLOAT, owner_.phase2_comm_, &phase2_),
+            "MPI_Iallgatherv (deterministic all_reduce phase 2)");
+}
+
+void DeterministicAllReduce::wait() {
+  if (!advanced_) owner_.advance_all_reduces_through(this);
+  check_mpi(MPI_Wait(&phase2_, MPI_STATUS_IGNORE),
+            "MPI_Wait(MPI_Iallgatherv, deterministic all_reduce phase 2)");
+}
+
+}  // namespace canzona::comm::detail

@@ -1,0 +1,86 @@
+// Internals of the MPI backend shared by its source files (and white-box tests).
+//
+// Terms. An *MPI call name* is the MPI function as written in code ("MPI_Ialltoallv"); errors
+// carry it. An MpiRequest is one posted MPI nonblocking operation together with the memory MPI
+// reads or writes until it completes: the int count/displacement arrays (MPI requires them to stay
+// valid until completion) and scratch space. A DeterministicAllReduce is the two-phase all-reduce
+// of ReduceMode::kDeterministic (see mpi_communicator.h).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "canzona/comm/mpi_communicator.h"
+
+namespace canzona::comm::detail {
+
+// Throws canzona::Error "<call> failed: <MPI error string> (MPI error class N)" unless rc is
+// MPI_SUCCESS.
+void check_mpi(int rc, std::string_view call);
+
+// Appends `values` to `out` as MPI ints; throws canzona::Error naming `call` when one exceeds
+// MPI's int range.
+void append_mpi_ints(std::span<const std::int64_t> values, const char* call, std::vector<int>& out);
+int to_mpi_int(std::int64_t value, const char* call);
+
+// Buffer pointers for MPI: empty spans get distinct non-null dummies, so MPI never sees two equal
+// pointers (which some calls reject as aliasing) or a null one.
+const void* send_ptr(std::span<const float> send);
+void* recv_ptr(std::span<float> recv);
+
+// out[j] = ((blocks[0 * block_len + j] + blocks[1 * block_len + j]) + ...) for j < block_len:
+// the rank-order sum of `num_blocks` consecutive blocks.
+void sum_in_rank_order(const float* blocks, int num_blocks, std::int64_t block_len, float* out);
+
+class MpiRequest final : public Request::Impl {
+ public:
+  explicit MpiRequest(const char* call) : call_(call) {}
+  // MPI_Wait, then `finish` (if set).
+  void wait() override;
+
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<int> ints;         // counts/displacements MPI reads until completion
+  std::vector<float> scratch;    // receive space of the deterministic reduce-scatter
+  std::function<void()> finish;  // runs once, after the MPI operation completed
+
+ private:
+  const char* call_;
+};
+
+// Deterministic reduce-scatter (see mpi_communicator.h): MPI_Ialltoallv into scratch, summed in
+// rank order when waited.
+Request post_deterministic_reduce_scatter(MPI_Comm comm, int rank, int size,
+                                          std::span<const float> send, std::span<float> recv,
+                                          std::span<const std::int64_t> counts);
+
+class DeterministicAllReduce final : public Request::Impl {
+ public:
+  // Posts phase 1 on owner's communicator.
+  DeterministicAllReduce(MpiCommunicator& owner, std::span<const float> send,
+                         std::span<float> recv);
+  ~DeterministicAllReduce() override;
+
+  // Waits phase 1, sums this rank's segment into recv, posts phase 2. Called once, by the owner,
+  // in posting order.
+  void advance();
+  void wait() override;
+
+ private:
+  MpiCommunicator& owner_;
+  std::span<float> recv_;
+  std::int64_t own_offset_ = 0;  // this rank's segment of recv: {own_offset_, own_count_}
+  std::int64_t own_count_ = 0;
+  bool advanced_ = false;
+  MPI_Request phase1_ = MPI_REQUEST_NULL;
+  MPI_Request phase2_ = MPI_REQUEST_NULL;
+  std::vector<int> alltoall_ints_;   // send counts, send displs, recv counts, recv displs (4 x P)
+  std::vector<int> allgather_ints_;  // counts, displs (2 x P)
+  std::vector<float> scratch_;       // (P, own_count_): block q from rank q
+};
+
+}  // namespace canzona::comm::detail

@@ -1,0 +1,122 @@
+// OpenBLAS kernel selection. OpenBLAS picks its kernels when the library loads, so checks that
+// need a particular core run the blas_core_probe program as a child process with
+// OPENBLAS_CORETYPE set. Results under the fast kernel are checked against a plain triple loop
+// with an fp32 error bound: different kernels round differently, so this is not a bitwise test
+// (bitwise tests are for repeatability under one kernel).
+#include "canzona/optim/blas_env.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+
+#include "sgemm_check.h"
+
+namespace canzona::optim {
+namespace {
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+struct ChildResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs blas_core_probe with `args` and environment changes (nullptr value = unset).
+ChildResult run_probe(const std::vector<std::string>& args,
+                      const std::vector<std::pair<const char*, const char*>>& env) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    for (const auto& [name, value] : env) value ? setenv(name, value, 1) : unsetenv(name);
+    std::vector<char*> argv{const_cast<char*>(CANZONA_BLAS_PROBE)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(CANZONA_BLAS_PROBE, argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  ChildResult result;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buffer, sizeof buffer)) > 0) result.output.append(buffer, n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return upper(haystack).find(upper(needle)) != std::string::npos;
+}
+
+TEST(BlasCore, ReportsCoreAndRecommendation) {
+  EXPECT_FALSE(blas_core_name().empty());
+  std::printf("OpenBLAS core: %s, recommended: %s, misdetected: %d\n", blas_core_name().c_str(),
+              recommended_blas_core().c_str(), blas_core_misdetected() ? 1 : 0);
+  set_blas_threads(1);
+  EXPECT_EQ(blas_threads(), 1);
+}
+
+TEST(BlasCore, DefaultCoreSgemmMatchesTripleLoop) {
+  EXPECT_EQ(test::check_sgemm_against_triple_loop(), "");
+}
+
+TEST(BlasCore, SkylakexSgemmMatchesTripleLoop) {
+  if (recommended_blas_core() != "SKYLAKEX") GTEST_SKIP() << "CPU has no AVX-512";
+  const ChildResult child = run_probe({"sgemm"}, {{"OPENBLAS_CORETYPE", "SKYLAKEX"}});
+  EXPECT_EQ(child.exit_code, 0) << child.output;
+  EXPECT_TRUE(contains(child.output, "core: SkylakeX")) << child.output;
+  EXPECT_TRUE(contains(child.output, "sgemm matches the triple loop")) << child.output;
+}
+
+// A misdetecting host is simulated by loading OpenBLAS as PRESCOTT and clearing
+// OPENBLAS_CORETYPE before ensure_blas_core runs: it must re-execute with the recommended core.
+TEST(BlasCore, EnsureBlasCoreReexecutesMisdetectedCore) {
+  if (recommended_blas_core().empty()) GTEST_SKIP() << "CPU has no AVX2/FMA";
+  const ChildResult child =
+      run_probe({"ensure", "--unset-coretype"}, {{"OPENBLAS_CORETYPE", "PRESCOTT"},
+                                                 {"CANZONA_BLAS_REEXEC", nullptr},
+                                                 {"OPENBLAS_NUM_THREADS", nullptr}});
+  EXPECT_EQ(child.exit_code, 0) << child.output;
+  EXPECT_TRUE(contains(child.output, "core: " + recommended_blas_core())) << child.output;
+  EXPECT_TRUE(contains(child.output, "reexecuted: yes")) << child.output;
+  EXPECT_TRUE(contains(child.output, "misdetected: no")) << child.output;
+  EXPECT_TRUE(contains(child.output, "threads: 1")) << child.output;
+}
+
+TEST(BlasCore, EnsureBlasCoreRespectsAndWarnsAboutUserForcedWeakerCore) {
+  if (recommended_blas_core().empty()) GTEST_SKIP() << "CPU has no AVX2/FMA";
+  const ChildResult child =
+      run_probe({"ensure"}, {{"OPENBLAS_CORETYPE", "PRESCOTT"}, {"CANZONA_BLAS_REEXEC", nullptr}});
+  EXPECT_EQ(child.exit_code, 0) << child.output;
+  EXPECT_TRUE(contains(child.output, "core: Prescott")) << child.output;
+  EXPECT_TRUE(contains(child.output, "reexecuted: no")) << child.output;
+  EXPECT_TRUE(contains(child.output, "run with OPENBLAS_CORETYPE=" + recommended_blas_core()))
+      << child.output;
+}
+
+TEST(BlasCore, EnsureBlasCoreLeavesCorrectDetectionAlone) {
+  const ChildResult child = run_probe({"ensure"}, {{"CANZONA_BLAS_REEXEC", nullptr}});
+  EXPECT_EQ(child.exit_code, 0) << child.output;
+  if (!blas_core_misdetected()) {
+    EXPECT_TRUE(contains(child.output, "reexecuted: no")) << child.output;
+    EXPECT_FALSE(contains(child.output, "warning")) << child.output;
+  }
+  EXPECT_TRUE(contains(child.output, "misdetected: no")) << child.output;
+}
+
+}  // namespace
+}  // namespace canzona::optim

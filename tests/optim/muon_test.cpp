@@ -1,0 +1,355 @@
+// Muon and Newton–Schulz against plain-loop double references, the singular-value band, the
+// eps / zero / non-finite paths and bitwise repeatability.
+#include "canzona/optim/muon.h"
+
+#include <gtest/gtest.h>
+#include <lapacke.h>
+
+#include <string>
+
+#include "canzona/common/error.h"
+#include "test_util.h"
+
+namespace canzona::optim {
+namespace {
+
+using test::DMat;
+
+// NS(U) exactly as reference.md states it, in double.
+DMat reference_newton_schulz(DMat u, const NewtonSchulzOptions& o) {
+  const bool tall = u.rows > u.cols;
+  if (tall) u = test::transposed(u);
+  const double norm = test::frobenius(u);
+  DMat x = u;
+  for (double& e : x.v) e /= (norm + o.eps);
+  const auto set = ns_coefficients(o.coefficients);
+  for (int i = 0; i < o.steps; ++i) {
+    const NsTriple t = set[std::min<std::size_t>(i, set.size() - 1)];
+    const DMat a = test::matmul(x, test::transposed(x));
+    const DMat aa = test::matmul(a, a);
+    DMat b(a.rows, a.cols);
+    for (std::size_t k = 0; k < b.v.size(); ++k) b.v[k] = t.b * a.v[k] + t.c * aa.v[k];
+    const DMat bx = test::matmul(b, x);
+    for (std::size_t k = 0; k < x.v.size(); ++k) x.v[k] = t.a * x.v[k] + bx.v[k];
+  }
+  return tall ? test::transposed(x) : x;
+}
+
+// Muon's step in double.
+struct ReferenceMuon {
+  ParamInfo param;
+  MuonOptions o;
+  double scale;
+  DMat b;
+
+  ReferenceMuon(ParamInfo p, MuonOptions opt, double s)
+      : param(p), o(opt), scale(s), b(p.rows, p.cols) {}
+  void step(DMat& w, const DMat& g) {
+    DMat u(g.rows, g.cols);
+    for (std::size_t k = 0; k < g.v.size(); ++k) {
+      b.v[k] = b.v[k] + (1 - o.momentum) * (g.v[k] - b.v[k]);
+      u.v[k] = o.nesterov ? g.v[k] + o.momentum * (b.v[k] - g.v[k]) : b.v[k];
+    }
+    const DMat x = reference_newton_schulz(u, o.ns);
+    for (std::size_t k = 0; k < w.v.size(); ++k)
+      w.v[k] = w.v[k] * (1 - o.lr * o.weight_decay) - o.lr * scale * x.v[k];
+  }
+};
+
+std::vector<double> singular_values(const std::vector<float>& a, std::int64_t rows,
+                                    std::int64_t cols) {
+  std::vector<float> copy = a;
+  const std::int64_t k = std::min(rows, cols);
+  std::vector<float> s(k), superb(std::max<std::int64_t>(k, 2));
+  const lapack_int info = LAPACKE_sgesvd(LAPACK_ROW_MAJOR, 'N', 'N', rows, cols, copy.data(), cols,
+                                         s.data(), nullptr, 1, nullptr, 1, superb.data());
+  EXPECT_EQ(info, 0);
+  return std::vector<double>(s.begin(), s.end());
+}
+
+// Random orthonormal n x n (Gram–Schmidt in double on a seeded Gaussian matrix).
+DMat random_orthogonal(std::int64_t n, std::uint32_t seed) {
+  const std::vector<float> g = test::random_floats(n * n, seed);
+  DMat q = test::to_dmat(g, n, n);
+  for (std::int64_t j = 0; j < n; ++j) {
+    for (int pass = 0; pass < 2; ++pass)
+      for (std::int64_t k = 0; k < j; ++k) {
+        double dot = 0;
+        for (std::int64_t i = 0; i < n; ++i) dot += q(i, j) * q(i, k);
+        for (std::int64_t i = 0; i < n; ++i) q(i, j) -= dot * q(i, k);
+      }
+    double norm = 0;
+    for (std::int64_t i = 0; i < n; ++i) norm += q(i, j) * q(i, j);
+    for (std::int64_t i = 0; i < n; ++i) q(i, j) /= std::sqrt(norm);
+  }
+  return q;
+}
+
+TEST(NewtonSchulz, CoefficientSetsMatchReference) {
+  const auto simple = ns_coefficients(NsCoefficients::kSimple);
+  ASSERT_EQ(simple.size(), 1u);
+  EXPECT_FLOAT_EQ(simple[0].a, 3.4445f);
+  EXPECT_FLOAT_EQ(simple[0].b, -4.7750f);
+  EXPECT_FLOAT_EQ(simple[0].c, 2.0315f);
+  const auto quintic = ns_coefficients(NsCoefficients::kQuintic);
+  ASSERT_EQ(quintic.size(), 5u);
+  EXPECT_FLOAT_EQ(quintic[0].a, 4.0848f);
+  EXPECT_FLOAT_EQ(quintic[4].c, 1.2012f);
+  const auto polar = ns_coefficients(NsCoefficients::kPolarExpress);
+  ASSERT_EQ(polar.size(), 8u);
+  EXPECT_FLOAT_EQ(polar[0].b, -22.9019f);
+  EXPECT_FLOAT_EQ(polar[7].a, 1.8750f);
+  EXPECT_EQ(parse_ns_coefficients("polar_express"), NsCoefficients::kPolarExpress);
+  EXPECT_THROW(parse_ns_coefficients("cubic"), UsageError);
+}
+
+struct BandCase {
+  NsCoefficients set;
+  int steps;
+  double lo, hi;  // image of normalised singular values in [0.01, 1] under the iteration
+};
+
+// Output singular values = the scalar iteration applied to the normalised input singular values,
+// and all of them inside the set's band, for wide, tall and square matrices.
+TEST(NewtonSchulz, SingularValuesFollowScalarMapAndStayInBand) {
+  const BandCase cases[] = {{NsCoefficients::kSimple, 5, 0.68, 1.135},
+                            {NsCoefficients::kQuintic, 5, 0.977, 1.033},
+                            {NsCoefficients::kQuintic, 8, 0.985, 0.992},
+                            {NsCoefficients::kPolarExpress, 8, 0.995, 1.005}};
+  struct Shape {
+    std::int64_t rows, cols;
+  };
+  const Shape shapes[] = {{64, 128}, {128, 64}, {32, 256}, {256, 32}, {96, 96}};
+  std::uint32_t seed = 100;
+  for (const Shape& shape : shapes) {
+    std::vector<float> g;
+    if (shape.rows == shape.cols) {
+      // Square Gaussian matrices have near-zero singular values; build one with spectrum [1, 10].
+      const std::int64_t n = shape.rows;
+      const DMat u = random_orthogonal(n, seed++), v = random_orthogonal(n, seed++);
+      DMat s(n, n);
+      for (std::int64_t i = 0; i < n; ++i) s(i, i) = 1.0 + 9.0 * i / (n - 1);
+      const DMat m = test::matmul(test::matmul(u, s), test::transposed(v));
+      g.assign(m.v.begin(), m.v.end());
+    } else {
+      g = test::random_floats(shape.rows * shape.cols, seed++);
+    }
+    const std::vector<double> sigma_in = singular_values(g, shape.rows, shape.cols);
+    double norm = 0;
+    for (float x : g) norm += double(x) * x;
+    norm = std::sqrt(norm);
+    for (const BandCase& c : cases) {
+      SCOPED_TRACE(::testing::Message() << shape.rows << "x" << shape.cols << " "
+                                        << to_string(c.set) << " steps " << c.steps);
+      NewtonSchulzOptions o{c.set, c.steps, 1e-7};
+      std::vector<float> out(g.size());
+      newton_schulz(matrix_view(g.data(), shape.rows, shape.cols),
+                    matrix_view(out.data(), shape.rows, shape.cols), o);
+      std::vector<double> sigma_out = singular_values(out, shape.rows, shape.cols);
+      std::vector<double> predicted;
+      const auto set = ns_coefficients(c.set);
+      for (double s : sigma_in) {
+        double x = s / (norm + o.eps);
+        ASSERT_GE(x, 0.01) << "test matrix is too ill-conditioned for the band";
+        for (int i = 0; i < c.steps; ++i) {
+          const NsTriple t = set[std::min<std::size_t>(i, set.size() - 1)];
+          x = t.a * x + t.b * x * x * x + t.c * x * x * x * x * x;
+        }
+        predicted.push_back(x);
+      }
+      std::sort(predicted.begin(), predicted.end());
+      std::sort(sigma_out.begin(), sigma_out.end());
+      for (std::size_t i = 0; i < sigma_out.size(); ++i) {
+        EXPECT_NEAR(sigma_out[i], predicted[i], 2e-3) << "singular value " << i;
+        EXPECT_GE(sigma_out[i], c.lo - 2e-3);
+        EXPECT_LE(sigma_out[i], c.hi + 2e-3);
+      }
+    }
+  }
+}
+
+TEST(NewtonSchulz, MatchesPlainLoopReference) {
+  struct Case {
+    std::int64_t rows, cols;
+    NsCoefficients set;
+    int steps;
+  };
+  const Case cases[] = {
+      {48, 80, NsCoefficients::kSimple, 5},       {80, 48, NsCoefficients::kSimple, 5},
+      {64, 64, NsCoefficients::kQuintic, 7},  // past the end of the set
+      {37, 91, NsCoefficients::kPolarExpress, 8}, {91, 37, NsCoefficients::kPolarExpress, 10},
+      {1, 33, NsCoefficients::kSimple, 5},        {33, 1, NsCoefficients::kQuintic, 3},
+      {20, 30, NsCoefficients::kSimple, 0}};
+  std::uint32_t seed = 7;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << c.rows << "x" << c.cols << " " << to_string(c.set) << " steps " << c.steps);
+    const std::vector<float> g = test::random_floats(c.rows * c.cols, seed++, 0.01f);
+    const NewtonSchulzOptions o{c.set, c.steps, 1e-7};
+    std::vector<float> out(g.size());
+    newton_schulz(matrix_view(g.data(), c.rows, c.cols), matrix_view(out.data(), c.rows, c.cols),
+                  o);
+    const DMat ref = reference_newton_schulz(test::to_dmat(g, c.rows, c.cols), o);
+    EXPECT_LE(test::max_abs_diff(out, ref), 2e-5 * std::max(1.0, test::max_abs(ref)));
+  }
+}
+
+TEST(NewtonSchulz, TallIsTransposeOfWideBitwise) {
+  const std::int64_t rows = 40, cols = 72;
+  const std::vector<float> g = test::random_floats(rows * cols, 3);
+  std::vector<float> gt(g.size()), wide(g.size()), tall(g.size()), tall_t(g.size());
+  transpose(matrix_view(g.data(), rows, cols), matrix_view(gt.data(), cols, rows));
+  const NewtonSchulzOptions o;
+  newton_schulz(matrix_view(g.data(), rows, cols), matrix_view(wide.data(), rows, cols), o);
+  newton_schulz(matrix_view(gt.data(), cols, rows), matrix_view(tall.data(), cols, rows), o);
+  transpose(matrix_view(tall.data(), cols, rows), matrix_view(tall_t.data(), rows, cols));
+  EXPECT_TRUE(test::same_bits(wide, tall_t));
+}
+
+TEST(NewtonSchulz, InPlaceEqualsOutOfPlaceBitwise) {
+  std::vector<float> g = test::random_floats(30 * 50, 4);
+  std::vector<float> out(g.size());
+  const NewtonSchulzOptions o{NsCoefficients::kQuintic, 5, 1e-7};
+  newton_schulz(matrix_view(g.data(), 30, 50), matrix_view(out.data(), 30, 50), o);
+  newton_schulz(matrix_view(g.data(), 30, 50), matrix_view(g.data(), 30, 50), o);
+  EXPECT_TRUE(test::same_bits(g, out));
+}
+
+MuonOptions muon_options(bool nesterov, MuonScale scale, double wd) {
+  MuonOptions o;
+  o.lr = 0.05;
+  o.nesterov = nesterov;
+  o.scale = scale;
+  o.weight_decay = wd;
+  return o;
+}
+
+TEST(Muon, MatchesReferenceOverSeveralSteps) {
+  struct Case {
+    std::int64_t rows, cols;
+    bool nesterov;
+    MuonScale scale;
+    double wd;
+  };
+  const Case cases[] = {{24, 40, true, MuonScale::kSpectral, 0.1},
+                        {40, 24, false, MuonScale::kSpectral, 0.0},
+                        {48, 16, true, MuonScale::kAspect, 0.01},
+                        {16, 48, false, MuonScale::kAspect, 0.1}};
+  std::uint32_t seed = 11;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.rows << "x" << c.cols << " nesterov " << c.nesterov);
+    const ParamInfo info{"w", c.rows, c.cols};
+    Muon muon(info, muon_options(c.nesterov, c.scale, c.wd));
+    ReferenceMuon ref(info, muon.options(), muon.update_scale());
+    std::vector<float> w = test::random_floats(c.rows * c.cols, seed++, 0.1f);
+    DMat w_ref = test::to_dmat(w, c.rows, c.cols);
+    for (int step = 0; step < 4; ++step) {
+      const std::vector<float> g = test::random_floats(c.rows * c.cols, seed++, 0.01f);
+      muon.step(matrix_view(w.data(), c.rows, c.cols), matrix_view(g.data(), c.rows, c.cols));
+      ref.step(w_ref, test::to_dmat(g, c.rows, c.cols));
+    }
+    EXPECT_EQ(muon.step_count(), 4);
+    EXPECT_LE(test::max_abs_diff(w, w_ref), 1e-5);
+  }
+}
+
+TEST(Muon, UpdateScaleConventions) {
+  MuonOptions o;
+  EXPECT_DOUBLE_EQ(Muon(ParamInfo{"q", 64, 32, 256, 32}, o).update_scale(), 0.2 * 16.0);
+  EXPECT_DOUBLE_EQ(Muon(ParamInfo{"w", 64, 100}, o).update_scale(), 0.2 * 10.0);
+  o.scale = MuonScale::kAspect;
+  EXPECT_DOUBLE_EQ(Muon(ParamInfo{"w", 64, 32}, o).update_scale(), std::sqrt(2.0));
+  EXPECT_DOUBLE_EQ(Muon(ParamInfo{"w", 32, 64}, o).update_scale(), 1.0);
+}
+
+TEST(Muon, ZeroGradientOnlyAppliesWeightDecay) {
+  const std::int64_t rows = 12, cols = 20;
+  Muon muon(ParamInfo{"w", rows, cols}, muon_options(true, MuonScale::kSpectral, 0.1));
+  std::vector<float> w = test::random_floats(rows * cols, 5), before = w;
+  const std::vector<float> zero(rows * cols, 0.0f);
+  muon.step(matrix_view(w.data(), rows, cols), matrix_view(zero.data(), rows, cols));
+  const float decay = static_cast<float>(1.0 - 0.05 * 0.1);
+  for (std::size_t i = 0; i < w.size(); ++i) EXPECT_EQ(w[i], before[i] * decay) << i;
+}
+
+TEST(Muon, TinyGradientTakesEpsPathAndStaysFinite) {
+  const std::int64_t rows = 16, cols = 24;
+  for (float scale : {1e-30f, 1e-9f, 1e-7f}) {
+    SCOPED_TRACE(scale);
+    Muon muon(ParamInfo{"w", rows, cols}, muon_options(true, MuonScale::kSpectral, 0.0));
+    std::vector<float> w = test::random_floats(rows * cols, 6), before = w;
+    const std::vector<float> g = test::random_floats(rows * cols, 7, scale);
+    muon.step(matrix_view(w.data(), rows, cols), matrix_view(g.data(), rows, cols));
+    // ||U|| << eps shrinks X below 1 and NS grows a singular value at most 3.4445^5 ~ 488 times,
+    // so the update stays finite and bounded by lr * scale * 488 * ||U|| / eps.
+    const double norm_u = scale * std::sqrt(double(rows * cols));
+    const double bound = 0.05 * muon.update_scale() * 488.0 * std::min(1.0, norm_u / 1e-7) + 1e-6;
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(w[i]));
+      EXPECT_LE(std::abs(double(w[i]) - before[i]), bound);
+    }
+  }
+}
+
+TEST(Muon, NonFiniteGradientThrowsNamingParamAndLeavesStateUntouched) {
+  const std::int64_t rows = 8, cols = 6;
+  const MuonOptions o = muon_options(true, MuonScale::kSpectral, 0.1);
+  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    Muon muon(ParamInfo{"layers.0.attn.q", rows, cols}, o), fresh(ParamInfo{"f", rows, cols}, o);
+    std::vector<float> w = test::random_floats(rows * cols, 8), w_fresh = w, before = w;
+    std::vector<float> g = test::random_floats(rows * cols, 9);
+    std::vector<float> g_bad = g;
+    g_bad[3 * cols + 5] = bad;
+    try {
+      muon.step(matrix_view(w.data(), rows, cols), matrix_view(g_bad.data(), rows, cols));
+      FAIL() << "expected canzona::Error";
+    } catch (const UsageError&) {
+      FAIL() << "a non-finite gradient is not a usage error";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("layers.0.attn.q"), std::string::npos) << what;
+      EXPECT_NE(what.find("8x6"), std::string::npos) << what;
+      EXPECT_NE(what.find("(3, 5)"), std::string::npos) << what;
+    }
+    EXPECT_TRUE(test::same_bits(w, before));
+    EXPECT_EQ(muon.step_count(), 0);
+    muon.step(matrix_view(w.data(), rows, cols), matrix_view(g.data(), rows, cols));
+    fresh.step(matrix_view(w_fresh.data(), rows, cols), matrix_view(g.data(), rows, cols));
+    EXPECT_TRUE(test::same_bits(w, w_fresh));
+  }
+}
+
+TEST(Muon, BitwiseRepeatableAcrossInstancesAndLayouts) {
+  const std::int64_t rows = 33, cols = 70, ld = 81;
+  const MuonOptions o = muon_options(true, MuonScale::kSpectral, 0.1);
+  Muon a(ParamInfo{"w", rows, cols}, o), b(ParamInfo{"w", rows, cols}, o);
+  Muon strided(ParamInfo{"w", rows, cols}, o);
+  std::vector<float> wa = test::random_floats(rows * cols, 12), wb = wa;
+  std::vector<float> ws(rows * ld, -1.0f), gs(rows * ld, 7.0f);
+  copy(matrix_view(wa.data(), rows, cols), MatrixView{ws.data(), rows, cols, ld});
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<float> g = test::random_floats(rows * cols, 13 + step);
+    copy(matrix_view(g.data(), rows, cols), MatrixView{gs.data(), rows, cols, ld});
+    a.step(matrix_view(wa.data(), rows, cols), matrix_view(g.data(), rows, cols));
+    b.step(matrix_view(wb.data(), rows, cols), matrix_view(g.data(), rows, cols));
+    strided.step(MatrixView{ws.data(), rows, cols, ld}, ConstMatrixView(gs.data(), rows, cols, ld));
+  }
+  EXPECT_TRUE(test::same_bits(wa, wb));
+  std::vector<float> ws_packed(rows * cols);
+  copy(ConstMatrixView(ws.data(), rows, cols, ld), matrix_view(ws_packed.data(), rows, cols));
+  EXPECT_TRUE(test::same_bits(wa, ws_packed));
+  for (std::int64_t r = 0; r < rows; ++r)  // padding untouched
+    for (std::int64_t c = cols; c < ld; ++c) EXPECT_EQ(ws[r * ld + c], -1.0f);
+}
+
+TEST(Muon, RejectsBadOptionsAndShapes) {
+  MuonOptions o;
+  o.momentum = 1.0;
+  EXPECT_THROW(Muon(ParamInfo{"w", 4, 4}, o), UsageError);
+  Muon muon(ParamInfo{"w", 4, 4}, MuonOptions{});
+  std::vector<float> w(16), g(12);
+  EXPECT_THROW(muon.step(matrix_view(w.data(), 4, 4), matrix_view(g.data(), 3, 4)), UsageError);
+}
+
+}  // namespace
+}  // namespace canzona::optim

@@ -1,0 +1,92 @@
+// The registry: names, strict JSON options, and equality with direct construction.
+#include <gtest/gtest.h>
+
+#include "canzona/common/error.h"
+#include "canzona/optim/adamw.h"
+#include "canzona/optim/muon.h"
+#include "canzona/optim/optimizer.h"
+#include "canzona/optim/shampoo.h"
+#include "canzona/optim/soap.h"
+#include "test_util.h"
+
+namespace canzona::optim {
+namespace {
+
+TEST(Registry, ListsTheFourOptimizers) {
+  EXPECT_EQ(optimizer_names(), (std::vector<std::string>{"muon", "shampoo", "soap", "adamw"}));
+}
+
+TEST(Registry, CreatesEveryOptimizerWithDefaultsAndSteps) {
+  for (const std::string& name : optimizer_names()) {
+    SCOPED_TRACE(name);
+    auto opt = create_optimizer(name, ParamInfo{"w", 6, 10});
+    EXPECT_EQ(opt->name(), name);
+    EXPECT_GT(opt->state_bytes(), 0u);
+    std::vector<float> w = test::random_floats(60, 1);
+    const std::vector<float> g = test::random_floats(60, 2);
+    for (int t = 0; t < 3; ++t)
+      opt->step(matrix_view(w.data(), 6, 10), matrix_view(g.data(), 6, 10));
+    EXPECT_EQ(opt->step_count(), 3);
+    for (float x : w) ASSERT_TRUE(std::isfinite(x));
+  }
+}
+
+TEST(Registry, AppliesJsonOptions) {
+  auto opt = create_optimizer("muon", ParamInfo{"w", 4, 4},
+                              {{"lr", 0.5},
+                               {"ns_coefficients", "polar_express"},
+                               {"ns_steps", 8},
+                               {"nesterov", false},
+                               {"scale", "aspect"},
+                               {"weight_decay", 0.2},
+                               {"momentum", 0.9},
+                               {"eps", 1e-6}});
+  const auto& o = dynamic_cast<const Muon&>(*opt).options();
+  EXPECT_EQ(o.lr, 0.5);
+  EXPECT_EQ(o.ns.coefficients, NsCoefficients::kPolarExpress);
+  EXPECT_EQ(o.ns.steps, 8);
+  EXPECT_FALSE(o.nesterov);
+  EXPECT_EQ(o.scale, MuonScale::kAspect);
+  auto shampoo = create_optimizer("shampoo", ParamInfo{"w", 4, 4},
+                                  {{"grafting", "sgd"}, {"max_precond_dim", 2}});
+  EXPECT_EQ(dynamic_cast<const Shampoo&>(*shampoo).options().grafting, Grafting::kSgd);
+  EXPECT_FALSE(dynamic_cast<const Shampoo&>(*shampoo).left_preconditioned());
+  auto soap = create_optimizer("soap", ParamInfo{"w", 4, 4}, {{"precondition_frequency", 3}});
+  EXPECT_EQ(dynamic_cast<const Soap&>(*soap).options().precondition_frequency, 3);
+  auto adamw = create_optimizer("adamw", ParamInfo{"w", 1, 4}, {{"beta2", 0.95}});
+  EXPECT_EQ(dynamic_cast<const AdamW&>(*adamw).options().beta2, 0.95);
+}
+
+TEST(Registry, RejectsUnknownNamesKeysAndTypes) {
+  try {
+    create_optimizer("lion", ParamInfo{"w", 2, 2});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("muon, shampoo, soap, adamw"), std::string::npos);
+  }
+  try {
+    create_optimizer("muon", ParamInfo{"w", 2, 2}, {{"learning_rate", 0.1}});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("'learning_rate'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(create_optimizer("muon", ParamInfo{"w", 2, 2}, {{"ns_steps", 2.5}}), UsageError);
+  EXPECT_THROW(create_optimizer("soap", ParamInfo{"w", 2, 2}, {{"correct_bias", 1}}), UsageError);
+  EXPECT_THROW(create_optimizer("adamw", ParamInfo{"w", 2, 2}, nlohmann::json::array()),
+               UsageError);
+}
+
+TEST(Registry, SameBitsAsDirectConstruction) {
+  auto from_registry = create_optimizer("muon", ParamInfo{"w", 8, 12}, {{"lr", 0.1}});
+  MuonOptions o;
+  o.lr = 0.1;
+  Muon direct(ParamInfo{"w", 8, 12}, o);
+  std::vector<float> a = test::random_floats(96, 3), b = a;
+  const std::vector<float> g = test::random_floats(96, 4);
+  from_registry->step(matrix_view(a.data(), 8, 12), matrix_view(g.data(), 8, 12));
+  direct.step(matrix_view(b.data(), 8, 12), matrix_view(g.data(), 8, 12));
+  EXPECT_TRUE(test::same_bits(a, b));
+}
+
+}  // namespace
+}  // namespace canzona::optim

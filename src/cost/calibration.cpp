@@ -1,1 +1,158 @@
-// Filled in by its issue.
+// Calibrated cost model (calibration.h): least-squares fit of measured optimizer step times
+// against cost::optimizer_flops, and its JSON file.
+#include "canzona/cost/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "canzona/common/error.h"
+#include "canzona/common/json_io.h"
+
+namespace canzona::cost {
+namespace {
+
+constexpr int kFormatVersion = 1;
+constexpr OptimizerKind kKinds[] = {OptimizerKind::kMuon, OptimizerKind::kShampoo,
+                                    OptimizerKind::kSoap, OptimizerKind::kAdamW};
+
+const nlohmann::json& member(const nlohmann::json& j, const char* key, const std::string& where) {
+  CANZONA_REQUIRE(j.is_object(), where, ": expected a JSON object");
+  CANZONA_REQUIRE(j.contains(key), where, ": key '", key, "' missing");
+  return j.at(key);
+}
+
+double number(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = member(j, key, where);
+  CANZONA_REQUIRE(v.is_number(), where, ": key '", key, "' must be a number, got ", v.dump());
+  return v.get<double>();
+}
+
+std::int64_t integer(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = member(j, key, where);
+  CANZONA_REQUIRE(v.is_number_integer(), where, ": key '", key, "' must be an integer, got ",
+                  v.dump());
+  return v.get<std::int64_t>();
+}
+
+std::string text(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) return "";
+  CANZONA_REQUIRE(j.at(key).is_string(), where, ": key '", key, "' must be a string");
+  return j.at(key).get<std::string>();
+}
+
+void check_sample(const CalibrationSample& s, const std::string& where) {
+  CANZONA_REQUIRE(s.rows >= 1 && s.cols >= 1, where, ": sample shape ", s.rows, "x", s.cols,
+                  " must be at least 1x1");
+  CANZONA_REQUIRE(std::isfinite(s.seconds) && s.seconds > 0.0, where, ": sample ", s.rows, "x",
+                  s.cols, " has seconds ", s.seconds, " (must be finite and > 0)");
+}
+
+}  // namespace
+
+// Ordinary least squares of y = seconds on x = flops. Two guards keep the model physical: a
+// negative intercept is clamped to 0 and the slope refitted through the origin, and a slope that
+// comes out <= 0 (timing noise on samples of nearly equal flops) is replaced by the
+// through-the-origin fit, so predictions grow with work and stay positive.
+void Calibration::fit(OptimizerKind kind, std::vector<CalibrationSample> samples,
+                      const CostOptions& options) {
+  const std::string where = str("calibration of ", to_string(kind));
+  CANZONA_REQUIRE(samples.size() >= 2, where, " needs at least 2 samples (got ", samples.size(),
+                  ")");
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  const double n = static_cast<double>(samples.size());
+  for (const CalibrationSample& s : samples) {
+    check_sample(s, where);
+    const double x = optimizer_flops(kind, s.rows, s.cols, options);
+    CANZONA_REQUIRE(std::isfinite(x) && x > 0.0, where, ": optimizer_flops of ", s.rows, "x",
+                    s.cols, " is ", x);
+    sx += x;
+    sy += s.seconds;
+    sxx += x * x;
+    sxy += x * s.seconds;
+  }
+  CalibrationFit& f = fits_[static_cast<int>(kind)];
+  const double denominator = n * sxx - sx * sx;
+  double slope = denominator > 0.0 ? (n * sxy - sx * sy) / denominator : 0.0;
+  double intercept = (sy - slope * sx) / n;
+  if (slope <= 0.0 || intercept < 0.0) {
+    intercept = 0.0;
+    slope = sxy / sxx;
+  }
+  f.present = true;
+  f.intercept_s = intercept;
+  f.seconds_per_flop = slope;
+  f.samples = std::move(samples);
+}
+
+double Calibration::seconds(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
+                            const CostOptions& options) const {
+  const CalibrationFit& f = fit_of(kind);
+  CANZONA_REQUIRE(f.present, "the calibration has no fit for optimizer '", to_string(kind),
+                  "'; rerun `canzona bench-kernels --calibration FILE`");
+  return f.intercept_s + f.seconds_per_flop * optimizer_flops(kind, rows, cols, options);
+}
+
+const CalibrationFit& Calibration::fit_of(OptimizerKind kind) const {
+  return fits_[static_cast<int>(kind)];
+}
+
+Calibration Calibration::read(const std::string& path) {
+  const nlohmann::json j = read_json_file(path);
+  CANZONA_REQUIRE(j.is_object(), path, ": expected a JSON object");
+  const std::int64_t version = integer(j, "version", path);
+  CANZONA_REQUIRE(version == kFormatVersion, path, ": key 'version' is ", version,
+                  ", this build reads version ", kFormatVersion);
+  const nlohmann::json& optimizers = member(j, "optimizers", path);
+  CANZONA_REQUIRE(optimizers.is_object(), path, ": key 'optimizers' must be an object");
+  Calibration c;
+  c.cpu = text(j, "cpu", path);
+  c.blas_core = text(j, "blas_core", path);
+  for (const auto& [name, value] : optimizers.items()) {
+    const std::string where = path + ": optimizers." + name;
+    OptimizerKind kind;
+    try {
+      kind = parse_optimizer(name);
+    } catch (const UsageError& e) {
+      throw UsageError(str(where, ": ", e.what()));
+    }
+    CalibrationFit& f = c.fits_[static_cast<int>(kind)];
+    f.present = true;
+    f.intercept_s = number(value, "intercept_s", where);
+    f.seconds_per_flop = number(value, "seconds_per_flop", where);
+    CANZONA_REQUIRE(std::isfinite(f.intercept_s) && f.intercept_s >= 0.0, where,
+                    ": intercept_s must be finite and >= 0, got ", f.intercept_s);
+    CANZONA_REQUIRE(std::isfinite(f.seconds_per_flop) && f.seconds_per_flop > 0.0, where,
+                    ": seconds_per_flop must be finite and > 0, got ", f.seconds_per_flop);
+    if (!value.contains("samples")) continue;
+    CANZONA_REQUIRE(value.at("samples").is_array(), where, ": key 'samples' must be an array");
+    for (const nlohmann::json& s : value.at("samples")) {
+      const std::string at = where + ".samples[" + std::to_string(f.samples.size()) + "]";
+      CalibrationSample sample{integer(s, "rows", at), integer(s, "cols", at),
+                               number(s, "seconds", at)};
+      check_sample(sample, at);
+      f.samples.push_back(sample);
+    }
+  }
+  return c;
+}
+
+void Calibration::write(const std::string& path) const {
+  nlohmann::json j;
+  j["version"] = kFormatVersion;
+  j["cpu"] = cpu;
+  j["blas_core"] = blas_core;
+  j["optimizers"] = nlohmann::json::object();
+  for (OptimizerKind kind : kKinds) {
+    const CalibrationFit& f = fit_of(kind);
+    if (!f.present) continue;
+    nlohmann::json samples = nlohmann::json::array();
+    for (const CalibrationSample& s : f.samples)
+      samples.push_back({{"rows", s.rows}, {"cols", s.cols}, {"seconds", s.seconds}});
+    j["optimizers"][to_string(kind)] = {{"intercept_s", f.intercept_s},
+                                        {"seconds_per_flop", f.seconds_per_flop},
+                                        {"samples", samples}};
+  }
+  write_json_file(path, j);
+}
+
+}  // namespace canzona::cost

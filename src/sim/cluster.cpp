@@ -5,9 +5,14 @@
 //   H200 SXM:  same tensor-core peaks as H100, 4.8 TB/s HBM3e.
 //   NVLink 4 + NVSwitch: 450 GB/s per direction per GPU nominal -> 360 GB/s achieved (80%).
 //   InfiniBand NDR: 400 Gb/s = 50 GB/s per GPU (one NIC per GPU) -> 45 GB/s achieved (90%).
+// Estimates, not measurements (docs/simulator.md): forward-backward reaches 45% of the bf16 peak
+// (MFU of Megatron dense models at this scale), the optimizer's fp32 GEMMs 50% of the TF32 peak,
+// each optimizer task costs 50 us of launches and small kernels, and eigh / QR (cuSOLVER, fp32,
+// n ~ 1-10K) reach 5 TFLOP/s.
 #include "canzona/sim/cluster.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -63,6 +68,7 @@ Cluster h100_node(const std::string& name) {
   c.device.optimizer_efficiency = 0.5;
   c.device.optimizer_precision = Precision::kTf32;
   c.device.optimizer_task_overhead_us = 50.0;
+  c.device.factorization_tflops = 5.0;
   return c;
 }
 
@@ -104,7 +110,8 @@ nlohmann::json to_json(const Cluster& c) {
             {"matmul_efficiency", d.matmul_efficiency},
             {"optimizer_efficiency", d.optimizer_efficiency},
             {"optimizer_precision", to_string(d.optimizer_precision)},
-            {"optimizer_task_overhead_us", d.optimizer_task_overhead_us}}}};
+            {"optimizer_task_overhead_us", d.optimizer_task_overhead_us},
+            {"factorization_tflops", d.factorization_tflops}}}};
 }
 
 namespace {
@@ -216,6 +223,7 @@ Cluster cluster_from_json(const nlohmann::json& value, const std::string& where)
     dev.fail("optimizer_precision", e.what());
   }
   d.optimizer_task_overhead_us = dev.number("optimizer_task_overhead_us", 0.0, false);
+  d.factorization_tflops = dev.number("factorization_tflops", 0.0, true);
   dev.reject_unknown();
   root.reject_unknown({"base"});
   return c;
@@ -224,6 +232,12 @@ Cluster cluster_from_json(const nlohmann::json& value, const std::string& where)
 Cluster load_cluster(const std::string& arg) {
   const auto names = cluster_preset_names();
   if (std::find(names.begin(), names.end(), arg) != names.end()) return cluster_preset(arg);
+  if (!std::filesystem::exists(arg)) {
+    std::string known;
+    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    throw UsageError(
+        str("--cluster '", arg, "' is neither a preset (", known, ") nor an existing JSON file"));
+  }
   return cluster_from_json(read_json_file(arg), arg);
 }
 

@@ -24,10 +24,14 @@ std::int64_t shard_numel(const plan::StagePlan& stage, std::size_t b, int r, int
   return stage.layout.buckets[b].numel / dp;
 }
 
-std::int64_t max_shard_numel(const plan::StagePlan& stage, std::size_t b, int dp) {
-  std::int64_t m = 0;
-  for (int r = 0; r < dp; ++r) m = std::max(m, shard_numel(stage, b, r, dp));
-  return m;
+// Bytes of every rank's shard of bucket b, [dp rank].
+std::vector<double> shard_bytes(const plan::StagePlan& stage, std::size_t b, int dp,
+                                double bytes_per_element) {
+  std::vector<double> bytes(dp);
+  for (int r = 0; r < dp; ++r) {
+    bytes[r] = static_cast<double>(shard_numel(stage, b, r, dp)) * bytes_per_element;
+  }
+  return bytes;
 }
 
 // Calls add(rank, elements) for every element DP rank `rank` updates alone: whole params it owns
@@ -76,8 +80,8 @@ DpSync dp_sync(const plan::StagePlan& stage, plan::Strategy strategy, int dp, co
     if (all_reduce) {
       grad_comm.push_back(ring_all_reduce_s(link, dp, numel * workload.grad_bytes));
     } else {
-      double chunk = static_cast<double>(max_shard_numel(stage, b, dp));
-      grad_comm.push_back(ring_reduce_scatter_v_s(link, dp, chunk * workload.grad_bytes));
+      grad_comm.push_back(reduce_scatter_v_s(link, shard_bytes(stage, b, dp, workload.grad_bytes),
+                                             workload.var_collective));
     }
   }
   DpSync out;
@@ -90,8 +94,8 @@ DpSync dp_sync(const plan::StagePlan& stage, plan::Strategy strategy, int dp, co
   for (std::size_t i = buckets.size(); i-- > 0;) {
     need.push_back(total_numel > 0 ? compute.first_forward_s() * before / total_numel : 0.0);
     before += static_cast<double>(buckets[i].numel);
-    double chunk = static_cast<double>(max_shard_numel(stage, i, dp));
-    gather_comm.push_back(ring_all_gather_v_s(link, dp, chunk * workload.param_bytes));
+    gather_comm.push_back(all_gather_v_s(link, shard_bytes(stage, i, dp, workload.param_bytes),
+                                         workload.var_collective));
   }
   out.exposed_s += stall_before_needs(gather_comm, need);
   out.total_s += std::accumulate(gather_comm.begin(), gather_comm.end(), 0.0);
@@ -103,8 +107,8 @@ double layerwise_param_sync_s(const plan::StagePlan& stage, int dp, const Link& 
   std::vector<double> owned(dp, 0.0);
   for_each_owned(
       stage, dp, [](int) { return true; }, [&](int r, double n) { owned[r] += n; });
-  double max_owned = *std::max_element(owned.begin(), owned.end());
-  return ring_all_gather_v_s(link, dp, max_owned * workload.param_bytes);
+  for (double& n : owned) n *= workload.param_bytes;
+  return all_gather_v_s(link, owned, workload.var_collective);
 }
 
 std::vector<double> elementwise_numel(const model::ModelSpec& model, const plan::StagePlan& stage,

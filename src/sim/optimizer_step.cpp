@@ -1,9 +1,9 @@
 // The optimizer step of one DP rank (stage_model.h).
 //
-// A task's seconds on its host: flops / (optimizer peak * optimizer efficiency) + a fixed
-// per-task overhead. TP micro group k moves, per rank, max(bytes received, bytes sent) off-rank:
-// a host receives (tp-1)/tp of each of its tasks' full gradients and sends 1/tp of every other
-// host's task; the update scatter moves the same volumes back.
+// A task's seconds on its host: task_seconds() (simulate.h). TP micro group k moves, per rank,
+// max(bytes received, bytes sent) off-rank: a host receives (tp-1)/tp of each of its tasks' full
+// gradients and sends 1/tp of every other host's task; the update scatter moves the same volumes
+// back.
 #include <algorithm>
 
 #include "canzona/common/error.h"
@@ -16,8 +16,8 @@ namespace canzona::sim::detail {
 namespace {
 
 GroupCost group_cost(const plan::StagePlan& stage, const plan::MicroGroup& group, int tp,
-                     const Link& link, double rate, double overhead_s, const Workload& workload,
-                     std::vector<double>& host_task_s) {
+                     const Link& link, const cost::CostOptions& cost, const Device& device,
+                     const Workload& workload, std::vector<double>& host_task_s) {
   GroupCost g;
   g.compute_s.assign(tp, 0.0);
   std::vector<double> recv(tp, 0.0), send(tp, 0.0);
@@ -26,7 +26,7 @@ GroupCost group_cost(const plan::StagePlan& stage, const plan::MicroGroup& group
                   index);
     const plan::Task& t = stage.tasks[index];
     CANZONA_CHECK(t.host >= 0 && t.host < tp, "task ", index, " host ", t.host, " tp ", tp);
-    double seconds = t.flops / rate + overhead_s;
+    double seconds = task_seconds(t, cost, device);
     g.compute_s[t.host] += seconds;
     host_task_s[t.host] += seconds;
     double bytes = static_cast<double>(t.gather_bytes) * workload.grad_bytes / 4.0;
@@ -49,8 +49,6 @@ RankStep optimizer_step(const model::ModelSpec& model, const plan::StagePlan& st
                         const Workload& workload, double elementwise_s) {
   const int tp = options.tp;
   const Link link = tp_link(cluster, tp);
-  const double rate = cluster.device.optimizer_flops_per_s();
-  const double overhead_s = cluster.device.optimizer_task_overhead_us * 1e-6;
 
   RankStep out;
   out.host_task_s.assign(tp, 0.0);
@@ -63,7 +61,7 @@ RankStep optimizer_step(const model::ModelSpec& model, const plan::StagePlan& st
       ++hosted;
       continue;
     }
-    all_tp_s += t.flops / rate + overhead_s;
+    all_tp_s += task_seconds(t, options.cost, cluster.device);
     CANZONA_CHECK(t.param >= 0 && static_cast<std::size_t>(t.param) < model.params.size(),
                   "task param ", t.param);
     if (tp > 1 && model.params[t.param].tp_split_dim >= 0) {
@@ -77,8 +75,8 @@ RankStep optimizer_step(const model::ModelSpec& model, const plan::StagePlan& st
   std::size_t grouped = 0;
   if (static_cast<std::size_t>(dp_rank) < stage.groups.size()) {
     for (const auto& group : stage.groups[dp_rank]) {
-      groups.push_back(
-          group_cost(stage, group, tp, link, rate, overhead_s, workload, out.host_task_s));
+      groups.push_back(group_cost(stage, group, tp, link, options.cost, cluster.device, workload,
+                                  out.host_task_s));
       grouped += group.tasks.size();
     }
   }

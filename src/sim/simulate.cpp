@@ -3,6 +3,7 @@
 #include "canzona/sim/simulate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -56,6 +57,27 @@ std::vector<double> stage_flops_per_token(const model::ModelSpec& model, const p
     flops.push_back(6.0 * matmul_params + attention);
   }
   return flops;
+}
+
+double factorization_flops(cost::OptimizerKind kind, std::int64_t rows, std::int64_t cols,
+                           const cost::CostOptions& options) {
+  double per_cube = kind == cost::OptimizerKind::kShampoo ? 9.0
+                    : kind == cost::OptimizerKind::kSoap  ? 4.0 / 3.0
+                                                          : 0.0;
+  double total = 0.0;
+  for (std::int64_t side : {rows, cols}) {
+    if (side <= options.max_precond_dim) total += per_cube * std::pow(static_cast<double>(side), 3);
+  }
+  return total / std::max(1, options.precondition_frequency);
+}
+
+double task_seconds(const plan::Task& task, const cost::CostOptions& options,
+                    const Device& device) {
+  const double factor = std::min(
+      task.flops, factorization_flops(options.matrix_optimizer, task.rows, task.cols, options));
+  return (task.flops - factor) / device.optimizer_flops_per_s() +
+         (factor > 0 ? factor / (device.factorization_tflops * 1e12) : 0.0) +
+         device.optimizer_task_overhead_us * 1e-6;
 }
 
 Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const Cluster& cluster,

@@ -90,12 +90,19 @@ Scenario with_value(Scenario scenario, SweepKind kind, const std::string& value)
 
 std::vector<Breakdown> run_strategies(const Scenario& scenario, const Cluster& cluster,
                                       const std::vector<plan::Strategy>& strategies) {
+  plan::PlanOptions base = scenario.plan;
+  if (scenario.gpus > 0) {
+    const int per_replica = base.tp * base.pp;
+    CANZONA_REQUIRE(per_replica > 0 && scenario.gpus % per_replica == 0, "--gpus ", scenario.gpus,
+                    " is not a multiple of tp * pp = ", per_replica);
+    base.dp = scenario.gpus / per_replica;
+  }
   model::BuildOptions build = scenario.build;
-  build.tp = scenario.plan.tp;
+  build.tp = base.tp;
   const model::ModelSpec model = model::load_model(scenario.model, build);
   std::vector<Breakdown> results;
   for (plan::Strategy strategy : strategies) {
-    plan::PlanOptions options = scenario.plan;
+    plan::PlanOptions options = base;
     options.strategy = strategy;
     const plan::Plan plan = plan::make_plan(model, options);
     results.push_back(simulate(model, plan, cluster, scenario.workload));

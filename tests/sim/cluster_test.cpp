@@ -81,6 +81,7 @@ TEST(Cluster, BadValuesNameTheKey) {
       {"/device/optimizer_efficiency", 0.0, "'device.optimizer_efficiency'"},
       {"/device/optimizer_precision", "fp8", "'device.optimizer_precision'"},
       {"/device/bf16_tflops", -3.0, "'device.bf16_tflops'"},
+      {"/device/factorization_tflops", 0.0, "'device.factorization_tflops'"},
       {"/gpus_per_node", 2.5, "'gpus_per_node': expected an integer"},
       {"/name", 7, "'name': expected a string"},
       {"/inter_node", 45, "'inter_node': expected an object"},
@@ -128,7 +129,12 @@ TEST(Cluster, LoadClusterReadsPresetOrFile) {
     EXPECT_THAT(e.what(), HasSubstr(path + ": key 'device.hbm_GBps'"));
   }
   std::remove(path.c_str());
-  EXPECT_THROW(load_cluster("/nonexistent/cluster.json"), UsageError);
+  try {
+    load_cluster("/nonexistent/cluster.json");
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'/nonexistent/cluster.json' is neither a preset (h100-8"));
+  }
 }
 
 TEST(Cluster, PlacementKeepsTpInsideANode) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "canzona/common/error.h"
 
 namespace canzona::sim {
@@ -36,13 +38,43 @@ TEST(Collectives, AllReduceIsReduceScatterPlusAllGather) {
   }
 }
 
-TEST(Collectives, VariableChunksPayForTheLargest) {
+TEST(Collectives, PaddedVariableChunksPayForTheLargest) {
   // (p-1) (max_chunk/β + α) = 3 * (4e8 / 1e11 + 5e-6)
-  EXPECT_DOUBLE_EQ(ring_reduce_scatter_v_s(kLink, 4, 4e8), 3 * (0.004 + 5e-6));
-  EXPECT_DOUBLE_EQ(ring_all_gather_v_s(kLink, 4, 4e8), 3 * (0.004 + 5e-6));
-  // Equal chunks n/p reduce to the plain ring.
-  EXPECT_NEAR(ring_reduce_scatter_v_s(kLink, 4, 1e9 / 4), ring_reduce_scatter_s(kLink, 4, 1e9),
-              1e-15);
+  const std::vector<double> chunks = {4e8, 1e8, 0.0, 2e8};
+  EXPECT_DOUBLE_EQ(reduce_scatter_v_s(kLink, chunks, VarCollective::kPadded), 3 * (0.004 + 5e-6));
+  EXPECT_DOUBLE_EQ(all_gather_v_s(kLink, chunks, VarCollective::kPadded), 3 * (0.004 + 5e-6));
+}
+
+TEST(Collectives, GroupedVariableChunksPayForTheBusiestLink) {
+  // (n - min c)/β + (p-1) α = (7e8 - 0) / 1e11 + 3 * 5e-6
+  const std::vector<double> chunks = {4e8, 1e8, 0.0, 2e8};
+  EXPECT_DOUBLE_EQ(reduce_scatter_v_s(kLink, chunks, VarCollective::kGrouped), 0.007 + 1.5e-5);
+  EXPECT_DOUBLE_EQ(all_gather_v_s(kLink, {3e8, 3e8, 1e8}, VarCollective::kGrouped),
+                   6e8 / 1e11 + 2 * 5e-6);
+}
+
+TEST(Collectives, EqualVariableChunksReduceToThePlainRing) {
+  for (int p : {2, 3, 8, 32}) {
+    std::vector<double> chunks(p, 1e9 / p);
+    for (auto kind : {VarCollective::kGrouped, VarCollective::kPadded}) {
+      EXPECT_NEAR(reduce_scatter_v_s(kLink, chunks, kind), ring_reduce_scatter_s(kLink, p, 1e9),
+                  1e-12)
+          << "p=" << p << " " << to_string(kind);
+    }
+  }
+}
+
+TEST(Collectives, GroupedIsNeverSlowerThanPadded) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(0.0, 1e9);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<double> chunks(1 + trial % 64);
+    for (double& c : chunks) c = trial % 3 == 0 ? 0.0 : u(rng);
+    chunks[0] = u(rng);
+    EXPECT_LE(reduce_scatter_v_s(kLink, chunks, VarCollective::kGrouped),
+              reduce_scatter_v_s(kLink, chunks, VarCollective::kPadded) + 1e-15)
+        << "trial " << trial;
+  }
 }
 
 TEST(Collectives, AllToAllMatchesHandValue) {
@@ -52,7 +84,7 @@ TEST(Collectives, AllToAllMatchesHandValue) {
 
 TEST(Collectives, SingleRankCostsNothing) {
   EXPECT_EQ(ring_all_reduce_s(kLink, 1, 1e9), 0.0);
-  EXPECT_EQ(ring_reduce_scatter_v_s(kLink, 1, 1e9), 0.0);
+  EXPECT_EQ(reduce_scatter_v_s(kLink, {1e9}, VarCollective::kGrouped), 0.0);
   EXPECT_EQ(all_to_all_s(kLink, 1, 1e9), 0.0);
 }
 
@@ -66,7 +98,10 @@ TEST(Collectives, MoreBandwidthIsNeverSlower) {
       double previous = 1e300;
       for (double bw : {1.0, 10.0, 45.0, 360.0, 900.0}) {
         Link link{bw, 5.0};
-        double t = ring_all_reduce_s(link, p, n) + ring_reduce_scatter_v_s(link, p, n) +
+        std::vector<double> chunks(p, n / p);
+        chunks[0] = n;
+        double t = ring_all_reduce_s(link, p, n) +
+                   reduce_scatter_v_s(link, chunks, VarCollective::kGrouped) +
                    all_to_all_s(link, p, n);
         EXPECT_LE(t, previous) << "p=" << p << " n=" << n << " bw=" << bw;
         previous = t;
@@ -78,6 +113,9 @@ TEST(Collectives, MoreBandwidthIsNeverSlower) {
 TEST(Collectives, RejectsNegativeSizesAndRanks) {
   EXPECT_THROW(ring_all_reduce_s(kLink, 4, -1.0), Error);
   EXPECT_THROW(all_to_all_s(kLink, 0, 1.0), Error);
+  EXPECT_THROW(reduce_scatter_v_s(kLink, {}, VarCollective::kGrouped), Error);
+  EXPECT_THROW(reduce_scatter_v_s(kLink, {1.0, -1.0}, VarCollective::kGrouped), Error);
+  EXPECT_THROW(parse_var_collective("tree"), UsageError);
 }
 
 }  // namespace

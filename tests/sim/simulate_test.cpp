@@ -2,7 +2,7 @@
 //
 // The model: two 1024 x 1024 matrices (one column-, one row-parallel) and a 1024-element norm in
 // one layer. The cluster has round numbers and no latency: forward-backward 5e13 FLOP/s,
-// optimizer 1e13 FLOP/s, 1e11 B/s inside a node, 1e12 B/s HBM.
+// optimizer 1e13 FLOP/s, factorizations 1e12 FLOP/s, 1e11 B/s inside a node, 1e12 B/s HBM.
 #include "canzona/sim/simulate.h"
 
 #include <gtest/gtest.h>
@@ -32,7 +32,7 @@ Cluster round_cluster() {
   c.gpus_per_node = 8;
   c.intra_node = {100.0, 0.0};
   c.inter_node = {10.0, 0.0};
-  c.device = {"round", 100.0, 10.0, 1.0, 1000.0, 0.5, 1.0, Precision::kTf32, 0.0};
+  c.device = {"round", 100.0, 10.0, 1.0, 1000.0, 0.5, 1.0, Precision::kTf32, 0.0, 1.0};
   return c;
 }
 
@@ -85,8 +85,9 @@ TEST(Simulate, LbAscOnTwoDpRanksMatchesHandValues) {
   Breakdown r = simulate(tiny_model(), p, round_cluster(), two_micro_batches(2));
   EXPECT_EQ(r.micro_batches, 2);
   EXPECT_DOUBLE_EQ(r.fwd_bwd_s, 2 * kMicroBatchS);
-  // Reduce-Scatter-v of the largest shard (1024 + 2^20 fp32) and All-Gather-v of it in bf16, each
-  // fully exposed: one bucket, ready at the end of backward and needed at the start of forward.
+  // Grouped Reduce-Scatter-v (n - min shard = 1024 + 2^20 fp32 elements on the busiest link) and
+  // All-Gather-v of the same in bf16, each fully exposed: one bucket, ready at the end of
+  // backward and needed at the start of forward.
   const double rs = (1024.0 + kM) * 4 / 1e11, ag = (1024.0 + kM) * 2 / 1e11;
   EXPECT_NEAR(r.dp_comm_exposed_s, rs + ag, 1e-15);
   EXPECT_NEAR(r.dp_comm_total_s, rs + ag, 1e-15);
@@ -97,6 +98,11 @@ TEST(Simulate, LbAscOnTwoDpRanksMatchesHandValues) {
   EXPECT_DOUBLE_EQ(r.optimizer_rank_mean_s, 1.5e-3);
   EXPECT_NEAR(r.iteration_s, 2 * kMicroBatchS + rs + ag + 2e-3, 1e-15);
   EXPECT_DOUBLE_EQ(r.fwd_bwd_flops, 6.0 * 2 * kM * 4096 * 2 * 2);
+
+  // Padded: (p-1) * largest shard, here the same shard.
+  Workload padded = two_micro_batches(2);
+  padded.var_collective = VarCollective::kPadded;
+  EXPECT_NEAR(simulate(tiny_model(), p, round_cluster(), padded).dp_comm_exposed_s, rs + ag, 1e-15);
 }
 
 TEST(Simulate, SynchronousComputeAllReducesAndComputesEverything) {
@@ -119,7 +125,8 @@ TEST(Simulate, LayerwiseGathersOwnedParamsInsideTheStep) {
   s.tasks = {task(0, 2e10, 1, plan::kAllTp), task(1, 1e10, 0, plan::kAllTp)};
   Breakdown r = simulate(tiny_model(), p, round_cluster(), two_micro_batches(2));
   EXPECT_NEAR(r.dp_comm_exposed_s, (1024.0 + 2 * kM) * 4 / 1e11, 1e-15);
-  EXPECT_NEAR(r.param_sync_s, kM * 2 / 1e11, 1e-15);  // All-Gather-v, largest owner: 2^20 bf16
+  // Grouped All-Gather-v of 2^20 bf16 elements owned by each rank: n - min = 2^20 * 2 bytes.
+  EXPECT_NEAR(r.param_sync_s, kM * 2 / 1e11, 1e-15);
   EXPECT_NEAR(r.optimizer_s, 2e-3 + 1024 * 30 / 1e12, 1e-15);
   EXPECT_NEAR(r.optimizer_step_s, r.optimizer_s + r.param_sync_s, 1e-15);
 }
@@ -203,6 +210,27 @@ TEST(Simulate, MoreBandwidthIsNeverSlower) {
       previous = t;
     }
   }
+}
+
+TEST(TaskSeconds, FactorizationsRunAtTheirOwnRate) {
+  cost::CostOptions options;
+  options.max_precond_dim = 10000;
+  options.precondition_frequency = 10;
+  plan::Task t = task(0, 1e10, 0, plan::kAllTp);
+  t.rows = 1000;
+  t.cols = 20000;  // not preconditioned: only the 1000 side is factorized
+  options.matrix_optimizer = cost::OptimizerKind::kShampoo;
+  EXPECT_DOUBLE_EQ(factorization_flops(options.matrix_optimizer, 1000, 20000, options), 9e8);
+  // (1e10 - 9e8) / 1e13 + 9e8 / 1e12
+  EXPECT_DOUBLE_EQ(task_seconds(t, options, round_cluster().device), 9.1e-4 + 9e-4);
+  options.matrix_optimizer = cost::OptimizerKind::kSoap;
+  EXPECT_DOUBLE_EQ(factorization_flops(options.matrix_optimizer, 1000, 20000, options),
+                   4.0 / 3.0 * 1e8);
+  options.matrix_optimizer = cost::OptimizerKind::kMuon;
+  EXPECT_EQ(factorization_flops(options.matrix_optimizer, 1000, 1000, options), 0.0);
+  Device d = round_cluster().device;
+  d.optimizer_task_overhead_us = 50;
+  EXPECT_DOUBLE_EQ(task_seconds(t, options, d), 1e-3 + 50e-6);
 }
 
 TEST(StageFlops, TiedEmbeddingCountsAsLogitsOnTheLastStage) {

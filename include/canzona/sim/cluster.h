@@ -38,6 +38,7 @@ struct Device {
   double optimizer_efficiency = 0.0;  // achieved / peak for the matrix optimizer's GEMMs
   Precision optimizer_precision = Precision::kTf32;
   double optimizer_task_overhead_us = 0.0;  // fixed cost per optimizer task (kernel launches)
+  double factorization_tflops = 0.0;        // achieved rate of eigh / QR (cuSOLVER), far below GEMM
 
   // Achieved FLOP/s of the matrix optimizer: peak of optimizer_precision * optimizer_efficiency.
   double optimizer_flops_per_s() const;
@@ -65,7 +66,8 @@ Cluster cluster_preset(const std::string& name);
 Cluster cluster_from_json(const nlohmann::json& value, const std::string& where);
 nlohmann::json to_json(const Cluster& cluster);
 
-// Resolves --cluster: a preset name, else a path to a JSON file (cluster_from_json).
+// Resolves --cluster: a preset name, else a path to a JSON file (cluster_from_json). Throws
+// UsageError naming the argument and the presets when it is neither.
 Cluster load_cluster(const std::string& arg);
 
 // Link of a TP group (tp GPUs in one node). Throws UsageError when tp > gpus_per_node.

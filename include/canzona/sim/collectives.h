@@ -6,12 +6,21 @@
 // output). A ring runs p-1 steps per phase, each moving one chunk per rank over one hop:
 //   Reduce-Scatter, All-Gather:  (p-1)/p · n/β + (p-1)·α
 //   All-Reduce (RS then AG):     2(p-1)/p · n/β + 2(p-1)·α
-// With variable chunk sizes (Canzona's cuts) every step waits for the largest chunk:
-//   Reduce-Scatter-v, All-Gather-v:  (p-1) · (max_chunk/β + α)
+// Variable chunk sizes c_0..c_{p-1} (Canzona's cuts; n = Σ c_r), two implementations:
+//   kGrouped (default; PyTorch's uneven reduce_scatter / all_gather on NCCL): one pipelined ring
+//     Reduce (Broadcast) per chunk, rooted at its owner, all in one group. The chain of chunk r
+//     skips one link of the ring, so the busiest link carries n - min_r c_r:
+//       (n - min c) / β + (p-1)·α
+//   kPadded: a plain ring over chunks padded to the largest one:
+//       (p-1) · (max c / β + α)
+// Both equal the plain ring when the chunks are equal.
 // All-to-All over a switch (NVSwitch), every rank sending and receiving at once:
 //   (p-1)·α + max over ranks of max(bytes sent, bytes received off-rank) / β
 // Every function returns 0 for p == 1, and requires p >= 1 and sizes >= 0 (CANZONA_CHECK).
 #pragma once
+
+#include <string>
+#include <vector>
 
 #include "canzona/sim/cluster.h"
 
@@ -20,8 +29,14 @@ namespace canzona::sim {
 double ring_reduce_scatter_s(const Link& link, int p, double bytes);
 double ring_all_gather_s(const Link& link, int p, double bytes);
 double ring_all_reduce_s(const Link& link, int p, double bytes);
-double ring_reduce_scatter_v_s(const Link& link, int p, double max_chunk_bytes);
-double ring_all_gather_v_s(const Link& link, int p, double max_chunk_bytes);
+enum class VarCollective { kGrouped, kPadded };
+VarCollective parse_var_collective(const std::string& name);  // "grouped" | "padded"; UsageError
+const char* to_string(VarCollective kind);
+
+// p = chunk_bytes.size().
+double reduce_scatter_v_s(const Link& link, const std::vector<double>& chunk_bytes,
+                          VarCollective kind);
+double all_gather_v_s(const Link& link, const std::vector<double>& chunk_bytes, VarCollective kind);
 double all_to_all_s(const Link& link, int p, double max_rank_bytes);
 
 }  // namespace canzona::sim

@@ -16,6 +16,7 @@
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
 #include "canzona/sim/cluster.h"
+#include "canzona/sim/collectives.h"
 
 namespace canzona::sim {
 
@@ -33,6 +34,7 @@ struct Workload {
   bool attention_flops = true;  // add causal attention FLOPs (6 * seq * heads * head_dim per
                                 // token per layer, fwd+bwd) to 6 * matmul params per token
   bool tp_pipeline = true;      // overlap gather k+1 with compute k (design.md section 4)
+  VarCollective var_collective = VarCollective::kGrouped;  // uneven Reduce-Scatter / All-Gather
 };
 
 // Per-strategy result. Times in seconds for the critical (slowest) pipeline stage.
@@ -58,6 +60,17 @@ struct Breakdown {
   int critical_stage = 0;
   int micro_groups = 0;  // TP micro groups of the critical stage's slowest DP rank
 };
+
+// FLOPs of a task's matrix factorizations per step, amortised like cost::optimizer_flops:
+// Shampoo 9 s^3 / f (eigh) and SOAP 4/3 s^3 / f (QR) per preconditioned side s (s <=
+// max_precond_dim, f = precondition_frequency); 0 for Muon and AdamW. They run at
+// Device::factorization_tflops, far below the GEMM rate.
+double factorization_flops(cost::OptimizerKind kind, std::int64_t rows, std::int64_t cols,
+                           const cost::CostOptions& options);
+
+// Seconds of one optimizer task on its host: the factorization share at the factorization rate,
+// the rest of task.flops at Device::optimizer_flops_per_s(), plus the per-task overhead.
+double task_seconds(const plan::Task& task, const cost::CostOptions& options, const Device& device);
 
 // Simulates one iteration of `plan` (made from `model` by plan::make_plan) on `cluster`.
 // Throws UsageError for non-positive tokens, seq_len or micro_batch, byte sizes <= 0, or tp larger

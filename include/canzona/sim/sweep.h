@@ -18,6 +18,7 @@ struct Scenario {
   model::BuildOptions build;        // build.tp is overwritten with plan.tp
   plan::PlanOptions plan;
   Workload workload;
+  int gpus = 0;  // > 0: keep dp * tp * pp == gpus (dp derived from tp and pp), e.g. in a TP sweep
 };
 
 enum class SweepKind { kModel, kDp, kTp, kAlpha, kCmax };
@@ -29,7 +30,7 @@ const char* to_string(SweepKind kind);
 std::vector<std::string> default_sweep_values(SweepKind kind);
 
 // Loads the model, plans it under each strategy and simulates each plan. Results in the order of
-// `strategies`.
+// `strategies`. Throws UsageError when gpus > 0 is not a multiple of tp * pp.
 std::vector<Breakdown> run_strategies(const Scenario& scenario, const Cluster& cluster,
                                       const std::vector<plan::Strategy>& strategies);
 

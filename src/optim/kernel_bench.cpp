@@ -1,0 +1,173 @@
+#include "canzona/optim/kernel_bench.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include "canzona/common/error.h"
+#include "canzona/optim/linalg.h"
+#include "canzona/optim/optimizer.h"
+
+namespace canzona::optim {
+namespace {
+
+std::vector<float> random_matrix(std::int64_t rows, std::int64_t cols, std::uint32_t seed,
+                                 float scale) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<std::size_t>(rows * cols));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+constexpr int kFmaChains = 12;  // independent accumulators: > latency x FMA ports
+constexpr long kFmaIterations = 40'000'000;
+
+__attribute__((target("avx512f"))) double fma_loop_avx512(long iterations) {
+  __m512 acc[kFmaChains];
+  for (auto& a : acc) a = _mm512_set1_ps(0.0f);
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  for (long k = 0; k < iterations; ++k)
+    for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm512_fmadd_ps(x, acc[i], y);
+  float lanes[16], sum = 0.0f;
+  for (auto& a : acc) {
+    _mm512_storeu_ps(lanes, a);
+    for (float v : lanes) sum += v;
+  }
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) double fma_loop_avx2(long iterations) {
+  __m256 acc[kFmaChains];
+  for (auto& a : acc) a = _mm256_set1_ps(0.0f);
+  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+  for (long k = 0; k < iterations; ++k)
+    for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm256_fmadd_ps(x, acc[i], y);
+  float lanes[8], sum = 0.0f;
+  for (auto& a : acc) {
+    _mm256_storeu_ps(lanes, a);
+    for (float v : lanes) sum += v;
+  }
+  return sum;
+}
+
+}  // namespace
+
+Timing time_runs(const std::function<void()>& fn, int repeats) {
+  CANZONA_REQUIRE(repeats >= 1, "time_runs: repeats must be >= 1, got ", repeats);
+  fn();
+  std::vector<double> seconds;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  const std::size_t n = seconds.size();
+  const double median = n % 2 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]);
+  return Timing{median, seconds.front(), repeats};
+}
+
+double sgemm_flops(std::int64_t rows, std::int64_t cols) {
+  return 2.0 * static_cast<double>(rows) * static_cast<double>(cols) *
+         static_cast<double>(std::min(rows, cols));
+}
+
+Timing time_sgemm(std::int64_t rows, std::int64_t cols, int repeats) {
+  const std::int64_t s = std::min(rows, cols);
+  const std::vector<float> a = random_matrix(rows, s, 1, 1.0f), b = random_matrix(s, cols, 2, 1.0f);
+  std::vector<float> c(static_cast<std::size_t>(rows * cols));
+  return time_runs(
+      [&] {
+        gemm(Trans::kNo, Trans::kNo, 1.0f, matrix_view(a.data(), rows, s),
+             matrix_view(b.data(), s, cols), 0.0f, matrix_view(c.data(), rows, cols));
+      },
+      repeats);
+}
+
+Timing time_newton_schulz(std::int64_t rows, std::int64_t cols, const NewtonSchulzOptions& options,
+                          int repeats) {
+  const std::vector<float> u = random_matrix(rows, cols, 3, 0.01f);
+  std::vector<float> out(u.size());
+  return time_runs(
+      [&] {
+        newton_schulz(matrix_view(u.data(), rows, cols), matrix_view(out.data(), rows, cols),
+                      options);
+      },
+      repeats);
+}
+
+StepTiming time_optimizer_step(const std::string& name, std::int64_t rows, std::int64_t cols,
+                               nlohmann::json options, int frequency, int repeats) {
+  CANZONA_REQUIRE(frequency >= 1, "time_optimizer_step: frequency must be >= 1");
+  const bool preconditioned = name == "shampoo" || name == "soap";
+  std::vector<float> w = random_matrix(rows, cols, 4, 0.02f);
+  const std::vector<float> g = random_matrix(rows, cols, 5, 1e-3f);
+  const ParamInfo param{"bench", rows, cols};
+  auto run_step = [&](Optimizer& opt) {
+    opt.step(matrix_view(w.data(), rows, cols), matrix_view(g.data(), rows, cols));
+  };
+
+  StepTiming t;
+  t.frequency = preconditioned ? frequency : 1;
+  // Steady steps: refresh only at the (untimed) first step.
+  if (preconditioned) options["precondition_frequency"] = 1 << 30;
+  std::unique_ptr<Optimizer> steady = create_optimizer(name, param, options);
+  t.steady_s = time_runs([&] { run_step(*steady); }, repeats).median_s;
+  if (!preconditioned) {
+    t.refresh_s = t.amortised_s = t.steady_s;
+    return t;
+  }
+  // Refresh steps: with f = 1 every step after the (untimed) first one refreshes.
+  options["precondition_frequency"] = 1;
+  std::unique_ptr<Optimizer> refreshing = create_optimizer(name, param, options);
+  const int refresh_repeats = std::max(rows, cols) >= 2048 ? 1 : std::min(repeats, 3);
+  t.refresh_s = time_runs([&] { run_step(*refreshing); }, refresh_repeats).median_s;
+  t.amortised_s = ((frequency - 1) * t.steady_s + t.refresh_s) / frequency;
+  return t;
+}
+
+double measure_fma_peak_gflops() {
+  __builtin_cpu_init();
+  int lanes = 0;
+  double (*loop)(long) = nullptr;
+  if (__builtin_cpu_supports("avx512f")) {
+    lanes = 16;
+    loop = fma_loop_avx512;
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    lanes = 8;
+    loop = fma_loop_avx2;
+  } else {
+    return 0.0;
+  }
+  loop(kFmaIterations / 10);
+  double best = 0.0;
+  for (int r = 0; r < 3; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    volatile double sink = loop(kFmaIterations);
+    (void)sink;
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, 2.0 * lanes * kFmaChains * static_cast<double>(kFmaIterations) / s);
+  }
+  return best / 1e9;
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const std::size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return "";
+}
+
+}  // namespace canzona::optim

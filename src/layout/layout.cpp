@@ -1,1 +1,61 @@
-// Filled in by its issue.
+#include "canzona/layout/layout.h"
+
+#include <numeric>
+
+#include "canzona/common/error.h"
+
+namespace canzona::layout {
+namespace {
+
+std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+std::int64_t effective_bucket_size(const LayoutOptions& options) {
+  if (options.bucket_size > 0) return options.bucket_size;
+  return std::max<std::int64_t>(40'000'000, 1'000'000 * static_cast<std::int64_t>(options.dp));
+}
+
+Layout build_layout(const model::ModelSpec& model, const std::vector<int>& params,
+                    const LayoutOptions& options) {
+  CANZONA_REQUIRE(options.dp > 0, "dp must be positive (got ", options.dp, ")");
+  CANZONA_REQUIRE(options.tp > 0, "tp must be positive (got ", options.tp, ")");
+  CANZONA_REQUIRE(options.bucket_size >= 0, "bucket size must be positive (got ",
+                  options.bucket_size, ")");
+  CANZONA_REQUIRE(options.param_align > 0, "param alignment must be positive (got ",
+                  options.param_align, ")");
+  const std::int64_t bucket_size = effective_bucket_size(options);
+  const std::int64_t end_align =
+      options.pad_bucket_end ? std::lcm<std::int64_t>(options.dp, 128) : 1;
+
+  Layout layout;
+  Bucket current;
+  current.offset = 0;
+  std::int64_t cursor = 0;  // next free element relative to the current bucket start
+  auto close_bucket = [&] {
+    current.numel = round_up(cursor, end_align);
+    layout.numel = current.offset + current.numel;
+    layout.buckets.push_back(std::move(current));
+    current = Bucket{};
+    current.offset = layout.numel;
+    cursor = 0;
+  };
+  // Megatron bucket rule: reverse registration order; a bucket closes right after the param
+  // whose end makes it reach bucket_size.
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    const model::ParamSpec& param = model.params.at(static_cast<std::size_t>(*it));
+    Slot slot;
+    slot.param = *it;
+    slot.offset = round_up(cursor, options.param_align);
+    slot.numel = param.local_numel(options.tp);
+    cursor = slot.end();
+    current.slots.push_back(slot);
+    if (cursor >= bucket_size) close_bucket();
+  }
+  if (!current.slots.empty()) close_bucket();
+  return layout;
+}
+
+}  // namespace canzona::layout

@@ -1,1 +1,338 @@
-// Filled in by its issue.
+// make_plan: ties model, layout, cost and the DP/TP planners together per pipeline stage.
+#include "canzona/plan/plan.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "canzona/common/error.h"
+#include "canzona/model/load.h"
+#include "canzona/plan/dp.h"
+#include "canzona/plan/tp.h"
+
+namespace canzona::plan {
+namespace {
+
+using cost::OptimizerKind;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr int kMaxRanks = 1 << 20;  // DP x TP x PP beyond this is not a sensible cluster
+
+void validate_options(const PlanOptions& o) {
+  CANZONA_REQUIRE(o.dp > 0, "--dp must be positive (got ", o.dp, ")");
+  CANZONA_REQUIRE(o.tp > 0, "--tp must be positive (got ", o.tp, ")");
+  CANZONA_REQUIRE(o.pp > 0, "--pp must be positive (got ", o.pp, ")");
+  CANZONA_REQUIRE(static_cast<std::int64_t>(o.dp) * o.tp * o.pp <= kMaxRanks, "dp x tp x pp = ",
+                  static_cast<std::int64_t>(o.dp) * o.tp * o.pp, " ranks is more than ",
+                  kMaxRanks, "; check --dp/--tp/--pp");
+  CANZONA_REQUIRE(o.alpha >= 0.0 && o.alpha <= 1.0, "--alpha must be in [0, 1] (got ", o.alpha,
+                  ")");
+  CANZONA_REQUIRE(o.cmax_mb > 0.0, "--cmax-mb must be positive (got ", o.cmax_mb, ")");
+  CANZONA_REQUIRE(o.asc_group_tasks >= 0, "asc group size must be >= 0 (got ", o.asc_group_tasks,
+                  ")");
+  CANZONA_REQUIRE(o.cost.matrix_optimizer != OptimizerKind::kAdamW,
+                  "the matrix optimizer must be muon, shampoo or soap (got adamw)");
+  CANZONA_REQUIRE(o.cost.ns_steps > 0, "ns steps must be positive");
+  CANZONA_REQUIRE(o.cost.precondition_frequency > 0, "precondition frequency must be positive");
+}
+
+bool tp_hosted(const model::ParamSpec& p, const PlanOptions& o) {
+  return o.tp > 1 && p.tp_split_dim >= 0 &&
+         (o.strategy == Strategy::kAsc || o.strategy == Strategy::kLbAsc);
+}
+
+// Matrix tasks of one param: the whole matrix or one per piece, full (un-TP-split) shapes.
+void add_tasks(const model::ParamSpec& p, int index, const PlanOptions& o,
+               std::vector<Task>& tasks) {
+  auto add = [&](int piece, std::int64_t rows, std::int64_t cols) {
+    Task t;
+    t.param = index;
+    t.piece = piece;
+    t.rows = rows;
+    t.cols = cols;
+    t.cost = cost::task_cost(o.cost.matrix_optimizer, rows, cols, o.cost);
+    t.flops = cost::optimizer_flops(o.cost.matrix_optimizer, rows, cols, o.cost);
+    t.state_bytes = cost::state_bytes(o.cost.matrix_optimizer, rows, cols, o.cost);
+    t.gather_bytes = rows * cols * static_cast<std::int64_t>(sizeof(float));
+    tasks.push_back(t);
+  };
+  if (p.pieces.empty()) {
+    add(-1, p.rows(), p.cols());
+    return;
+  }
+  for (std::size_t k = 0; k < p.pieces.size(); ++k)
+    add(static_cast<int>(k), p.pieces[k].rows(), p.cols());
+}
+
+// Element-wise (AdamW) cost and memory of `numel` elements.
+double adam_cost(std::int64_t numel, const PlanOptions& o) {
+  return cost::task_cost(OptimizerKind::kAdamW, numel, 1, o.cost);
+}
+
+// The owner of every param from element cuts: the rank whose shard holds the slot's start, or
+// kDivided when an element-wise slot straddles a cut.
+void owners_from_cuts(const layout::Layout& layout,
+                      const std::vector<std::vector<std::int64_t>>& cuts,
+                      const model::ModelSpec& model, std::vector<int>& owner) {
+  for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
+    const auto& c = cuts[b];
+    for (const layout::Slot& slot : layout.buckets[b].slots) {
+      const int r = static_cast<int>(std::upper_bound(c.begin(), c.end(), slot.offset) -
+                                     c.begin()) - 1;
+      const bool straddles = slot.end() > c[r + 1];
+      CANZONA_CHECK(!straddles || !model.params[slot.param].is_matrix(), "matrix param '",
+                    model.params[slot.param].name, "' split by a DP cut");
+      owner[slot.param] = straddles ? kDivided : r;
+    }
+  }
+}
+
+std::vector<std::vector<std::int64_t>> dp_cuts(const model::ModelSpec& model,
+                                               const layout::Layout& layout,
+                                               const std::vector<Task>& tasks,
+                                               const PlanOptions& o) {
+  const int R = o.dp;
+  std::vector<double> matrix_cost(model.params.size(), 0.0);
+  std::vector<double> matrix_memory(model.params.size(), 0.0);
+  for (const Task& t : tasks) {
+    matrix_cost[t.param] += t.cost;
+    matrix_memory[t.param] += t.state_bytes;
+  }
+  std::vector<std::vector<std::int64_t>> cuts;
+  if (o.strategy == Strategy::kAsc) {
+    for (const auto& bucket : layout.buckets) {
+      std::vector<std::int64_t> starts;
+      for (const auto& slot : bucket.slots) starts.push_back(slot.offset);
+      const ItemCuts u = start_index_cuts(starts, bucket.numel, R);
+      std::vector<std::int64_t> c;
+      for (int r = 0; r <= R; ++r)
+        c.push_back(u[r] < static_cast<int>(starts.size()) ? starts[u[r]] : bucket.numel);
+      c[0] = 0;
+      c[R] = bucket.numel;
+      cuts.push_back(std::move(c));
+    }
+    return cuts;
+  }
+  if (o.variant == PlannerVariant::kPaper) {
+    // Paper: W(p) of the TP-local shape, params atomic.
+    std::vector<std::vector<double>> costs;
+    for (const auto& bucket : layout.buckets) {
+      costs.emplace_back();
+      for (const auto& slot : bucket.slots) {
+        const model::ParamSpec& p = model.params[slot.param];
+        const auto local = p.local_shape(o.tp);
+        const std::int64_t local_rows = local[0];
+        const std::int64_t local_cols = local.size() > 1 ? local[1] : 1;
+        costs.back().push_back(
+            p.is_matrix() ? cost::task_cost(o.cost.matrix_optimizer, local_rows, local_cols, o.cost)
+                          : adam_cost(slot.numel, o));
+      }
+    }
+    const auto item_cuts = alpha_balanced_cuts(costs, R, o.alpha);
+    for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
+      const auto& bucket = layout.buckets[b];
+      std::vector<std::int64_t> c;
+      for (int r = 0; r <= R; ++r) {
+        const int u = item_cuts[b][r];
+        c.push_back(u < static_cast<int>(bucket.slots.size()) ? bucket.slots[u].offset
+                                                              : bucket.numel);
+      }
+      c[0] = 0;
+      cuts.push_back(std::move(c));
+    }
+    return cuts;
+  }
+  // Canzona: full-task cost summed over the TP group that runs it; element-wise params divisible.
+  std::vector<std::vector<DpItem>> items;
+  std::vector<std::vector<std::int64_t>> starts;
+  std::vector<std::int64_t> numel;
+  for (const auto& bucket : layout.buckets) {
+    items.emplace_back();
+    starts.emplace_back();
+    numel.push_back(bucket.numel);
+    for (const auto& slot : bucket.slots) {
+      const model::ParamSpec& p = model.params[slot.param];
+      DpItem item;
+      item.numel = slot.numel;
+      const int copies = p.tp_split_dim >= 0 ? 1 : o.tp;  // replicated: every TP rank computes
+      if (p.is_matrix()) {
+        item.time = matrix_cost[slot.param] * copies;
+        item.memory = matrix_memory[slot.param] * copies;
+      } else {
+        item.divisible = true;
+        item.time = adam_cost(slot.numel, o) * o.tp;
+        item.memory = cost::state_bytes(OptimizerKind::kAdamW, slot.numel, 1, o.cost) * o.tp;
+      }
+      items.back().push_back(item);
+      starts.back().push_back(slot.offset);
+    }
+  }
+  for (auto& result : balanced_cuts(items, starts, numel, R))
+    cuts.push_back(std::move(result.element_cuts));
+  return cuts;
+}
+
+void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& model) {
+  stage.groups.assign(o.dp, {});
+  const std::int64_t capacity = static_cast<std::int64_t>(o.cmax_mb * kMiB);
+  for (int d = 0; d < o.dp; ++d) {
+    std::vector<int> ids;
+    std::vector<TpTask> tp_tasks;
+    for (std::size_t k = 0; k < stage.tasks.size(); ++k) {
+      const Task& t = stage.tasks[k];
+      if (t.dp_owner != d || !tp_hosted(model.params[t.param], o)) continue;
+      ids.push_back(static_cast<int>(k));
+      tp_tasks.push_back({t.cost, t.gather_bytes});
+    }
+    if (ids.empty()) continue;
+    std::vector<TpGroup> groups;
+    if (o.strategy == Strategy::kAsc) {
+      groups = round_robin_groups(tp_tasks, o.tp, o.asc_group_tasks > 0 ? o.asc_group_tasks : o.tp);
+    } else if (o.variant == PlannerVariant::kPaper) {
+      groups = rollback_groups(tp_tasks, o.tp, capacity);
+    } else {
+      groups = balanced_groups(tp_tasks, o.tp, capacity);
+    }
+    // Ours: hosts are interchangeable inside a TP group, so rotate them by the DP rank; LPT's
+    // lowest-host tie-break then does not pile the largest task of every DP rank on TP rank 0.
+    const int rotation = o.variant == PlannerVariant::kCanzona && o.strategy == Strategy::kLbAsc
+                             ? d % o.tp
+                             : 0;
+    for (auto& group : groups)
+      for (int& h : group.hosts) h = (h + rotation) % o.tp;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      MicroGroup group;
+      group.makespan = groups[g].makespan;
+      group.max_host_bytes = groups[g].max_host_bytes;
+      for (std::size_t k = 0; k < groups[g].tasks.size(); ++k) {
+        Task& t = stage.tasks[ids[groups[g].tasks[k]]];
+        t.host = groups[g].hosts[k];
+        t.group = static_cast<int>(g);
+        group.tasks.push_back(ids[groups[g].tasks[k]]);
+      }
+      stage.groups[d].push_back(std::move(group));
+    }
+  }
+}
+
+StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int stage_index,
+                     const PlanOptions& o) {
+  StagePlan stage;
+  stage.stage = stage_index;
+  stage.params = std::move(params);
+  layout::LayoutOptions layout_options = o.layout;
+  layout_options.dp = o.dp;
+  layout_options.tp = o.tp;
+  stage.layout = layout::build_layout(model, stage.params, layout_options);
+  for (int p : stage.params)
+    if (model.params[p].is_matrix()) add_tasks(model.params[p], p, o, stage.tasks);
+
+  stage.owner.assign(model.params.size(), -1);
+  switch (o.strategy) {
+    case Strategy::kSc:
+      for (int p : stage.params) stage.owner[p] = kEveryone;
+      break;
+    case Strategy::kLayerwise: {
+      std::vector<double> costs(stage.params.size(), 0.0);
+      for (std::size_t k = 0; k < stage.params.size(); ++k) {
+        const model::ParamSpec& p = model.params[stage.params[k]];
+        if (!p.is_matrix()) costs[k] = adam_cost(p.local_numel(o.tp), o);
+        for (const Task& t : stage.tasks)
+          if (t.param == stage.params[k]) costs[k] += t.cost;
+      }
+      const std::vector<int> owners = layerwise_owners(costs, o.dp);
+      for (std::size_t k = 0; k < stage.params.size(); ++k) stage.owner[stage.params[k]] = owners[k];
+      break;
+    }
+    case Strategy::kAsc:
+    case Strategy::kLbAsc:
+      stage.cuts = dp_cuts(model, stage.layout, stage.tasks, o);
+      owners_from_cuts(stage.layout, stage.cuts, model, stage.owner);
+      break;
+  }
+  for (Task& t : stage.tasks) t.dp_owner = stage.owner[t.param];
+  plan_tp(o, stage, model);
+  return stage;
+}
+
+void hash_bytes(std::uint64_t& h, const void* data, std::size_t size) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < size; ++i) {
+    h ^= bytes[i];
+    h *= 1099511628211ULL;
+  }
+}
+
+template <typename T>
+void hash_value(std::uint64_t& h, const T& value) {
+  hash_bytes(h, &value, sizeof(value));
+}
+
+}  // namespace
+
+Strategy parse_strategy(const std::string& name) {
+  if (name == "sc") return Strategy::kSc;
+  if (name == "layerwise") return Strategy::kLayerwise;
+  if (name == "asc") return Strategy::kAsc;
+  if (name == "lb-asc") return Strategy::kLbAsc;
+  throw UsageError(str("unknown strategy '", name, "' (expected sc, layerwise, asc or lb-asc)"));
+}
+
+const char* to_string(Strategy strategy) {
+  switch (strategy) {
+    case Strategy::kSc: return "sc";
+    case Strategy::kLayerwise: return "layerwise";
+    case Strategy::kAsc: return "asc";
+    case Strategy::kLbAsc: return "lb-asc";
+  }
+  return "?";
+}
+
+PlannerVariant parse_variant(const std::string& name) {
+  if (name == "paper") return PlannerVariant::kPaper;
+  if (name == "canzona") return PlannerVariant::kCanzona;
+  throw UsageError(str("unknown planner '", name, "' (expected paper or canzona)"));
+}
+
+const char* to_string(PlannerVariant variant) {
+  return variant == PlannerVariant::kPaper ? "paper" : "canzona";
+}
+
+Plan make_plan(const model::ModelSpec& model, const PlanOptions& options) {
+  validate_options(options);
+  model::validate(model, options.tp);
+  const std::vector<int> stage_of = model::assign_stages(model, options.pp);
+  std::vector<std::vector<int>> stage_params(options.pp);
+  for (std::size_t p = 0; p < model.params.size(); ++p)
+    stage_params[stage_of[p]].push_back(static_cast<int>(p));
+  Plan plan;
+  plan.options = options;
+  for (int s = 0; s < options.pp; ++s)
+    plan.stages.push_back(plan_stage(model, std::move(stage_params[s]), s, options));
+  return plan;
+}
+
+std::uint64_t plan_hash(const Plan& plan) {
+  std::uint64_t h = 1469598103934665603ULL;
+  const PlanOptions& o = plan.options;
+  for (int v : {static_cast<int>(o.strategy), static_cast<int>(o.variant), o.dp, o.tp, o.pp})
+    hash_value(h, v);
+  for (const StagePlan& stage : plan.stages) {
+    for (int p : stage.params) hash_value(h, p);
+    for (const auto& bucket : stage.layout.buckets)
+      for (const auto& slot : bucket.slots) {
+        hash_value(h, slot.offset);
+        hash_value(h, slot.numel);
+      }
+    for (const auto& c : stage.cuts)
+      for (std::int64_t v : c) hash_value(h, v);
+    for (int v : stage.owner) hash_value(h, v);
+    for (const Task& t : stage.tasks)
+      for (int v : {t.param, t.piece, t.dp_owner, t.host, t.group}) hash_value(h, v);
+    for (const auto& groups : stage.groups)
+      for (const auto& g : groups)
+        for (int t : g.tasks) hash_value(h, t);
+  }
+  return h;
+}
+
+}  // namespace canzona::plan

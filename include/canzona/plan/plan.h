@@ -47,6 +47,8 @@ struct PlanOptions {
 // Sentinel owners.
 inline constexpr int kDivided = -2;   // element-wise param split across DP ranks by the cuts
 inline constexpr int kEveryone = -3;  // sc: every DP rank updates it redundantly
+inline constexpr int kAllTp = -1;     // every TP rank of the owner computes the task (tp == 1,
+                                      // replicated params, sc and layerwise)
 
 struct Task {
   int param = 0;                // index into ModelSpec::params
@@ -57,9 +59,9 @@ struct Task {
   double flops = 0.0;           // optimizer FLOPs per step
   double state_bytes = 0.0;     // optimizer-state bytes on the host
   std::int64_t gather_bytes = 0;  // fp32 gradient bytes the host receives (full matrix)
-  int dp_owner = 0;             // DP rank that owns the param
-  int host = 0;                 // TP rank that computes it (0 when tp == 1)
-  int group = -1;               // micro group index within its DP rank's list, -1 when tp == 1
+  int dp_owner = 0;             // DP rank that owns the param (kEveryone under sc)
+  int host = kAllTp;            // TP rank that computes it, or kAllTp
+  int group = -1;               // micro group index within its DP rank's list, -1 if not hosted
 };
 
 struct MicroGroup {
@@ -72,8 +74,8 @@ struct StagePlan {
   int stage = 0;
   std::vector<int> params;                   // model param indices, registration order
   layout::Layout layout;
-  std::vector<std::vector<std::int64_t>> cuts;  // [bucket] R+1 offsets (every strategy; sc and
-                                             // layerwise use them only to report ZeRO shards)
+  std::vector<std::vector<std::int64_t>> cuts;  // [bucket] R+1 element offsets (asc, lb-asc);
+                                             // empty for sc and layerwise (All-Reduce)
   std::vector<int> owner;                    // [model param] DP owner, kDivided, kEveryone, or
                                              // -1 when the param is not in this stage
   std::vector<Task> tasks;                   // matrix tasks of this stage

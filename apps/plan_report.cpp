@@ -1,0 +1,245 @@
+#include "plan_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace canzona::apps {
+namespace {
+
+std::string fixed(double value, int digits = 2) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
+  return buffer;
+}
+
+std::string task_name(const model::ModelSpec& model, const plan::Task& t) {
+  const model::ParamSpec& p = model.params[t.param];
+  return t.piece < 0 ? p.name : p.name + ":" + p.pieces[t.piece].name;
+}
+
+nlohmann::json ratio_json(const plan::Ratio& r) {
+  return {{"memory", r.memory}, {"flops", r.flops}};
+}
+
+std::vector<plan::RankLoad> flatten(const plan::Metrics& m) {
+  std::vector<plan::RankLoad> out;
+  for (const auto& stage : m.loads)
+    for (const auto& row : stage)
+      for (const auto& l : row) out.push_back(l);
+  return out;
+}
+
+// One panel: bars of `values` for two runs side by side, with mean and lower-bound lines.
+void panel(std::ostringstream& svg, double y0, const std::string& title,
+           const std::vector<double>& before, const std::vector<double>& after, double bound,
+           const std::string& before_label, const std::string& after_label) {
+  const double width = 960, height = 220, left = 60;
+  const std::size_t n = before.size();
+  double top = 0.0, mean = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    top = std::max({top, before[i], after[i]});
+    mean += after[i];
+  }
+  mean /= std::max<std::size_t>(1, n);
+  top = std::max({top, mean * bound, 1e-30});
+  const double bar = (width - left - 20) / std::max<std::size_t>(1, n);
+  auto y_of = [&](double v) { return y0 + 30 + height * (1.0 - v / top); };
+  svg << "<text x='" << left << "' y='" << y0 + 18 << "' font-size='14'>" << title
+      << " per rank (grid order): <tspan fill='#bbb'>" << before_label
+      << "</tspan> vs <tspan fill='#2a6'>" << after_label << "</tspan></text>\n";
+  for (std::size_t i = 0; i < n; ++i) {
+    const double x = left + i * bar;
+    svg << "<rect x='" << x << "' y='" << y_of(before[i]) << "' width='" << bar * 0.45
+        << "' height='" << y0 + 30 + height - y_of(before[i]) << "' fill='#bbb'/>\n";
+    svg << "<rect x='" << x + bar * 0.45 << "' y='" << y_of(after[i]) << "' width='" << bar * 0.45
+        << "' height='" << y0 + 30 + height - y_of(after[i]) << "' fill='#2a6'/>\n";
+  }
+  for (auto [value, color, name] : {std::tuple{mean, "#06c", "mean"},
+                                    std::tuple{mean * bound, "#c30", "lower bound"}}) {
+    svg << "<line x1='" << left << "' x2='" << width - 20 << "' y1='" << y_of(value) << "' y2='"
+        << y_of(value) << "' stroke='" << color << "' stroke-dasharray='6,3'/>\n";
+    svg << "<text x='" << width - 18 << "' y='" << y_of(value) + 4 << "' font-size='11' fill='"
+        << color << "'>" << name << "</text>\n";
+  }
+}
+
+}  // namespace
+
+std::string balance_table(const model::ModelSpec& model, const std::vector<PlanRun>& runs) {
+  std::ostringstream os;
+  const plan::PlanOptions& o = runs.front().plan.options;
+  os << "model " << model.name << " (" << model.params.size() << " params, "
+     << fixed(model.total_numel() / 1e9, 3) << "B elements), dp=" << o.dp << " tp=" << o.tp
+     << " pp=" << o.pp << ", optimizer " << cost::to_string(o.cost.matrix_optimizer) << ", cost "
+     << cost::to_string(o.cost.kind) << ", alpha " << o.alpha << ", C_max " << o.cmax_mb
+     << " MiB\n\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-28s", "max/mean");
+  os << line;
+  for (const auto& run : runs) {
+    std::snprintf(line, sizeof(line), "%18s", run.label.c_str());
+    os << line;
+  }
+  os << "\n";
+  auto row = [&](const char* name, auto get, int digits = 3) {
+    std::snprintf(line, sizeof(line), "%-28s", name);
+    os << line;
+    for (const auto& run : runs) {
+      std::snprintf(line, sizeof(line), "%18s", get(run).c_str());
+      os << line;
+    }
+    os << "\n";
+  };
+  auto num = [&](double v, int digits = 3) { return fixed(v, digits); };
+  row("DP memory", [&](const PlanRun& r) { return num(r.metrics.dp.memory); });
+  row("DP FLOPs", [&](const PlanRun& r) { return num(r.metrics.dp.flops); });
+  row("  DP lower bound mem/FLOPs", [&](const PlanRun& r) {
+    return num(r.metrics.lower_bound_dp.memory, 2) + "/" + num(r.metrics.lower_bound_dp.flops, 2);
+  });
+  row("TP memory", [&](const PlanRun& r) { return num(r.metrics.tp.memory); });
+  row("TP FLOPs", [&](const PlanRun& r) { return num(r.metrics.tp.flops); });
+  row("  worst TP group mem/FLOPs", [&](const PlanRun& r) {
+    return num(r.metrics.tp_worst_group.memory, 2) + "/" + num(r.metrics.tp_worst_group.flops, 2);
+  });
+  row("grid memory", [&](const PlanRun& r) { return num(r.metrics.grid.memory); });
+  row("grid FLOPs", [&](const PlanRun& r) { return num(r.metrics.grid.flops); });
+  row("  grid lower bound mem/FLOPs", [&](const PlanRun& r) {
+    return num(r.metrics.lower_bound_grid.memory, 2) + "/" +
+           num(r.metrics.lower_bound_grid.flops, 2);
+  });
+  row("max rank GFLOP / GiB", [&](const PlanRun& r) {
+    return num(r.metrics.max_rank.flops / 1e9, 0) + " / " +
+           num(r.metrics.max_rank.memory / (1024.0 * 1024 * 1024), 2);
+  });
+  row("TP micro groups", [&](const PlanRun& r) { return std::to_string(r.metrics.tp_groups); });
+  row("bucket shard max/mean", [&](const PlanRun& r) {
+    return num(r.metrics.bucket_comm_imbalance, 2);
+  });
+  row("divided element-wise", [&](const PlanRun& r) {
+    return std::to_string(r.metrics.divided_params);
+  });
+  row("idle ranks", [&](const PlanRun& r) { return std::to_string(r.metrics.idle_ranks); });
+  row("plan time (ms)", [&](const PlanRun& r) { return num(r.plan_ms, 2); });
+  os << "\nstandard ZeRO-1 equal chunks would split " << runs.front().metrics.split_tensors
+     << " tensors across DP ranks (no matrix optimizer can run on those without communication)\n";
+  if (runs.back().metrics.idle_ranks > 0)
+    os << "note: " << runs.back().metrics.idle_ranks
+       << " ranks own no optimizer work in the last plan (more ranks than tasks)\n";
+  return os.str();
+}
+
+nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
+  const plan::Plan& p = run.plan;
+  const plan::Metrics& m = run.metrics;
+  nlohmann::json j;
+  j["plan_ms"] = run.plan_ms;
+  j["model"] = model.name;
+  j["strategy"] = plan::to_string(p.options.strategy);
+  j["planner"] = plan::to_string(p.options.variant);
+  j["optimizer"] = cost::to_string(p.options.cost.matrix_optimizer);
+  j["cost"] = cost::to_string(p.options.cost.kind);
+  j["dp"] = p.options.dp;
+  j["tp"] = p.options.tp;
+  j["pp"] = p.options.pp;
+  j["alpha"] = p.options.alpha;
+  j["cmax_mb"] = p.options.cmax_mb;
+  j["balance"] = {{"dp", ratio_json(m.dp)},
+                  {"tp", ratio_json(m.tp)},
+                  {"tp_worst_group", ratio_json(m.tp_worst_group)},
+                  {"grid", ratio_json(m.grid)}};
+  j["lower_bound"] = {{"dp", ratio_json(m.lower_bound_dp)}, {"grid", ratio_json(m.lower_bound_grid)}};
+  // "tp" is the degree, so the group count is the flat key "tp.groups".
+  j["tp.groups"] = m.tp_groups;
+  j["tp_group_makespan_sum"] = m.group_makespan_sum;
+  j["split_tensors"] = m.split_tensors;
+  j["divided_params"] = m.divided_params;
+  j["idle_ranks"] = m.idle_ranks;
+  j["bucket_shard_ratio"] = m.bucket_shard_ratio;
+  j["plan_hash"] = plan::plan_hash(p);
+  nlohmann::json stages = nlohmann::json::array();
+  for (std::size_t s = 0; s < p.stages.size(); ++s) {
+    const plan::StagePlan& stage = p.stages[s];
+    nlohmann::json js;
+    js["stage"] = stage.stage;
+    nlohmann::json buckets = nlohmann::json::array();
+    for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b) {
+      const auto& bucket = stage.layout.buckets[b];
+      nlohmann::json jb;
+      jb["offset"] = bucket.offset;
+      jb["numel"] = bucket.numel;
+      jb["cuts"] = stage.cuts.empty() ? nlohmann::json::array() : nlohmann::json(stage.cuts[b]);
+      nlohmann::json params = nlohmann::json::array();
+      for (const auto& slot : bucket.slots) {
+        const int owner = stage.owner[slot.param];
+        params.push_back({{"name", model.params[slot.param].name},
+                          {"offset", slot.offset},
+                          {"numel", slot.numel},
+                          {"owner", owner == plan::kDivided    ? nlohmann::json("divided")
+                                    : owner == plan::kEveryone ? nlohmann::json("all")
+                                                               : nlohmann::json(owner)}});
+      }
+      jb["params"] = std::move(params);
+      buckets.push_back(std::move(jb));
+    }
+    js["buckets"] = std::move(buckets);
+    nlohmann::json tasks = nlohmann::json::array();
+    for (const auto& t : stage.tasks)
+      tasks.push_back({{"name", task_name(model, t)},
+                       {"shape", {t.rows, t.cols}},
+                       {"dp_owner", t.dp_owner},
+                       {"host", t.host},
+                       {"group", t.group},
+                       {"cost", t.cost}});
+    js["tasks"] = std::move(tasks);
+    nlohmann::json groups = nlohmann::json::array();
+    for (std::size_t d = 0; d < stage.groups.size(); ++d)
+      for (std::size_t g = 0; g < stage.groups[d].size(); ++g) {
+        const auto& group = stage.groups[d][g];
+        nlohmann::json jt = nlohmann::json::array();
+        for (int t : group.tasks)
+          jt.push_back({{"name", task_name(model, stage.tasks[t])}, {"host", stage.tasks[t].host}});
+        groups.push_back({{"dp", d},
+                          {"index", g},
+                          {"makespan", group.makespan},
+                          {"max_host_bytes", group.max_host_bytes},
+                          {"tasks", std::move(jt)}});
+      }
+    js["micro_groups"] = std::move(groups);
+    js["loads"] = nlohmann::json::array();
+    for (const auto& row : m.loads[s]) {
+      nlohmann::json jr = nlohmann::json::array();
+      for (const auto& l : row) jr.push_back({{"flops", l.flops}, {"memory", l.memory}});
+      js["loads"].push_back(std::move(jr));
+    }
+    stages.push_back(std::move(js));
+  }
+  j["stages"] = std::move(stages);
+  // Convenience views of stage 0 for single-stage plans.
+  j["buckets"] = j["stages"][0]["buckets"];
+  j["micro_groups"] = j["stages"][0]["micro_groups"];
+  return j;
+}
+
+std::string loads_svg(const PlanRun& before, const PlanRun& after) {
+  const auto b = flatten(before.metrics);
+  const auto a = flatten(after.metrics);
+  std::vector<double> bf, af, bm, am;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    bf.push_back(b[i].flops);
+    af.push_back(a[i].flops);
+    bm.push_back(b[i].memory);
+    am.push_back(a[i].memory);
+  }
+  std::ostringstream svg;
+  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='1000' height='540' "
+         "font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
+  panel(svg, 0, "Optimizer FLOPs", bf, af, after.metrics.lower_bound_grid.flops, before.label,
+        after.label);
+  panel(svg, 270, "Optimizer-state memory", bm, am, after.metrics.lower_bound_grid.memory,
+        before.label, after.label);
+  svg << "</svg>\n";
+  return svg.str();
+}
+
+}  // namespace canzona::apps

@@ -1,0 +1,33 @@
+// Presentation of plans for `canzona plan`: the before/after balance table, the JSON document
+// other tools consume, and an SVG bar chart of per-rank loads.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "canzona/model/spec.h"
+#include "canzona/plan/metrics.h"
+#include "canzona/plan/plan.h"
+
+namespace canzona::apps {
+
+// One plan with its metrics and its planning time, labelled for the table ("asc", ...).
+struct PlanRun {
+  std::string label;
+  plan::Plan plan;
+  plan::Metrics metrics;
+  double plan_ms = 0.0;
+};
+
+// Figure-3-style table: one column per run, rows for DP/TP/grid memory and FLOPs max/mean, the
+// lower bounds, groups, split tensors and planning time.
+std::string balance_table(const model::ModelSpec& model, const std::vector<PlanRun>& runs);
+
+// The stable JSON document of one run (keys documented in README, "canzona plan --json").
+nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run);
+
+// Per-rank FLOPs and memory bars of `before` and `after` with mean and lower-bound lines.
+std::string loads_svg(const PlanRun& before, const PlanRun& after);
+
+}  // namespace canzona::apps

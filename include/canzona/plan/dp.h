@@ -1,0 +1,64 @@
+// DP planners: where each bucket is cut among the R data-parallel ranks (design.md section 3).
+//
+// Terms. A bucket is seen as an ordered list of n *items* (its params, buffer order) with a cost
+// each. An *item cut* is a vector u of R+1 monotone item indices, u[0] = 0, u[R] = n; DP rank r
+// owns items [u[r], u[r+1]) (possibly none). Φ(u) is the summed cost of the first u items. μ is
+// the total cost over all buckets divided by R; L_r is the load rank r has accumulated so far.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace canzona::plan {
+
+using ItemCuts = std::vector<int>;  // R+1 item boundaries of one bucket
+
+// Start-index rule (`asc`): item i goes to the rank r with r*S <= start(i) < (r+1)*S where
+// S = bucket_numel / R (computed exactly in integers). `starts` are the items' element offsets in
+// the bucket, ascending.
+ItemCuts start_index_cuts(const std::vector<std::int64_t>& starts, std::int64_t bucket_numel,
+                          int ranks);
+
+// Paper Algorithm 1 (`lb-asc`, --planner paper): buckets visited in descending total cost (ties by
+// index); per bucket, targets v_r = (1-α)/R + α·d_r/Σd with deficits d_r = max(0, μ - L_r) (even
+// split when Σd = 0); walking r = 0..R-2 with cumulative target C, the cut u >= previous cut
+// minimising |Φ(u) - C| (first such u on ties); the last rank takes the rest.
+// costs[b][i] is the cost of item i of bucket b. Returns one ItemCuts per bucket.
+std::vector<ItemCuts> alpha_balanced_cuts(const std::vector<std::vector<double>>& costs,
+                                          int ranks, double alpha);
+
+// Our DP planner (--planner canzona). Items have a time cost and a memory cost; `divisible` items
+// (element-wise params) may be cut anywhere and are placed after the atomic ones. Phase 1 places
+// atomic items bucket by bucket (descending total time) with a monotone assignment that
+// minimises Σ_r (L_r + added_r)^2, i.e. the biggest items land on the least-loaded ranks while
+// cuts stay monotone; phase 2 is a refinement pass that moves an item at a segment boundary to
+// another rank allowed by monotonicity while that lowers the maximum time; phase 3 water-fills
+// the divisible items over the ranks their position allows, towards equal memory.
+struct DpItem {
+  double time = 0.0;        // planner cost (FLOPs, seconds, ...) of the whole item
+  double memory = 0.0;      // optimizer-state bytes of the whole item
+  std::int64_t numel = 0;   // element extent in the bucket (divisible items are cut in elements)
+  bool divisible = false;
+};
+
+struct DpBucketResult {
+  // Element cut offsets relative to the bucket's first item, R+1 values, monotone. For atomic
+  // items they sit on item starts; inside a divisible item they may fall anywhere.
+  std::vector<std::int64_t> element_cuts;
+};
+
+// items[b] in buffer order; starts[b][i] the element offset of item i in bucket b; numel[b] the
+// bucket's padded size. Deterministic.
+std::vector<DpBucketResult> balanced_cuts(const std::vector<std::vector<DpItem>>& items,
+                                          const std::vector<std::vector<std::int64_t>>& starts,
+                                          const std::vector<std::int64_t>& bucket_numel,
+                                          int ranks);
+
+// Layerwise baseline (NVIDIA): items sorted by cost descending (ties by index) and dealt
+// ping-pong 0..R-1, R-1..0, ... Returns the owner of each item.
+std::vector<int> layerwise_owners(const std::vector<double>& costs, int ranks);
+
+// Standard ZeRO-1 equal chunks: rank r owns [r*numel/R, (r+1)*numel/R).
+std::vector<std::int64_t> equal_chunk_cuts(std::int64_t bucket_numel, int ranks);
+
+}  // namespace canzona::plan

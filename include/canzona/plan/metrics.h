@@ -1,0 +1,49 @@
+// Load-balance metrics of a Plan: per rank of the PP x DP x TP grid, optimizer FLOPs per step
+// and optimizer-state bytes, with max/mean ratios on the DP axis, the TP axis and the grid, and
+// the lower bound no plan can beat.
+//
+// Definitions. A rank's load counts the matrix tasks it computes (full-matrix FLOPs and state on
+// the host; on every TP rank when the task is not hosted) and the AdamW work on the element-wise
+// elements it updates. DP axis: loads summed over TP, max/mean over DP ranks, worst stage. TP
+// axis: loads summed over DP, max/mean over TP ranks, worst stage. Worst TP group: max/mean over
+// the TP ranks of one DP rank, worst (stage, DP rank) with work. Grid: max/mean over the DP x TP
+// ranks of a stage, worst stage. Lower bound on an axis:
+// max(1, largest indivisible unit / mean), the unit being a whole matrix param (all its tasks)
+// on the DP axis and a single task on the grid; element-wise params are divisible.
+#pragma once
+
+#include <vector>
+
+#include "canzona/model/spec.h"
+#include "canzona/plan/plan.h"
+
+namespace canzona::plan {
+
+struct RankLoad {
+  double flops = 0.0;   // optimizer FLOPs per step
+  double memory = 0.0;  // optimizer-state bytes
+};
+
+struct Ratio {
+  double memory = 1.0;
+  double flops = 1.0;
+};
+
+struct Metrics {
+  std::vector<std::vector<std::vector<RankLoad>>> loads;  // [stage][dp][tp]
+  Ratio dp, tp, grid;                 // max/mean
+  Ratio tp_worst_group;               // max/mean inside the worst TP group
+  Ratio lower_bound_dp, lower_bound_grid;
+  RankLoad max_rank, mean_rank;       // over the whole grid
+  int split_tensors = 0;              // params an equal-chunk ZeRO-1 shard would split
+  int divided_params = 0;             // element-wise params this plan's cuts divide
+  int idle_ranks = 0;                 // grid ranks with no optimizer work (legal)
+  int tp_groups = 0;                  // micro groups over all stages and DP ranks
+  double group_makespan_sum = 0.0;    // max over (stage, DP rank) of Σ group makespans (cost unit)
+  double bucket_comm_imbalance = 1.0; // max over buckets of max/mean shard size (1 without cuts)
+  std::vector<double> bucket_shard_ratio;  // per bucket (stage order), max/mean shard size
+};
+
+Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan);
+
+}  // namespace canzona::plan

@@ -1,0 +1,50 @@
+// TP planners: which TP rank hosts each matrix task and how tasks are packed into micro groups
+// (design.md section 3, paper Algorithm 2).
+//
+// Terms. A *task* has a cost (planner unit) and gather bytes (the fp32 gradient bytes its host
+// receives in the fused All-to-All). A micro group's *capacity* C_max bounds, per host, the bytes
+// received in that group's All-to-All; capacity is never compared with cost. A task whose bytes
+// alone exceed C_max forms its own group.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace canzona::plan {
+
+struct TpTask {
+  double cost = 0.0;
+  std::int64_t bytes = 0;
+};
+
+struct TpGroup {
+  std::vector<int> tasks;  // indices into the input, execution order
+  std::vector<int> hosts;  // host of each task, parallel to `tasks`
+  double makespan = 0.0;   // max over hosts of summed cost in this group
+  std::int64_t max_host_bytes = 0;
+};
+
+// MinHeap LPT solver: tasks sorted by (cost desc, index asc), each to the least-loaded host
+// (lowest index on ties) starting from `initial_loads` (size = hosts). Returns the host of each
+// task in the order given.
+std::vector<int> lpt_hosts(const std::vector<TpTask>& tasks, const std::vector<int>& which,
+                           std::vector<double> initial_loads);
+
+// Paper Algorithm 2 (greedy rollback): sort by (cost desc, index asc); tentatively add the next
+// task to the candidate group and re-solve it with LPT from zero loads; accept when every host's
+// bytes stay <= capacity_bytes, else close the group and start a new one with this task.
+std::vector<TpGroup> rollback_groups(const std::vector<TpTask>& tasks, int hosts,
+                                     std::int64_t capacity_bytes);
+
+// asc: tasks in the given order, host = k mod hosts, groups of `group_tasks` consecutive tasks
+// (fixed count, capacity ignored: the unbalanced baseline).
+std::vector<TpGroup> round_robin_groups(const std::vector<TpTask>& tasks, int hosts,
+                                        int group_tasks);
+
+// Our TP planner: hosts by LPT over *all* tasks with loads carried across groups (so per-host
+// totals, the pipelined critical path, are balanced), then groups filled in LPT order while every
+// host's bytes in the group stay <= capacity_bytes.
+std::vector<TpGroup> balanced_groups(const std::vector<TpTask>& tasks, int hosts,
+                                     std::int64_t capacity_bytes);
+
+}  // namespace canzona::plan

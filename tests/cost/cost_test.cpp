@@ -1,0 +1,56 @@
+// Cost models against hand-computed values (the calibrated model is tested in tests/optim).
+#include <gtest/gtest.h>
+
+#include "canzona/common/error.h"
+#include "canzona/cost/cost.h"
+
+namespace canzona::cost {
+namespace {
+
+TEST(Cost, MuonFlopsAreStepsTimesFourMaxMinSquared) {
+  CostOptions o;
+  EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kMuon, 512, 2048, o), 5.0 * 4 * 2048 * 512.0 * 512);
+  EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kMuon, 2048, 512, o), 5.0 * 4 * 2048 * 512.0 * 512);
+  o.ns_steps = 8;
+  EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kMuon, 4, 4, o), 8.0 * 4 * 64);
+}
+
+TEST(Cost, ShampooAmortisesEighAndSkipsLargeSides) {
+  CostOptions o;
+  o.precondition_frequency = 10;
+  const double m = 8, n = 4;
+  const double expected = 12 * m * n + (4 * m * m * n + 11 * m * m * m / 10) +
+                          (4 * n * n * m + 11 * n * n * n / 10);
+  EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kShampoo, 8, 4, o), expected);
+  o.max_precond_dim = 4;  // the 8-side is identity
+  EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kShampoo, 8, 4, o),
+                   12 * m * n + 4 * n * n * m + 11 * n * n * n / 10);
+}
+
+TEST(Cost, StateBytesPerOptimizer) {
+  CostOptions o;
+  EXPECT_DOUBLE_EQ(state_bytes(OptimizerKind::kMuon, 10, 20, o), 800);
+  EXPECT_DOUBLE_EQ(state_bytes(OptimizerKind::kAdamW, 10, 20, o), 1600);
+  EXPECT_DOUBLE_EQ(state_bytes(OptimizerKind::kSoap, 10, 20, o), 1600 + 8 * 100 + 8 * 400);
+  EXPECT_DOUBLE_EQ(state_bytes(OptimizerKind::kShampoo, 10, 20, o), 2400 + 8 * 100 + 8 * 400);
+}
+
+TEST(Cost, TaskCostFollowsTheKind) {
+  CostOptions o;
+  o.kind = CostKind::kNumel;
+  EXPECT_DOUBLE_EQ(task_cost(OptimizerKind::kMuon, 10, 20, o), 200);
+  o.kind = CostKind::kMemory;
+  EXPECT_DOUBLE_EQ(task_cost(OptimizerKind::kMuon, 10, 20, o), 800);
+  o.kind = CostKind::kCalibrated;
+  EXPECT_THROW(task_cost(OptimizerKind::kMuon, 10, 20, o), UsageError);
+}
+
+TEST(Cost, ParsingRejectsUnknownNames) {
+  EXPECT_EQ(parse_optimizer("soap"), OptimizerKind::kSoap);
+  EXPECT_THROW(parse_optimizer("lion"), UsageError);
+  EXPECT_EQ(parse_cost_kind("flops"), CostKind::kFlops);
+  EXPECT_THROW(parse_cost_kind("time"), UsageError);
+}
+
+}  // namespace
+}  // namespace canzona::cost

@@ -1,0 +1,114 @@
+// Hand-worked cases of the DP planners: the start-index rule, paper Algorithm 1, the layerwise
+// ping-pong deal, equal chunks, and our balanced planner on small inputs.
+#include <gtest/gtest.h>
+
+#include "canzona/plan/dp.h"
+
+namespace canzona::plan {
+namespace {
+
+TEST(StartIndex, ParamGoesToTheRankWhoseSliceHoldsItsStart) {
+  // S = 1024 / 4 = 256: starts 0, 64, 128 lie in slice 0; 512 in slice 2.
+  EXPECT_EQ(start_index_cuts({0, 64, 128, 512}, 1024, 4), (ItemCuts{0, 3, 3, 4, 4}));
+}
+
+TEST(StartIndex, NonDivisibleStrideUsesExactIntegerComparison) {
+  // S = 10 / 3: slice boundaries at 3.33 and 6.67; start 3 is in slice 0, start 4 in slice 1.
+  EXPECT_EQ(start_index_cuts({0, 3, 4, 7}, 10, 3), (ItemCuts{0, 2, 3, 4}));
+}
+
+TEST(AlphaBalanced, SingleBucketCutsAtTheClosestBoundary) {
+  // μ = 5, targets 5 and 5: Φ = 0 4 7 9 10, |4-5| < |7-5| so the cut is after item 0.
+  const auto cuts = alpha_balanced_cuts({{4, 3, 2, 1}}, 2, 1.0);
+  EXPECT_EQ(cuts[0], (ItemCuts{0, 1, 4}));
+}
+
+TEST(AlphaBalanced, DeficitsSteerTheSecondBucket) {
+  // Bucket 0 (total 8) first: cut after 6 -> L = (6, 2). Bucket 1 (total 6): deficits (1, 5),
+  // targets (1, 5); Φ = 0 3 6, closest to 1 is 0, so rank 1 takes everything -> L = (6, 8).
+  const auto cuts = alpha_balanced_cuts({{6, 2}, {3, 3}}, 2, 1.0);
+  EXPECT_EQ(cuts[0], (ItemCuts{0, 1, 2}));
+  EXPECT_EQ(cuts[1], (ItemCuts{0, 0, 2}));
+}
+
+TEST(AlphaBalanced, AlphaZeroIsTheEvenSplit) {
+  const auto cuts = alpha_balanced_cuts({{6, 2}, {3, 3}}, 2, 0.0);
+  EXPECT_EQ(cuts[1], (ItemCuts{0, 1, 2}));
+}
+
+TEST(AlphaBalanced, TiesPickTheFirstBoundary) {
+  // Target 2 between Φ(1) = 1 and Φ(2) = 3: equal distance, the first wins.
+  const auto cuts = alpha_balanced_cuts({{1, 2, 1}}, 2, 1.0);
+  EXPECT_EQ(cuts[0], (ItemCuts{0, 1, 3}));
+}
+
+TEST(AlphaBalanced, BucketsVisitedInDescendingCostWithIndexTies) {
+  // Two equal buckets: bucket 0 is visited first and its cut favours rank 0's even target.
+  const auto cuts = alpha_balanced_cuts({{2, 2}, {2, 2}}, 2, 1.0);
+  EXPECT_EQ(cuts[0], (ItemCuts{0, 1, 2}));
+  EXPECT_EQ(cuts[1], (ItemCuts{0, 1, 2}));
+}
+
+TEST(AlphaBalanced, MoreRanksThanItemsLeavesRanksEmpty) {
+  const auto cuts = alpha_balanced_cuts({{5}}, 4, 1.0);
+  ASSERT_EQ(cuts[0].size(), 5u);
+  EXPECT_EQ(cuts[0].front(), 0);
+  EXPECT_EQ(cuts[0].back(), 1);
+  for (std::size_t r = 1; r < cuts[0].size(); ++r) EXPECT_LE(cuts[0][r - 1], cuts[0][r]);
+}
+
+TEST(Layerwise, PingPongDealOfDescendingCosts) {
+  // Sorted: 0(5) 2(4) | 3(3) 4(2) | 1(1): ranks 0 1 | 1 0 | 0.
+  EXPECT_EQ(layerwise_owners({5, 1, 4, 3, 2}, 2), (std::vector<int>{0, 0, 1, 1, 0}));
+}
+
+TEST(EqualChunk, CutsAreEvenSlices) {
+  EXPECT_EQ(equal_chunk_cuts(1024, 4), (std::vector<std::int64_t>{0, 256, 512, 768, 1024}));
+}
+
+TEST(Balanced, BigItemsLandOnSeparateRanks) {
+  // One bucket of four atomic items on two ranks: the exact monotone solver puts 4 | 3 2 1 ->
+  // loads (4, 6), or 4 3 | 2 1 -> (7, 3); minimising Σ L² prefers (4, 6).
+  std::vector<std::vector<DpItem>> items{{{4, 4, 64, false}, {3, 3, 64, false},
+                                          {2, 2, 64, false}, {1, 1, 64, false}}};
+  const auto result = balanced_cuts(items, {{0, 64, 128, 192}}, {256}, 2);
+  EXPECT_EQ(result[0].element_cuts, (std::vector<std::int64_t>{0, 64, 256}));
+}
+
+TEST(Balanced, RefinementMovesABoundaryItemAcrossBuckets) {
+  // Bucket 0 (visited first) splits 5 | 5; bucket 1 then goes 1 | 9 -> loads (6, 14). Refinement
+  // moves bucket 0's second item to rank 0 (11, 9), then bucket 1's first item to rank 1 (10, 10).
+  std::vector<std::vector<DpItem>> items{{{5, 5, 10, false}, {5, 5, 10, false}},
+                                         {{1, 1, 10, false}, {9, 9, 10, false}}};
+  const auto result = balanced_cuts(items, {{0, 10}, {0, 10}}, {20, 20}, 2);
+  double load[2] = {0, 0};
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 2; ++i) {
+      const std::int64_t start = i * 10;
+      const int owner = start >= result[b].element_cuts[1] ? 1 : 0;
+      load[owner] += items[b][i].time;
+    }
+  EXPECT_EQ(load[0], 10.0);
+  EXPECT_EQ(load[1], 10.0);
+}
+
+TEST(Balanced, DivisibleItemFillsMemoryDeficits) {
+  // Atomic item of memory 6 on some rank; a divisible item of memory 6 over 60 elements should
+  // bring both ranks to 6: 0 elements go to the loaded rank, all 60 to the other.
+  std::vector<std::vector<DpItem>> items{{{6, 6, 10, false}}, {{0, 6, 60, true}}};
+  const auto result = balanced_cuts(items, {{0}, {0}}, {10, 60}, 2);
+  const auto& atomic_cuts = result[0].element_cuts;
+  const int atomic_owner = atomic_cuts[1] == 0 ? 1 : 0;
+  const auto& cuts = result[1].element_cuts;
+  const std::int64_t rank1_elements = cuts[2] - cuts[1];
+  EXPECT_EQ(rank1_elements, atomic_owner == 0 ? 60 : 0);
+}
+
+TEST(Balanced, DivisibleItemIsSplitEvenlyWhenNothingElseExists) {
+  std::vector<std::vector<DpItem>> items{{{0, 100, 100, true}}};
+  const auto result = balanced_cuts(items, {{0}}, {100}, 4);
+  EXPECT_EQ(result[0].element_cuts, (std::vector<std::int64_t>{0, 25, 50, 75, 100}));
+}
+
+}  // namespace
+}  // namespace canzona::plan

@@ -1,0 +1,228 @@
+// Property tests of make_plan over randomized models and rank counts (fixed seeds): every param
+// owned exactly once, cuts monotone and on param boundaries for matrix params, shards contiguous,
+// owners consistent with cuts, loads summing to the total work, groups within capacity, and the
+// same plan (hash) on repeated runs.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "canzona/common/error.h"
+#include "canzona/model/spec.h"
+#include "canzona/plan/metrics.h"
+#include "canzona/plan/plan.h"
+
+namespace canzona::plan {
+namespace {
+
+using model::OptimizerClass;
+
+model::ModelSpec random_model(std::mt19937& rng, int tp) {
+  model::ModelSpec m;
+  m.name = "random";
+  std::uniform_int_distribution<int> count(1, 40), side(1, 24), kind(0, 4);
+  const int n = count(rng);
+  for (int i = 0; i < n; ++i) {
+    model::ParamSpec p;
+    p.name = "p" + std::to_string(i);
+    const int k = kind(rng);
+    if (k == 0) {  // element-wise vector
+      p.shape = {static_cast<std::int64_t>(side(rng)) * 16};
+      p.tp_split_dim = rng() % 2 ? 0 : -1;
+      p.optimizer = OptimizerClass::kElementwise;
+    } else {  // matrix, sometimes replicated, sometimes with two pieces
+      p.shape = {static_cast<std::int64_t>(side(rng)) * 8, static_cast<std::int64_t>(side(rng)) * 8};
+      p.tp_split_dim = k == 1 ? -1 : (k == 2 ? 0 : 1);
+      p.optimizer = OptimizerClass::kMatrix;
+      if (k == 4) {
+        const std::int64_t half = p.shape[0] / 2;
+        p.pieces = {{"a", {{0, half}}}, {"b", {{half, p.shape[0]}}}};
+      }
+    }
+    // Make split dims divisible by tp.
+    if (p.tp_split_dim >= 0) p.shape[p.tp_split_dim] *= tp;
+    m.params.push_back(p);
+  }
+  return m;
+}
+
+struct Case {
+  Strategy strategy;
+  PlannerVariant variant;
+};
+
+const Case kCases[] = {{Strategy::kSc, PlannerVariant::kCanzona},
+                       {Strategy::kLayerwise, PlannerVariant::kCanzona},
+                       {Strategy::kAsc, PlannerVariant::kCanzona},
+                       {Strategy::kLbAsc, PlannerVariant::kPaper},
+                       {Strategy::kLbAsc, PlannerVariant::kCanzona}};
+
+// Total optimizer FLOPs the grid must perform for this strategy.
+double expected_total_flops(const model::ModelSpec& m, const Plan& plan) {
+  const PlanOptions& o = plan.options;
+  double total = 0.0;
+  for (const auto& stage : plan.stages) {
+    for (const Task& t : stage.tasks)
+      total += t.flops * (t.host == kAllTp ? o.tp : 1) * (t.dp_owner == kEveryone ? o.dp : 1);
+    for (int p : stage.params) {
+      const auto& spec = m.params[p];
+      if (spec.is_matrix()) continue;
+      const double per_rank = cost::optimizer_flops(cost::OptimizerKind::kAdamW,
+                                                    spec.local_numel(o.tp), 1, o.cost);
+      total += per_rank * o.tp * (stage.owner[p] == kEveryone ? o.dp : 1);
+    }
+  }
+  return total;
+}
+
+void check_plan(const model::ModelSpec& m, const Plan& plan) {
+  const PlanOptions& o = plan.options;
+  const std::int64_t capacity = static_cast<std::int64_t>(o.cmax_mb * 1024 * 1024);
+  std::vector<int> seen(m.params.size(), 0);
+  for (const auto& stage : plan.stages) {
+    const bool has_cuts = o.strategy == Strategy::kAsc || o.strategy == Strategy::kLbAsc;
+    ASSERT_EQ(stage.cuts.size(), has_cuts ? stage.layout.buckets.size() : 0u);
+    for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b) {
+      const auto& bucket = stage.layout.buckets[b];
+      for (const auto& slot : bucket.slots) {
+        ++seen[slot.param];
+        const int owner = stage.owner[slot.param];
+        const bool matrix = m.params[slot.param].is_matrix();
+        if (o.strategy == Strategy::kSc) {
+          EXPECT_EQ(owner, kEveryone);
+          continue;
+        }
+        if (owner == kDivided) {
+          EXPECT_FALSE(matrix) << m.params[slot.param].name;
+          EXPECT_EQ(o.variant, PlannerVariant::kCanzona);
+        } else {
+          ASSERT_GE(owner, 0);
+          ASSERT_LT(owner, o.dp);
+        }
+        if (!has_cuts) continue;
+        const auto& cuts = stage.cuts[b];
+        if (owner >= 0) {  // the owner's contiguous shard holds the whole slot
+          EXPECT_LE(cuts[owner], slot.offset);
+          EXPECT_GE(cuts[owner + 1], slot.end());
+        }
+      }
+      if (!has_cuts) continue;
+      const auto& cuts = stage.cuts[b];
+      ASSERT_EQ(cuts.size(), static_cast<std::size_t>(o.dp) + 1);
+      EXPECT_EQ(cuts.front(), 0);
+      EXPECT_EQ(cuts.back(), bucket.numel);
+      for (int r = 0; r < o.dp; ++r) EXPECT_LE(cuts[r], cuts[r + 1]);
+      for (const auto& slot : bucket.slots)
+        if (m.params[slot.param].is_matrix()) {
+          for (auto c : cuts) EXPECT_FALSE(slot.offset < c && c < slot.end()) << "cut inside matrix";
+        }
+    }
+    for (std::size_t d = 0; d < stage.groups.size(); ++d) {
+      for (std::size_t g = 0; g < stage.groups[d].size(); ++g) {
+        const auto& group = stage.groups[d][g];
+        if (group.tasks.size() > 1 && o.strategy != Strategy::kAsc) {
+          EXPECT_LE(group.max_host_bytes, capacity);
+        }
+        for (int t : group.tasks) {
+          EXPECT_EQ(stage.tasks[t].dp_owner, static_cast<int>(d));
+          EXPECT_EQ(stage.tasks[t].group, static_cast<int>(g));
+          EXPECT_GE(stage.tasks[t].host, 0);
+          EXPECT_LT(stage.tasks[t].host, o.tp);
+        }
+      }
+    }
+    for (const Task& t : stage.tasks) {
+      const bool hosted = o.tp > 1 && m.params[t.param].tp_split_dim >= 0 &&
+                          (o.strategy == Strategy::kAsc || o.strategy == Strategy::kLbAsc);
+      EXPECT_EQ(t.host == kAllTp, !hosted);
+      if (hosted) {
+        EXPECT_GE(t.group, 0);
+      }
+    }
+  }
+  for (std::size_t p = 0; p < m.params.size(); ++p) EXPECT_EQ(seen[p], 1) << m.params[p].name;
+
+  const Metrics metrics = compute_metrics(m, plan);
+  double sum = 0.0;
+  for (const auto& stage : metrics.loads)
+    for (const auto& row : stage)
+      for (const auto& l : row) sum += l.flops;
+  const double expected = expected_total_flops(m, plan);
+  EXPECT_NEAR(sum, expected, 1e-9 * expected);
+}
+
+TEST(PlanProperties, RandomModelsAndRankCounts) {
+  std::mt19937 rng(20261130);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int tp = 1 << (trial % 3);
+    const model::ModelSpec m = random_model(rng, tp);
+    for (const Case& c : kCases) {
+      PlanOptions o;
+      o.strategy = c.strategy;
+      o.variant = c.variant;
+      o.dp = 1 + static_cast<int>(rng() % 9);
+      o.tp = tp;
+      o.alpha = (rng() % 5) / 4.0;
+      o.cmax_mb = 0.001 + (rng() % 4) * 0.004;  // small: many groups, some tasks over capacity
+      o.layout.bucket_size = 64 + static_cast<std::int64_t>(rng() % 4000);
+      o.cost.kind = rng() % 2 ? cost::CostKind::kFlops : cost::CostKind::kNumel;
+      SCOPED_TRACE(testing::Message() << "trial " << trial << " strategy "
+                                      << to_string(c.strategy) << " " << to_string(c.variant)
+                                      << " dp " << o.dp << " tp " << tp);
+      const Plan plan = make_plan(m, o);
+      check_plan(m, plan);
+      EXPECT_EQ(plan_hash(plan), plan_hash(make_plan(m, o))) << "plan not deterministic";
+    }
+  }
+}
+
+TEST(PlanProperties, PipelineStagesPartitionTheParams) {
+  model::ModelSpec m;
+  m.name = "layers";
+  m.arch.num_layers = 4;
+  for (int layer = 0; layer < 4; ++layer)
+    m.params.push_back({"l" + std::to_string(layer), {64, 64}, 0, OptimizerClass::kMatrix, layer, -1, {}});
+  PlanOptions o;
+  o.dp = 2;
+  o.tp = 2;
+  o.pp = 2;
+  const Plan plan = make_plan(m, o);
+  ASSERT_EQ(plan.stages.size(), 2u);
+  EXPECT_EQ(plan.stages[0].params, (std::vector<int>{0, 1}));
+  EXPECT_EQ(plan.stages[1].params, (std::vector<int>{2, 3}));
+  check_plan(m, plan);
+}
+
+TEST(PlanOptionsErrors, BadOptionsAreUsageErrors) {
+  model::ModelSpec m;
+  m.name = "one";
+  m.params.push_back({"w", {64, 64}, 0, OptimizerClass::kMatrix, -1, -1, {}});
+  auto expect_usage = [&](auto mutate) {
+    PlanOptions o;
+    mutate(o);
+    EXPECT_THROW(make_plan(m, o), UsageError);
+  };
+  expect_usage([](PlanOptions& o) { o.dp = 0; });
+  expect_usage([](PlanOptions& o) { o.tp = -1; });
+  expect_usage([](PlanOptions& o) { o.pp = 0; });
+  expect_usage([](PlanOptions& o) { o.alpha = 1.5; });
+  expect_usage([](PlanOptions& o) { o.alpha = -0.1; });
+  expect_usage([](PlanOptions& o) { o.cmax_mb = 0; });
+  expect_usage([](PlanOptions& o) { o.dp = 1 << 14, o.tp = 1 << 8; });
+  expect_usage([](PlanOptions& o) { o.tp = 3; });  // 64 rows not divisible by 3
+  expect_usage([](PlanOptions& o) { o.cost.kind = cost::CostKind::kCalibrated; });
+}
+
+TEST(PlanOptionsErrors, MoreRanksThanTasksIsLegal) {
+  model::ModelSpec m;
+  m.name = "one";
+  m.params.push_back({"w", {64, 64}, 0, OptimizerClass::kMatrix, -1, -1, {}});
+  PlanOptions o;
+  o.dp = 8;
+  const Plan plan = make_plan(m, o);
+  const Metrics metrics = compute_metrics(m, plan);
+  EXPECT_EQ(metrics.idle_ranks, 7);
+  check_plan(m, plan);
+}
+
+}  // namespace
+}  // namespace canzona::plan

@@ -27,7 +27,7 @@ test: build
 	cd $(BUILD) && OPENBLAS_NUM_THREADS=1 ctest --output-on-failure -j $(JOBS)
 
 bench: build
-	$(BUILD)/bench/canzona_bench_plan --benchmark_min_time=0.2
+	$(BUILD)/bench/plan/canzona_bench_plan --benchmark_min_time=0.2
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp')

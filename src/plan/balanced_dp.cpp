@@ -2,7 +2,8 @@
 //   1. atomic items, two ways, keeping the one with the lower maximum after phase 2:
 //      (a) buckets in descending total time, each by the monotone assignment minimising
 //      Σ_r (L_r + S_r)^2 (S_r = time rank r receives from this bucket), solved exactly by dynamic
-//      programming over (items, ranks) when R·m² is small, else by Algorithm 1 targeting (α = 1);
+//      programming over (items, ranks) while R·m² is small (per bucket and summed), else by
+//      Algorithm 1 targeting (α = 1);
 //      (b) global LPT: items by descending time, each to the least-loaded rank its bucket's
 //      already-placed neighbours allow;
 //   2. refinement: while moving a boundary item off the most loaded rank, or swapping it with a
@@ -23,7 +24,8 @@ namespace canzona::plan {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kExactBudget = 4e6;  // largest R·m² solved by dynamic programming
+constexpr double kExactBudget = 4e6;  // largest R·m² of one bucket solved by dynamic programming
+constexpr double kExactTotal = 2e7;   // summed R·m² over the buckets solved exactly
 
 struct BucketState {
   std::vector<int> atomic;         // item indices of atomic items, in order
@@ -134,21 +136,23 @@ std::vector<Boundary> boundaries(const std::vector<BucketState>& state,
 // Local search on the time maximum: move one boundary item off the most loaded rank, or swap a
 // boundary item of that rank with a cheaper boundary item of another rank (different buckets),
 // whichever lowers the pair's maximum most; stop when nothing lowers it. The work is bounded
-// (kRefineWork item visits) so very large models stay fast.
+// (kRefineWork candidate evaluations; swaps are skipped once they would exceed it) so very large
+// models stay fast.
 void refine(std::vector<BucketState>& state, const std::vector<std::vector<DpItem>>& items,
             std::vector<double>& load) {
-  constexpr double kRefineWork = 2e7;
+  constexpr double kRefineWork = 1e7;
   const int ranks = static_cast<int>(load.size());
-  std::size_t total_items = 1;
-  for (const auto& s : state) total_items += s.atomic.size();
-  const std::size_t budget = static_cast<std::size_t>(
-      std::min<double>(4.0 * total_items, kRefineWork / total_items + 1));
-  for (std::size_t iteration = 0; iteration < budget; ++iteration) {
+  double work = 0.0;
+  while (work < kRefineWork) {
     const int top = static_cast<int>(std::max_element(load.begin(), load.end()) - load.begin());
     const std::vector<Boundary> edges = boundaries(state, items, ranks);
     std::vector<const Boundary*> mine;
     for (const auto& e : edges)
       if (e.owner == top) mine.push_back(&e);
+    work += static_cast<double>(edges.size());
+    const double swap_work = static_cast<double>(edges.size()) * static_cast<double>(mine.size());
+    const bool try_swaps = work + swap_work <= kRefineWork;
+    if (try_swaps) work += swap_work;
     double best_peak = load[top] * (1.0 - 1e-12);
     const Boundary* move = nullptr;
     const Boundary* partner = nullptr;
@@ -166,6 +170,7 @@ void refine(std::vector<BucketState>& state, const std::vector<std::vector<DpIte
       }
     }
     for (const auto& b : edges) {
+      if (!try_swaps) break;
       if (b.owner == top || top < b.lo || top > b.hi) continue;
       for (const Boundary* a : mine) {
         if (a->bucket == b.bucket || a->cost <= b.cost || b.owner < a->lo || b.owner > a->hi)
@@ -202,15 +207,18 @@ std::vector<double> place_per_bucket(std::vector<BucketState>& state,
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return totals[a] > totals[b]; });
   std::vector<double> load(ranks, 0.0);
+  double exact_work = 0.0;
   for (int b : order) {
     auto& s = state[b];
     if (s.atomic.empty()) continue;
     std::vector<double> costs;
     for (int i : s.atomic) costs.push_back(items[b][i].time);
     const double m = static_cast<double>(costs.size());
-    const std::vector<int> owner = static_cast<double>(ranks) * m * m <= kExactBudget
-                                       ? assign_exact(costs, load, s.cap_lo, s.cap_hi)
-                                       : assign_targeting(costs, load, mu);
+    const double work = static_cast<double>(ranks) * m * m;
+    const bool exact = work <= kExactBudget && exact_work + work <= kExactTotal;
+    if (exact) exact_work += work;
+    const std::vector<int> owner = exact ? assign_exact(costs, load, s.cap_lo, s.cap_hi)
+                                         : assign_targeting(costs, load, mu);
     for (std::size_t k = 0; k < costs.size(); ++k) {
       s.owner[s.atomic[k]] = owner[k];
       load[owner[k]] += costs[k];

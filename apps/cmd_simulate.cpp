@@ -1,14 +1,260 @@
-// `canzona simulate`: placeholder until its issue lands; it refuses with a clear error.
+// `canzona simulate`: projects plans onto a cluster of GPUs (docs/simulator.md). Plans the model
+// under each requested strategy, simulates one iteration of each and prints a table; optionally
+// writes JSON and an SVG of stacked bars, or sweeps one knob across the paper's ranges.
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "canzona/common/error.h"
+#include "canzona/common/json_io.h"
+#include "canzona/cost/calibration.h"
+#include "canzona/cost/cost.h"
+#include "canzona/sim/cluster.h"
+#include "canzona/sim/report.h"
+#include "canzona/sim/sweep.h"
 #include "command.h"
 
 namespace canzona::apps {
 
+namespace {
+
+struct SimulateArgs {
+  sim::Scenario scenario;
+  std::string strategies = "all";
+  std::string optimizer = "muon";
+  std::string planner = "canzona";
+  std::string cost = "flops";
+  std::string calibration;
+  std::string split_qkv = "none";
+  std::string grad_dtype = "fp32";
+  std::string var_collective = "grouped";
+  std::string cluster = "h100-8";
+  bool no_tp_pipeline = false;
+  bool no_attention_flops = false;
+  std::string sweep;
+  std::string sweep_values;
+  std::string json_path;
+  std::string svg_path;
+  std::string dump_cluster_path;
+};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::vector<plan::Strategy> parse_strategies(const std::string& text) {
+  if (text == "all") {
+    return {plan::Strategy::kSc, plan::Strategy::kLayerwise, plan::Strategy::kAsc,
+            plan::Strategy::kLbAsc};
+  }
+  std::vector<plan::Strategy> out;
+  for (const auto& name : split_list(text)) out.push_back(plan::parse_strategy(name));
+  CANZONA_REQUIRE(!out.empty(), "--strategy: give sc, layerwise, asc, lb-asc, a comma list or all");
+  return out;
+}
+
+model::QkvSplit parse_qkv_split(const std::string& name) {
+  if (name == "none") return model::QkvSplit::kNone;
+  if (name == "qkv") return model::QkvSplit::kQkv;
+  if (name == "head") return model::QkvSplit::kPerHead;
+  throw UsageError(str("--split-qkv must be none, qkv or head (got '", name, "')"));
+}
+
+// Completes the scenario from the string flags; throws UsageError on a bad value. `calibration`
+// must outlive the scenario (the plan options borrow it).
+void resolve(SimulateArgs& a, cost::Calibration& calibration) {
+  auto& plan = a.scenario.plan;
+  plan.variant = plan::parse_variant(a.planner);
+  plan.cost.kind = cost::parse_cost_kind(a.cost);
+  CANZONA_REQUIRE(plan.layout.bucket_size >= 0, "--bucket-size must be positive (got ",
+                  plan.layout.bucket_size, ")");
+  if (!a.calibration.empty()) {
+    calibration = cost::Calibration::read(a.calibration);
+    plan.cost.calibration = &calibration;
+  }
+  CANZONA_REQUIRE(plan.cost.kind != cost::CostKind::kCalibrated || !a.calibration.empty(),
+                  "--cost calibrated needs --calibration FILE (written by canzona bench-kernels)");
+  plan.cost.matrix_optimizer = cost::parse_optimizer(a.optimizer);
+  CANZONA_REQUIRE(plan.cost.matrix_optimizer != cost::OptimizerKind::kAdamW,
+                  "--optimizer: give a matrix optimizer (muon, shampoo or soap)");
+  a.scenario.build.qkv_split = parse_qkv_split(a.split_qkv);
+  CANZONA_REQUIRE(a.grad_dtype == "fp32" || a.grad_dtype == "bf16",
+                  "--grad-dtype: expected fp32 or bf16, got '", a.grad_dtype, "'");
+  a.scenario.workload.grad_bytes = a.grad_dtype == "fp32" ? 4.0 : 2.0;
+  a.scenario.workload.tp_pipeline = !a.no_tp_pipeline;
+  a.scenario.workload.var_collective = sim::parse_var_collective(a.var_collective);
+  a.scenario.workload.attention_flops = !a.no_attention_flops;
+}
+
+nlohmann::json scenario_json(const SimulateArgs& a, const sim::Cluster& cluster) {
+  const auto& s = a.scenario;
+  const auto& w = s.workload;
+  return {{"model", s.model},
+          {"gpus", s.gpus},
+          {"dp", s.plan.dp},
+          {"tp", s.plan.tp},
+          {"pp", s.plan.pp},
+          {"optimizer", a.optimizer},
+          {"alpha", s.plan.alpha},
+          {"cmax_mb", s.plan.cmax_mb},
+          {"planner", a.planner},
+          {"cost", a.cost},
+          {"split_qkv", a.split_qkv},
+          {"split_fc1", s.build.split_fc1},
+          {"bucket_size", s.plan.layout.bucket_size},
+          {"var_collective", sim::to_string(s.workload.var_collective)},
+          {"cluster", sim::to_json(cluster)},
+          {"workload",
+           {{"tokens", w.tokens},
+            {"seq_len", w.seq_len},
+            {"micro_batch", w.micro_batch},
+            {"grad_bytes", w.grad_bytes},
+            {"param_bytes", w.param_bytes},
+            {"adamw_bytes_per_element", w.adamw_bytes_per_element},
+            {"attention_flops", w.attention_flops},
+            {"tp_pipeline", w.tp_pipeline}}}};
+}
+
+void print_header(const SimulateArgs& a, const sim::Cluster& cluster, const std::string& dp_text) {
+  const auto& p = a.scenario.plan;
+  const auto& w = a.scenario.workload;
+  const int gpus = a.scenario.gpus > 0 ? a.scenario.gpus : p.dp * p.tp * p.pp;
+  std::printf(
+      "model %s  dp=%s tp=%d pp=%d (%d GPUs)  optimizer=%s  planner=%s  cost=%s  "
+      "alpha=%g  cmax=%g MiB\ncluster %s (%s, %d GPUs/node)  tokens/iteration=%lld  "
+      "seq_len=%lld  micro_batch=%lld  TP micro groups %s\n\n",
+      a.scenario.model.c_str(), dp_text.c_str(), p.tp, p.pp, gpus, a.optimizer.c_str(),
+      a.planner.c_str(), a.cost.c_str(), p.alpha, p.cmax_mb, cluster.name.c_str(),
+      cluster.device.name.c_str(), cluster.gpus_per_node, static_cast<long long>(w.tokens),
+      static_cast<long long>(w.seq_len), static_cast<long long>(w.micro_batch),
+      w.tp_pipeline ? "pipelined" : "sequential");
+}
+
+void run(SimulateArgs& a) {
+  cost::Calibration calibration;
+  resolve(a, calibration);
+  const sim::Cluster cluster = sim::load_cluster(a.cluster);
+  if (!a.dump_cluster_path.empty()) write_json_file(a.dump_cluster_path, sim::to_json(cluster));
+  const auto strategies = parse_strategies(a.strategies);
+  auto& p = a.scenario.plan;
+  const int gpus = a.scenario.gpus;
+  CANZONA_REQUIRE(gpus >= 0, "--gpus must be positive (got ", gpus, ")");
+  CANZONA_REQUIRE(gpus == 0 || a.sweep != "dp", "--gpus fixes dp; it cannot be swept");
+  if (gpus > 0 && a.sweep != "tp") {
+    CANZONA_REQUIRE(p.tp > 0 && p.pp > 0 && gpus % (p.tp * p.pp) == 0, "--gpus ", gpus,
+                    " is not a multiple of tp * pp = ", p.tp * p.pp);
+    p.dp = gpus / (p.tp * p.pp);
+  }
+  if (a.sweep != "tp") sim::tp_link(cluster, p.tp);  // a TP group must fit in a node
+  const std::string dp_text = gpus > 0 && a.sweep == "tp" ? "gpus/(tp*pp)" : std::to_string(p.dp);
+
+  nlohmann::json json = scenario_json(a, cluster);
+  std::vector<sim::ResultGroup> groups;
+  if (a.sweep.empty()) {
+    CANZONA_REQUIRE(a.sweep_values.empty(), "--sweep-values needs --sweep");
+    auto results = sim::run_strategies(a.scenario, cluster, strategies);
+    print_header(a, cluster, dp_text);
+    std::fputs(sim::format_table(results).c_str(), stdout);
+    json["strategies"] = sim::to_json(results);
+    groups.push_back({"", std::move(results)});
+  } else {
+    const sim::SweepKind kind = sim::parse_sweep_kind(a.sweep);
+    auto values =
+        a.sweep_values.empty() ? sim::default_sweep_values(kind) : split_list(a.sweep_values);
+    CANZONA_REQUIRE(!values.empty(), "--sweep-values: no values given");
+    groups = sim::run_sweep(a.scenario, cluster, strategies, kind, values);
+    print_header(a, cluster, dp_text);
+    std::fputs(sim::format_sweep_table(sim::to_string(kind), groups).c_str(), stdout);
+    json["sweep"] = sim::to_string(kind);
+    json["points"] = nlohmann::json::array();
+    for (const auto& g : groups) {
+      json["points"].push_back({{"value", g.label}, {"strategies", sim::to_json(g.results)}});
+    }
+  }
+  if (!a.json_path.empty()) write_json_file(a.json_path, json);
+  if (!a.svg_path.empty()) {
+    std::string title = a.scenario.model + " " + a.optimizer + ", DP=" + dp_text +
+                        " TP=" + std::to_string(p.tp) + " PP=" + std::to_string(p.pp) + " on " +
+                        cluster.name + (a.sweep.empty() ? "" : ", sweep " + a.sweep);
+    write_text_file(a.svg_path, sim::render_svg(title, groups));
+  }
+}
+
+}  // namespace
+
 void add_simulate_command(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("simulate", "(not built yet)");
-  sub->callback([&exit_code] {
-    exit_code = 2;
-    throw UsageError("'simulate' is not built yet in this version");
+  auto args = std::make_shared<SimulateArgs>();
+  auto& a = *args;
+  auto& plan = a.scenario.plan;
+  auto& work = a.scenario.workload;
+  plan.dp = 32;  // the paper's Figure 4 setup: 256 GPUs, DP=32, TP=8
+  plan.tp = 8;
+  auto* sub = app.add_subcommand(
+      "simulate", "Project one training iteration of each strategy onto a GPU cluster");
+  sub->add_option("--model", a.scenario.model, "preset name, HF config.json or param-list JSON")
+      ->capture_default_str();
+  sub->add_option("--dp", plan.dp, "data-parallel degree")->capture_default_str();
+  sub->add_option("--tp", plan.tp, "tensor-parallel degree (inside one node)")
+      ->capture_default_str();
+  sub->add_option("--pp", plan.pp, "pipeline-parallel degree")->capture_default_str();
+  sub->add_option("--gpus", a.scenario.gpus,
+                  "keep dp * tp * pp at this many GPUs (dp follows tp and pp; 0 = use --dp)")
+      ->capture_default_str();
+  sub->add_option("--strategy", a.strategies, "sc|layerwise|asc|lb-asc, a comma list, or all")
+      ->capture_default_str();
+  sub->add_option("--optimizer", a.optimizer, "muon|shampoo|soap")->capture_default_str();
+  sub->add_option("--alpha", plan.alpha, "Algorithm 1 balance weight in [0, 1]")
+      ->capture_default_str();
+  sub->add_option("--cmax-mb", plan.cmax_mb, "micro-group capacity, MiB per host")
+      ->capture_default_str();
+  sub->add_option("--planner", a.planner, "paper|canzona")->capture_default_str();
+  sub->add_option("--cost", a.cost, "numel|flops|memory|calibrated")->capture_default_str();
+  sub->add_option("--calibration", a.calibration, "calibration JSON for --cost calibrated");
+  sub->add_option("--bucket-size", plan.layout.bucket_size,
+                  "DDP bucket size in elements (0 = Megatron default)")
+      ->capture_default_str();
+  sub->add_option("--split-qkv", a.split_qkv, "none|qkv|head")->capture_default_str();
+  sub->add_flag("--split-fc1", a.scenario.build.split_fc1, "optimize fc1 as gate and up tasks");
+  sub->add_option("--ns-steps", plan.cost.ns_steps, "Muon Newton-Schulz steps")
+      ->capture_default_str();
+  sub->add_option("--precondition-frequency", plan.cost.precondition_frequency,
+                  "Shampoo/SOAP: eigendecomposition every f steps")
+      ->capture_default_str();
+  sub->add_option("--max-precond-dim", plan.cost.max_precond_dim,
+                  "Shampoo/SOAP: sides above this are not preconditioned")
+      ->capture_default_str();
+  sub->add_option("--cluster", a.cluster, "h100-8|h200-8 or a cluster JSON file")
+      ->capture_default_str();
+  sub->add_option("--tokens", work.tokens, "global batch, tokens per iteration")
+      ->capture_default_str();
+  sub->add_option("--seq-len", work.seq_len, "tokens per sequence")->capture_default_str();
+  sub->add_option("--micro-batch", work.micro_batch, "sequences per micro batch")
+      ->capture_default_str();
+  sub->add_option("--grad-dtype", a.grad_dtype, "fp32|bf16 gradient buffer")->capture_default_str();
+  sub->add_flag("--no-tp-pipeline", a.no_tp_pipeline,
+                "run TP micro groups one after another (official code)");
+  sub->add_option("--varsize-collectives", a.var_collective,
+                  "uneven Reduce-Scatter/All-Gather: grouped (per-shard ring reduce) | padded")
+      ->capture_default_str();
+  sub->add_flag("--no-attention-flops", a.no_attention_flops,
+                "count only 6 * params * tokens for forward-backward");
+  sub->add_option("--sweep", a.sweep, "model|dp|tp|alpha|cmax: one row per value");
+  sub->add_option("--sweep-values", a.sweep_values, "comma list overriding the sweep's values");
+  sub->add_option("--json", a.json_path, "write results as JSON");
+  sub->add_option("--svg", a.svg_path, "write stacked bars as SVG");
+  sub->add_option("--dump-cluster", a.dump_cluster_path,
+                  "write the resolved cluster as JSON (a template for your own)");
+  sub->callback([args, &exit_code] {
+    run(*args);
+    exit_code = 0;
   });
 }
 

@@ -74,11 +74,26 @@ TEST(BlasCore, DefaultCoreSgemmMatchesTripleLoop) {
   EXPECT_EQ(test::check_sgemm_against_triple_loop(), "");
 }
 
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+
 TEST(BlasCore, SkylakexSgemmMatchesTripleLoop) {
-  if (recommended_blas_core() != "SKYLAKEX") GTEST_SKIP() << "CPU has no AVX-512";
+  if (!cpu_has_avx512()) GTEST_SKIP() << "CPU has no AVX-512";
   const ChildResult child = run_probe({"sgemm"}, {{"OPENBLAS_CORETYPE", "SKYLAKEX"}});
   EXPECT_EQ(child.exit_code, 0) << child.output;
   EXPECT_TRUE(contains(child.output, "core: SkylakeX")) << child.output;
+  EXPECT_TRUE(contains(child.output, "sgemm matches the triple loop")) << child.output;
+}
+
+TEST(BlasCore, RecommendedCoreSgemmMatchesTripleLoop) {
+  const std::string core = recommended_blas_core();
+  if (core.empty()) GTEST_SKIP() << "CPU has no AVX2/FMA";
+  const ChildResult child = run_probe({"sgemm"}, {{"OPENBLAS_CORETYPE", core.c_str()}});
+  EXPECT_EQ(child.exit_code, 0) << child.output;
+  EXPECT_TRUE(contains(child.output, "core: " + core)) << child.output;
   EXPECT_TRUE(contains(child.output, "sgemm matches the triple loop")) << child.output;
 }
 
@@ -108,14 +123,27 @@ TEST(BlasCore, EnsureBlasCoreRespectsAndWarnsAboutUserForcedWeakerCore) {
       << child.output;
 }
 
-TEST(BlasCore, EnsureBlasCoreLeavesCorrectDetectionAlone) {
-  const ChildResult child = run_probe({"ensure"}, {{"CANZONA_BLAS_REEXEC", nullptr}});
+// Whatever OpenBLAS detected at load time, canzona's start-up ends on the recommended core.
+TEST(BlasCore, EnsureBlasCoreEndsOnRecommendedCore) {
+  if (recommended_blas_core().empty()) GTEST_SKIP() << "CPU has no AVX2/FMA";
+  const ChildResult child =
+      run_probe({"ensure"}, {{"CANZONA_BLAS_REEXEC", nullptr}, {"OPENBLAS_CORETYPE", nullptr}});
   EXPECT_EQ(child.exit_code, 0) << child.output;
-  if (!blas_core_misdetected()) {
-    EXPECT_TRUE(contains(child.output, "reexecuted: no")) << child.output;
-    EXPECT_FALSE(contains(child.output, "warning")) << child.output;
-  }
+  EXPECT_TRUE(contains(child.output, "core: " + recommended_blas_core())) << child.output;
   EXPECT_TRUE(contains(child.output, "misdetected: no")) << child.output;
+  EXPECT_FALSE(contains(child.output, "warning")) << child.output;
+}
+
+// A user's choice within the same capability class (HASWELL where ZEN is recommended) is kept
+// without a warning.
+TEST(BlasCore, EnsureBlasCoreKeepsUserChoiceOfSameClassQuietly) {
+  if (recommended_blas_core() != "ZEN") GTEST_SKIP() << "recommended core is not ZEN";
+  const ChildResult child =
+      run_probe({"ensure"}, {{"OPENBLAS_CORETYPE", "HASWELL"}, {"CANZONA_BLAS_REEXEC", nullptr}});
+  EXPECT_EQ(child.exit_code, 0) << child.output;
+  EXPECT_TRUE(contains(child.output, "core: Haswell")) << child.output;
+  EXPECT_TRUE(contains(child.output, "reexecuted: no")) << child.output;
+  EXPECT_FALSE(contains(child.output, "warning")) << child.output;
 }
 
 }  // namespace

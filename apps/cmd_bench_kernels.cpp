@@ -2,9 +2,11 @@
 //
 // Measures, per shape (rows x cols of a weight), medians of N runs on one BLAS thread:
 //   sgemm          C (rows x cols) = A (rows x s) B (s x cols), s = min(rows, cols)
-//   newton_schulz  Newton–Schulz (default 5 simple steps), nominal FLOPs steps (4 s^2 l + 2 s^3)
+//   newton_schulz  Newton–Schulz (default 5 simple steps), nominal FLOPs steps (4 s^2 l + 2 s^3);
+//                  the rate is also given for the FLOPs executed (ssyrk does half of X X^T)
 //   muon, shampoo, soap, adamw   full optimizer steps from the registry (Shampoo/SOAP: steady,
-//                                refresh and amortised over the preconditioning frequency)
+//                                refresh and amortised over the preconditioning frequency); their
+//                                rates use cost::optimizer_flops, the planner's FLOP model
 // and prints each rate as a fraction of the nominal peak (--peak, default 147.2 GFLOP/s per core
 // = 2.3 GHz x 2 FMA x 16 lanes x 2) and of the FMA throughput measured on this core right now.
 // --json writes the results; --calibration fits seconds = a + b * optimizer_flops per optimizer
@@ -164,9 +166,15 @@ int run_bench(const BenchFlags& f) {
       nlohmann::json row;
       if (sgemm_rate > 0) {
         const double ratio = flops / t / sgemm_rate;
-        note = str(static_cast<int>(100.0 * ratio + 0.5), "% of sgemm");
+        const double executed = optim::newton_schulz_executed_flops(s.rows, s.cols, ns.steps);
+        const double executed_ratio = executed / t / sgemm_rate;
+        note = str(static_cast<int>(100.0 * ratio + 0.5),
+                   "% of sgemm (executed FLOPs: ", static_cast<int>(100.0 * executed_ratio + 0.5),
+                   "%)");
         row = report.add("newton_schulz", s, t, flops, note);
         row["fraction_of_sgemm"] = ratio;
+        row["executed_gflops"] = executed / t / 1e9;
+        row["executed_fraction_of_sgemm"] = executed_ratio;
         if (std::min(s.rows, s.cols) >= 1024 && ratio < 0.85)
           misses.push_back(str("newton_schulz ", shape_name(s), " below 85% of sgemm"));
       } else {

@@ -65,6 +65,12 @@ double newton_schulz_flops(std::int64_t rows, std::int64_t cols, int steps) {
   return steps * (4.0 * s * s * l + 2.0 * s * s * s);
 }
 
+double newton_schulz_executed_flops(std::int64_t rows, std::int64_t cols, int steps) {
+  const double s = static_cast<double>(std::min(rows, cols));
+  const double l = static_cast<double>(std::max(rows, cols));
+  return steps * (3.0 * s * s * l + 2.0 * s * s * s);
+}
+
 void newton_schulz(ConstMatrixView u, MatrixView out, const NewtonSchulzOptions& options) {
   check_view(u, "newton_schulz input");
   check_view(out, "newton_schulz output");

@@ -61,6 +61,8 @@ void newton_schulz(ConstMatrixView u, MatrixView out, const NewtonSchulzOptions&
 
 // FLOPs of newton_schulz as usually counted: steps * (4 s^2 l + 2 s^3).
 double newton_schulz_flops(std::int64_t rows, std::int64_t cols, int steps);
+// FLOPs this implementation executes: steps * (3 s^2 l + 2 s^3) (ssyrk computes one triangle).
+double newton_schulz_executed_flops(std::int64_t rows, std::int64_t cols, int steps);
 
 enum class MuonScale {
   kSpectral,  // 0.2 * sqrt(max(full_rows, full_cols)) (Moonlight; matches AdamW's RMS)

@@ -34,13 +34,6 @@ struct PlanFlags {
   std::string json, svg, dump_params;
 };
 
-model::QkvSplit parse_qkv_split(const std::string& s) {
-  if (s == "none") return model::QkvSplit::kNone;
-  if (s == "qkv") return model::QkvSplit::kQkv;
-  if (s == "head") return model::QkvSplit::kPerHead;
-  throw UsageError(str("--split-qkv must be none, qkv or head (got '", s, "')"));
-}
-
 // Median of five planning runs of `options` (the plan itself is deterministic).
 PlanRun timed_plan(const model::ModelSpec& model, const plan::PlanOptions& options,
                    std::string label) {
@@ -64,7 +57,7 @@ PlanRun timed_plan(const model::ModelSpec& model, const plan::PlanOptions& optio
 int run_plan(const PlanFlags& f) {
   model::BuildOptions build;
   build.tp = f.tp;
-  build.qkv_split = parse_qkv_split(f.split_qkv);
+  build.qkv_split = model::parse_qkv_split(f.split_qkv);
   build.split_fc1 = f.split_fc1;
   CANZONA_REQUIRE(f.tp > 0, "--tp must be positive (got ", f.tp, ")");
   const model::ModelSpec model = model::load_model(f.model, build);

@@ -89,6 +89,13 @@ void check_config(const TransformerConfig& c, int tp) {
 
 }  // namespace
 
+QkvSplit parse_qkv_split(const std::string& name) {
+  if (name == "none") return QkvSplit::kNone;
+  if (name == "qkv") return QkvSplit::kQkv;
+  if (name == "head") return QkvSplit::kPerHead;
+  throw UsageError(str("--split-qkv must be none, qkv or head (got '", name, "')"));
+}
+
 std::int64_t padded_vocab_size(std::int64_t vocab_size, int tp) {
   CANZONA_REQUIRE(tp > 0, "tp must be positive, got tp=", tp);
   const std::int64_t multiple = 128 * static_cast<std::int64_t>(tp);

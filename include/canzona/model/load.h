@@ -28,6 +28,9 @@ struct TransformerConfig {
 // How QKV is split into optimizer tasks before the matrix optimizer.
 enum class QkvSplit { kNone, kQkv, kPerHead };
 
+// "none" | "qkv" | "head" (the --split-qkv flag); throws UsageError otherwise.
+QkvSplit parse_qkv_split(const std::string& name);
+
 struct BuildOptions {
   int tp = 1;                            // pads the vocabulary to a multiple of 128 * tp
   QkvSplit qkv_split = QkvSplit::kNone;  // kQkv: q, k, v pieces; kPerHead: one piece per head

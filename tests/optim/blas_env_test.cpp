@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cstdio>
 
+#include "digest.h"
 #include "sgemm_check.h"
 
 namespace canzona::optim {
@@ -144,6 +145,17 @@ TEST(BlasCore, EnsureBlasCoreKeepsUserChoiceOfSameClassQuietly) {
   EXPECT_TRUE(contains(child.output, "core: Haswell")) << child.output;
   EXPECT_TRUE(contains(child.output, "reexecuted: no")) << child.output;
   EXPECT_FALSE(contains(child.output, "warning")) << child.output;
+}
+
+// Same inputs, same bits in another process (design.md section 5): every optimizer's result in a
+// child process (same BLAS core, one thread) equals this process's, byte for byte.
+TEST(Determinism, SameBitsInAnotherProcess) {
+  set_blas_threads(1);
+  const std::string here = test::optimizer_digest();
+  const ChildResult child =
+      run_probe({"digest"}, {{"OPENBLAS_NUM_THREADS", "1"}, {"CANZONA_BLAS_REEXEC", nullptr}});
+  EXPECT_EQ(child.exit_code, 0) << child.output;
+  EXPECT_TRUE(contains(child.output, "digest: " + here)) << here << " vs\n" << child.output;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "canzona/common/json_io.h"
 #include "canzona/cost/calibration.h"
 #include "canzona/cost/cost.h"
+#include "canzona/model/load.h"
 #include "canzona/sim/cluster.h"
 #include "canzona/sim/report.h"
 #include "canzona/sim/sweep.h"
@@ -61,13 +62,6 @@ std::vector<plan::Strategy> parse_strategies(const std::string& text) {
   return out;
 }
 
-model::QkvSplit parse_qkv_split(const std::string& name) {
-  if (name == "none") return model::QkvSplit::kNone;
-  if (name == "qkv") return model::QkvSplit::kQkv;
-  if (name == "head") return model::QkvSplit::kPerHead;
-  throw UsageError(str("--split-qkv must be none, qkv or head (got '", name, "')"));
-}
-
 // Completes the scenario from the string flags; throws UsageError on a bad value. `calibration`
 // must outlive the scenario (the plan options borrow it).
 void resolve(SimulateArgs& a, cost::Calibration& calibration) {
@@ -85,7 +79,7 @@ void resolve(SimulateArgs& a, cost::Calibration& calibration) {
   plan.cost.matrix_optimizer = cost::parse_optimizer(a.optimizer);
   CANZONA_REQUIRE(plan.cost.matrix_optimizer != cost::OptimizerKind::kAdamW,
                   "--optimizer: give a matrix optimizer (muon, shampoo or soap)");
-  a.scenario.build.qkv_split = parse_qkv_split(a.split_qkv);
+  a.scenario.build.qkv_split = model::parse_qkv_split(a.split_qkv);
   CANZONA_REQUIRE(a.grad_dtype == "fp32" || a.grad_dtype == "bf16",
                   "--grad-dtype: expected fp32 or bf16, got '", a.grad_dtype, "'");
   a.scenario.workload.grad_bytes = a.grad_dtype == "fp32" ? 4.0 : 2.0;

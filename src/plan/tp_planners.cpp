@@ -102,20 +102,22 @@ std::vector<TpGroup> balanced_groups(const std::vector<TpTask>& tasks, int hosts
   order = lpt_order(tasks, order);
   const std::vector<int> host_in_order = lpt_hosts(tasks, order, std::vector<double>(hosts, 0.0));
   std::vector<TpGroup> groups;
-  std::vector<std::int64_t> bytes(hosts, 0);
+  std::vector<std::vector<std::int64_t>> bytes;  // [group][host]
   for (std::size_t k = 0; k < order.size(); ++k) {
     const int t = order[k];
     const int h = host_in_order[k];
-    const bool alone = tasks[t].bytes > capacity_bytes;  // over capacity: its own group
-    const bool after_alone = !groups.empty() && groups.back().tasks.size() == 1 &&
-                             tasks[groups.back().tasks[0]].bytes > capacity_bytes;
-    if (groups.empty() || alone || after_alone || bytes[h] + tasks[t].bytes > capacity_bytes) {
+    // First fit: the earliest group where this host stays within capacity, or is still empty
+    // (a task over capacity then has its host to itself in that group; other hosts still fill).
+    std::size_t g = 0;
+    while (g < groups.size() && bytes[g][h] > 0 && bytes[g][h] + tasks[t].bytes > capacity_bytes)
+      ++g;
+    if (g == groups.size()) {
       groups.emplace_back();
-      std::fill(bytes.begin(), bytes.end(), 0);
+      bytes.emplace_back(hosts, 0);
     }
-    groups.back().tasks.push_back(t);
-    groups.back().hosts.push_back(h);
-    bytes[h] += tasks[t].bytes;
+    groups[g].tasks.push_back(t);
+    groups[g].hosts.push_back(h);
+    bytes[g][h] += tasks[t].bytes;
   }
   for (auto& group : groups) summarise(tasks, hosts, group);
   return groups;

@@ -55,21 +55,28 @@ TEST(RoundRobin, FixedCountGroupsWithCyclicHosts) {
   EXPECT_EQ(groups[2].hosts, (std::vector<int>{0}));
 }
 
-TEST(BalancedGroups, HostsBalancedOverAllTasksThenPackedByCapacity) {
+TEST(BalancedGroups, HostsBalancedOverAllTasksThenFirstFitByCapacity) {
   // LPT over all: 0->h0, 1->h1, 2->h1, 3->h0, 4->h1; totals (8, 9).
-  // Packing: {0,1}; task 2 would put 60 on h1 -> new group {2,3,4} with h1 = 40.
+  // First fit: 0, 1 -> g0 (40, 30); 2 would put 60 on h1 -> g1; 3 would put 60 on h0 -> g1;
+  // 4 fits g0 (h1 = 40).
   const auto groups = balanced_groups(kTasks, 2, 50);
   ASSERT_EQ(groups.size(), 2u);
-  EXPECT_EQ(groups[0].tasks, (std::vector<int>{0, 1}));
-  EXPECT_EQ(groups[1].tasks, (std::vector<int>{2, 3, 4}));
-  EXPECT_EQ(groups[1].hosts, (std::vector<int>{1, 0, 1}));
+  EXPECT_EQ(groups[0].tasks, (std::vector<int>{0, 1, 4}));
+  EXPECT_EQ(groups[0].hosts, (std::vector<int>{0, 1, 1}));
+  EXPECT_EQ(groups[1].tasks, (std::vector<int>{2, 3}));
+  EXPECT_EQ(groups[1].hosts, (std::vector<int>{1, 0}));
+  EXPECT_EQ(groups[0].max_host_bytes, 40);
 }
 
-TEST(BalancedGroups, TaskOverCapacityIsAlone) {
+TEST(BalancedGroups, TaskOverCapacityKeepsItsHostAloneButNotTheOthers) {
+  // Task 0 (100 bytes > 50) on h0; tasks 1 and 2 on h1 share its group.
   const auto groups = balanced_groups({{5, 100}, {1, 10}, {1, 10}}, 2, 50);
-  ASSERT_EQ(groups.size(), 2u);
-  EXPECT_EQ(groups[0].tasks, (std::vector<int>{0}));
-  EXPECT_EQ(groups[1].tasks.size(), 2u);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].hosts, (std::vector<int>{0, 1, 1}));
+  EXPECT_EQ(groups[0].max_host_bytes, 100);
+  // Two over-capacity tasks on one host never share a group.
+  const auto two = balanced_groups({{5, 100}, {5, 100}}, 1, 50);
+  EXPECT_EQ(two.size(), 2u);
 }
 
 }  // namespace

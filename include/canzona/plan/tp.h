@@ -42,8 +42,10 @@ std::vector<TpGroup> round_robin_groups(const std::vector<TpTask>& tasks, int ho
                                         int group_tasks);
 
 // Our TP planner: hosts by LPT over *all* tasks with loads carried across groups (so per-host
-// totals, the pipelined critical path, are balanced), then groups filled in LPT order while every
-// host's bytes in the group stay <= capacity_bytes.
+// totals, the pipelined critical path, are balanced), then each task, in LPT order, goes to the
+// first group where its host's bytes stay <= capacity_bytes or its host has nothing yet. A task
+// over capacity thus has its host to itself in its group while the other hosts keep working
+// (the paper's rule leaves them idle for that group).
 std::vector<TpGroup> balanced_groups(const std::vector<TpTask>& tasks, int hosts,
                                      std::int64_t capacity_bytes);
 

@@ -48,9 +48,16 @@ expect_usage_error "pp=3" plan --model qwen3-tiny --pp 3
 expect_usage_error "unknown strategy" plan --model qwen3-tiny --strategy fast
 expect_usage_error "unknown optimizer" plan --model qwen3-tiny --optimizer lion
 expect_usage_error "--calibration" plan --model qwen3-tiny --cost calibrated
+expect_usage_error "no fit for optimizer 'soap'" plan --model qwen3-tiny --optimizer soap \
+  --cost calibrated --calibration "$data/calibration.json"
 expect_usage_error "--split-qkv" plan --model qwen3-tiny --split-qkv rows
 expect_usage_error "--bogus" plan --model qwen3-tiny --bogus
 expect_usage_error "--model" plan
+
+# The calibrated cost model plans with a bench-kernels calibration file.
+if "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --cost calibrated \
+     --calibration "$data/calibration.json" >"$work/out" 2>"$work/err" &&
+   grep -q "cost calibrated" "$work/out"; then pass; else fail "calibrated plan: $(cat "$work/err")"; fi
 
 # More ranks than tasks is legal: the plan says so and exits 0.
 if "$canzona" plan --model qwen3-tiny --dp 64 --planner paper >"$work/out" 2>"$work/err" &&

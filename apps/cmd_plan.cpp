@@ -104,6 +104,9 @@ int run_plan(const PlanFlags& f) {
     runs.push_back(timed_plan(model, options, label));
   }
   std::cout << balance_table(model, runs);
+  if (options.alpha != 1.0 && options.variant == plan::PlannerVariant::kCanzona)
+    std::cout << "note: --alpha shapes Algorithm 1 (--planner paper); our planner places params by "
+                 "load, so it ignores alpha\n";
   if (!f.json.empty()) write_json_file(f.json, plan_json(model, runs.back()));
   if (!f.svg.empty()) write_text_file(f.svg, loads_svg(runs.front(), runs.back()));
   return 0;

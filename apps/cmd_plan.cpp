@@ -43,9 +43,8 @@ PlanRun timed_plan(const model::ModelSpec& model, const plan::PlanOptions& optio
   for (int i = 0; i < 5; ++i) {
     const auto start = std::chrono::steady_clock::now();
     run.plan = plan::make_plan(model, options);
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
     if (ms.back() > 200.0) break;  // large plans: one timing is enough
   }
   std::sort(ms.begin(), ms.end());
@@ -92,7 +91,8 @@ int run_plan(const PlanFlags& f) {
   plan::PlanOptions before = options;
   before.strategy = plan::Strategy::kAsc;
   runs.push_back(timed_plan(model, before, "asc"));
-  if (options.strategy == plan::Strategy::kLbAsc && options.variant == plan::PlannerVariant::kCanzona) {
+  if (options.strategy == plan::Strategy::kLbAsc &&
+      options.variant == plan::PlannerVariant::kCanzona) {
     plan::PlanOptions paper = options;
     paper.variant = plan::PlannerVariant::kPaper;
     runs.push_back(timed_plan(model, paper, "lb-asc (paper)"));
@@ -123,7 +123,8 @@ void add_plan_command(CLI::App& app, int& exit_code) {
       ->required();
   sub->add_option("--dp", flags->dp, "Data-parallel degree")->capture_default_str();
   sub->add_option("--tp", flags->tp, "Tensor-parallel degree")->capture_default_str();
-  sub->add_option("--pp", flags->pp, "Pipeline stages (layers split evenly)")->capture_default_str();
+  sub->add_option("--pp", flags->pp, "Pipeline stages (layers split evenly)")
+      ->capture_default_str();
   sub->add_option("--strategy", flags->strategy, "sc | layerwise | asc | lb-asc")
       ->capture_default_str();
   sub->add_option("--planner", flags->planner, "canzona (ours) | paper (Algorithms 1 and 2)")

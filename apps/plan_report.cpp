@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
 
 namespace canzona::apps {
 namespace {
@@ -34,7 +35,7 @@ std::vector<plan::RankLoad> flatten(const plan::Metrics& m) {
 void panel(std::ostringstream& svg, double y0, const std::string& title,
            const std::vector<double>& before, const std::vector<double>& after, double bound,
            const std::string& before_label, const std::string& after_label) {
-  const double width = 960, height = 220, left = 60;
+  const double width = 960, height = 220, left = 60;  // plot area; labels to the right
   const std::size_t n = before.size();
   double top = 0.0, mean = 0.0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -48,6 +49,10 @@ void panel(std::ostringstream& svg, double y0, const std::string& title,
   svg << "<text x='" << left << "' y='" << y0 + 18 << "' font-size='14'>" << title
       << " per rank (grid order): <tspan fill='#bbb'>" << before_label
       << "</tspan> vs <tspan fill='#2a6'>" << after_label << "</tspan></text>\n";
+  char scale[48];
+  std::snprintf(scale, sizeof(scale), "%.3g", top);
+  svg << "<text x='2' y='" << y_of(top) + 10 << "' font-size='10'>" << scale << "</text>\n";
+  svg << "<text x='2' y='" << y_of(0) << "' font-size='10'>0</text>\n";
   for (std::size_t i = 0; i < n; ++i) {
     const double x = left + i * bar;
     svg << "<rect x='" << x << "' y='" << y_of(before[i]) << "' width='" << bar * 0.45
@@ -55,8 +60,12 @@ void panel(std::ostringstream& svg, double y0, const std::string& title,
     svg << "<rect x='" << x + bar * 0.45 << "' y='" << y_of(after[i]) << "' width='" << bar * 0.45
         << "' height='" << y0 + 30 + height - y_of(after[i]) << "' fill='#2a6'/>\n";
   }
-  for (auto [value, color, name] : {std::tuple{mean, "#06c", "mean"},
-                                    std::tuple{mean * bound, "#c30", "lower bound"}}) {
+  std::vector<std::tuple<double, const char*, const char*>> lines{{mean, "#06c", "mean"}};
+  if (bound > 1.0 + 1e-9)
+    lines.emplace_back(mean * bound, "#c30", "lower bound");
+  else
+    lines.front() = {mean, "#06c", "mean = lower bound"};
+  for (auto [value, color, name] : lines) {
     svg << "<line x1='" << left << "' x2='" << width - 20 << "' y1='" << y_of(value) << "' y2='"
         << y_of(value) << "' stroke='" << color << "' stroke-dasharray='6,3'/>\n";
     svg << "<text x='" << width - 18 << "' y='" << y_of(value) + 4 << "' font-size='11' fill='"
@@ -113,12 +122,16 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
            num(r.metrics.max_rank.memory / (1024.0 * 1024 * 1024), 2);
   });
   row("TP micro groups", [&](const PlanRun& r) { return std::to_string(r.metrics.tp_groups); });
-  row("bucket shard max/mean", [&](const PlanRun& r) {
-    return num(r.metrics.bucket_comm_imbalance, 2);
+  row("  sum of group makespans", [&](const PlanRun& r) {
+    if (r.metrics.group_makespan_sum <= 0) return std::string("-");
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.3g", r.metrics.group_makespan_sum);
+    return std::string(text);
   });
-  row("divided element-wise", [&](const PlanRun& r) {
-    return std::to_string(r.metrics.divided_params);
-  });
+  row("bucket shard max/mean",
+      [&](const PlanRun& r) { return num(r.metrics.bucket_comm_imbalance, 2); });
+  row("divided element-wise",
+      [&](const PlanRun& r) { return std::to_string(r.metrics.divided_params); });
   row("idle ranks", [&](const PlanRun& r) { return std::to_string(r.metrics.idle_ranks); });
   row("plan time (ms)", [&](const PlanRun& r) { return num(r.plan_ms, 2); });
   os << "\nstandard ZeRO-1 equal chunks would split " << runs.front().metrics.split_tensors
@@ -148,7 +161,8 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
                   {"tp", ratio_json(m.tp)},
                   {"tp_worst_group", ratio_json(m.tp_worst_group)},
                   {"grid", ratio_json(m.grid)}};
-  j["lower_bound"] = {{"dp", ratio_json(m.lower_bound_dp)}, {"grid", ratio_json(m.lower_bound_grid)}};
+  j["lower_bound"] = {{"dp", ratio_json(m.lower_bound_dp)},
+                      {"grid", ratio_json(m.lower_bound_grid)}};
   // "tp" is the degree, so the group count is the flat key "tp.groups".
   j["tp.groups"] = m.tp_groups;
   j["tp_group_makespan_sum"] = m.group_makespan_sum;
@@ -232,7 +246,7 @@ std::string loads_svg(const PlanRun& before, const PlanRun& after) {
     am.push_back(a[i].memory);
   }
   std::ostringstream svg;
-  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='1000' height='540' "
+  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='1060' height='540' "
          "font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
   panel(svg, 0, "Optimizer FLOPs", bf, af, after.metrics.lower_bound_grid.flops, before.label,
         after.label);

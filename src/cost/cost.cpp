@@ -29,10 +29,14 @@ OptimizerKind parse_optimizer(const std::string& name) {
 
 const char* to_string(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kMuon: return "muon";
-    case OptimizerKind::kShampoo: return "shampoo";
-    case OptimizerKind::kSoap: return "soap";
-    case OptimizerKind::kAdamW: return "adamw";
+    case OptimizerKind::kMuon:
+      return "muon";
+    case OptimizerKind::kShampoo:
+      return "shampoo";
+    case OptimizerKind::kSoap:
+      return "soap";
+    case OptimizerKind::kAdamW:
+      return "adamw";
   }
   return "?";
 }
@@ -48,10 +52,14 @@ CostKind parse_cost_kind(const std::string& name) {
 
 const char* to_string(CostKind kind) {
   switch (kind) {
-    case CostKind::kNumel: return "numel";
-    case CostKind::kFlops: return "flops";
-    case CostKind::kMemory: return "memory";
-    case CostKind::kCalibrated: return "calibrated";
+    case CostKind::kNumel:
+      return "numel";
+    case CostKind::kFlops:
+      return "flops";
+    case CostKind::kMemory:
+      return "memory";
+    case CostKind::kCalibrated:
+      return "calibrated";
   }
   return "?";
 }

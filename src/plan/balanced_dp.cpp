@@ -28,11 +28,11 @@ constexpr double kExactBudget = 4e6;  // largest R·m² of one bucket solved by 
 constexpr double kExactTotal = 2e7;   // summed R·m² over the buckets solved exactly
 
 struct BucketState {
-  std::vector<int> atomic;         // item indices of atomic items, in order
-  std::vector<int> owner;          // [item] owner of an atomic item, -1 for divisible
+  std::vector<int> atomic;                       // item indices of atomic items, in order
+  std::vector<int> owner;                        // [item] owner of an atomic item, -1 for divisible
   std::vector<std::vector<std::int64_t>> parts;  // [item] element counts per rank (divisible)
   std::vector<int> first_rank, last_rank;        // [item] ranks holding the item, -1 if unplaced
-  std::vector<int> cap_lo, cap_hi;  // [atomic position] ranks the item may ever go to
+  std::vector<int> cap_lo, cap_hi;               // [atomic position] ranks the item may ever go to
 };
 
 // Exact monotone assignment of `costs` (in order) to ranks 0..R-1 minimising Σ (L_r + S_r)^2.
@@ -75,8 +75,8 @@ std::vector<int> assign_exact(const std::vector<double>& costs, const std::vecto
 }
 
 // Algorithm 1 targeting with α = 1 for buckets too large for the exact solver.
-std::vector<int> assign_targeting(const std::vector<double>& costs,
-                                  const std::vector<double>& load, double mu) {
+std::vector<int> assign_targeting(const std::vector<double>& costs, const std::vector<double>& load,
+                                  double mu) {
   const int m = static_cast<int>(costs.size());
   const int ranks = static_cast<int>(load.size());
   const double total = std::accumulate(costs.begin(), costs.end(), 0.0);
@@ -89,8 +89,8 @@ std::vector<int> assign_targeting(const std::vector<double>& costs,
     // Advance to the rank whose cumulative target window holds this item's midpoint.
     const double mid = cumulative + costs[i] / 2.0;
     while (r < ranks - 1) {
-      const double share = deficit_sum > 0.0 ? std::max(0.0, mu - load[r]) / deficit_sum
-                                             : 1.0 / ranks;
+      const double share =
+          deficit_sum > 0.0 ? std::max(0.0, mu - load[r]) / deficit_sum : 1.0 / ranks;
       if (mid <= target + total * share) break;
       target += total * share;
       ++r;
@@ -204,8 +204,7 @@ std::vector<double> place_per_bucket(std::vector<BucketState>& state,
                                      const std::vector<double>& totals, int ranks, double mu) {
   std::vector<int> order(state.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return totals[a] > totals[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return totals[a] > totals[b]; });
   std::vector<double> load(ranks, 0.0);
   double exact_work = 0.0;
   for (int b : order) {
@@ -217,8 +216,8 @@ std::vector<double> place_per_bucket(std::vector<BucketState>& state,
     const double work = static_cast<double>(ranks) * m * m;
     const bool exact = work <= kExactBudget && exact_work + work <= kExactTotal;
     if (exact) exact_work += work;
-    const std::vector<int> owner = exact ? assign_exact(costs, load, s.cap_lo, s.cap_hi)
-                                         : assign_targeting(costs, load, mu);
+    const std::vector<int> owner =
+        exact ? assign_exact(costs, load, s.cap_lo, s.cap_hi) : assign_targeting(costs, load, mu);
     for (std::size_t k = 0; k < costs.size(); ++k) {
       s.owner[s.atomic[k]] = owner[k];
       load[owner[k]] += costs[k];
@@ -309,7 +308,8 @@ std::vector<double> place_by_lpt(std::vector<BucketState>& state,
   std::vector<Entry> order;
   for (std::size_t b = 0; b < state.size(); ++b)
     for (std::size_t k = 0; k < state[b].atomic.size(); ++k)
-      order.push_back({items[b][state[b].atomic[k]].time, static_cast<int>(b), static_cast<int>(k)});
+      order.push_back(
+          {items[b][state[b].atomic[k]].time, static_cast<int>(b), static_cast<int>(k)});
   std::stable_sort(order.begin(), order.end(),
                    [](const Entry& a, const Entry& b) { return a.time > b.time; });
   std::vector<std::set<int>> placed(state.size());
@@ -358,8 +358,9 @@ std::vector<std::int64_t> water_fill(const std::vector<double>& memory, int lo, 
     cumulative += std::max(0.0, level - memory[r]);
     const double fraction = item_memory > 0.0 ? cumulative / item_memory : 1.0;
     const std::int64_t end =
-        r == hi ? numel
-                : std::min<std::int64_t>(numel, std::llround(fraction * static_cast<double>(numel)));
+        r == hi
+            ? numel
+            : std::min<std::int64_t>(numel, std::llround(fraction * static_cast<double>(numel)));
     parts[r] = std::max<std::int64_t>(0, end - assigned);
     assigned += parts[r];
   }
@@ -454,10 +455,9 @@ std::vector<DpBucketResult> balanced_cuts(const std::vector<std::vector<DpItem>>
     const std::vector<double> memory = fill_divisible(trial, items, ranks);
     const double time_mean = std::accumulate(load.begin(), load.end(), 0.0) / ranks;
     const double memory_mean = std::accumulate(memory.begin(), memory.end(), 0.0) / ranks;
-    const double score =
-        std::max(time_mean > 0 ? *std::max_element(load.begin(), load.end()) / time_mean : 1.0,
-                 memory_mean > 0 ? *std::max_element(memory.begin(), memory.end()) / memory_mean
-                                 : 1.0);
+    const double score = std::max(
+        time_mean > 0 ? *std::max_element(load.begin(), load.end()) / time_mean : 1.0,
+        memory_mean > 0 ? *std::max_element(memory.begin(), memory.end()) / memory_mean : 1.0);
     if (score < best_score * (1.0 - 1e-12)) {
       best_score = score;
       best = std::move(trial);

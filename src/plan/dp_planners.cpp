@@ -10,13 +10,11 @@
 namespace canzona::plan {
 namespace {
 
-
 // Buckets in descending total cost, ties by index (Algorithm 1's visiting order).
 std::vector<int> descending_order(const std::vector<double>& totals) {
   std::vector<int> order(totals.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return totals[a] > totals[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return totals[a] > totals[b]; });
   return order;
 }
 
@@ -35,8 +33,7 @@ int closest_boundary(const std::vector<double>& phi, int lo, double target) {
   int best = above;
   if (above - 1 >= lo && std::abs(phi[above - 1] - target) <= std::abs(phi[above] - target))
     best = above - 1;
-  return static_cast<int>(std::lower_bound(first, phi.begin() + best + 1, phi[best]) -
-                          phi.begin());
+  return static_cast<int>(std::lower_bound(first, phi.begin() + best + 1, phi[best]) - phi.begin());
 }
 
 }  // namespace
@@ -56,8 +53,8 @@ ItemCuts start_index_cuts(const std::vector<std::int64_t>& starts, std::int64_t 
   return cuts;
 }
 
-std::vector<ItemCuts> alpha_balanced_cuts(const std::vector<std::vector<double>>& costs,
-                                          int ranks, double alpha) {
+std::vector<ItemCuts> alpha_balanced_cuts(const std::vector<std::vector<double>>& costs, int ranks,
+                                          double alpha) {
   CANZONA_CHECK(ranks > 0);
   std::vector<double> totals;
   double grand_total = 0.0;

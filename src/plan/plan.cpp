@@ -21,9 +21,9 @@ void validate_options(const PlanOptions& o) {
   CANZONA_REQUIRE(o.dp > 0, "--dp must be positive (got ", o.dp, ")");
   CANZONA_REQUIRE(o.tp > 0, "--tp must be positive (got ", o.tp, ")");
   CANZONA_REQUIRE(o.pp > 0, "--pp must be positive (got ", o.pp, ")");
-  CANZONA_REQUIRE(static_cast<std::int64_t>(o.dp) * o.tp * o.pp <= kMaxRanks, "dp x tp x pp = ",
-                  static_cast<std::int64_t>(o.dp) * o.tp * o.pp, " ranks is more than ",
-                  kMaxRanks, "; check --dp/--tp/--pp");
+  CANZONA_REQUIRE(static_cast<std::int64_t>(o.dp) * o.tp * o.pp <= kMaxRanks,
+                  "dp x tp x pp = ", static_cast<std::int64_t>(o.dp) * o.tp * o.pp,
+                  " ranks is more than ", kMaxRanks, "; check --dp/--tp/--pp");
   CANZONA_REQUIRE(o.alpha >= 0.0 && o.alpha <= 1.0, "--alpha must be in [0, 1] (got ", o.alpha,
                   ")");
   CANZONA_REQUIRE(o.cmax_mb > 0.0, "--cmax-mb must be positive (got ", o.cmax_mb, ")");
@@ -76,8 +76,8 @@ void owners_from_cuts(const layout::Layout& layout,
   for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
     const auto& c = cuts[b];
     for (const layout::Slot& slot : layout.buckets[b].slots) {
-      const int r = static_cast<int>(std::upper_bound(c.begin(), c.end(), slot.offset) -
-                                     c.begin()) - 1;
+      const int r =
+          static_cast<int>(std::upper_bound(c.begin(), c.end(), slot.offset) - c.begin()) - 1;
       const bool straddles = slot.end() > c[r + 1];
       CANZONA_CHECK(!straddles || !model.params[slot.param].is_matrix(), "matrix param '",
                     model.params[slot.param].name, "' split by a DP cut");
@@ -194,9 +194,8 @@ void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& mod
     }
     // Ours: hosts are interchangeable inside a TP group, so rotate them by the DP rank; LPT's
     // lowest-host tie-break then does not pile the largest task of every DP rank on TP rank 0.
-    const int rotation = o.variant == PlannerVariant::kCanzona && o.strategy == Strategy::kLbAsc
-                             ? d % o.tp
-                             : 0;
+    const int rotation =
+        o.variant == PlannerVariant::kCanzona && o.strategy == Strategy::kLbAsc ? d % o.tp : 0;
     for (auto& group : groups)
       for (int& h : group.hosts) h = (h + rotation) % o.tp;
     for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -240,7 +239,8 @@ StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int
           if (t.param == stage.params[k]) costs[k] += t.cost;
       }
       const std::vector<int> owners = layerwise_owners(costs, o.dp);
-      for (std::size_t k = 0; k < stage.params.size(); ++k) stage.owner[stage.params[k]] = owners[k];
+      for (std::size_t k = 0; k < stage.params.size(); ++k)
+        stage.owner[stage.params[k]] = owners[k];
       break;
     }
     case Strategy::kAsc:
@@ -279,10 +279,14 @@ Strategy parse_strategy(const std::string& name) {
 
 const char* to_string(Strategy strategy) {
   switch (strategy) {
-    case Strategy::kSc: return "sc";
-    case Strategy::kLayerwise: return "layerwise";
-    case Strategy::kAsc: return "asc";
-    case Strategy::kLbAsc: return "lb-asc";
+    case Strategy::kSc:
+      return "sc";
+    case Strategy::kLayerwise:
+      return "layerwise";
+    case Strategy::kAsc:
+      return "asc";
+    case Strategy::kLbAsc:
+      return "lb-asc";
   }
   return "?";
 }

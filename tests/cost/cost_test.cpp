@@ -1,16 +1,19 @@
 // Cost models against hand-computed values (the calibrated model is tested in tests/optim).
+#include "canzona/cost/cost.h"
+
 #include <gtest/gtest.h>
 
 #include "canzona/common/error.h"
-#include "canzona/cost/cost.h"
 
 namespace canzona::cost {
 namespace {
 
 TEST(Cost, MuonFlopsAreStepsTimesFourMaxMinSquared) {
   CostOptions o;
-  EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kMuon, 512, 2048, o), 5.0 * 4 * 2048 * 512.0 * 512);
-  EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kMuon, 2048, 512, o), 5.0 * 4 * 2048 * 512.0 * 512);
+  EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kMuon, 512, 2048, o),
+                   5.0 * 4 * 2048 * 512.0 * 512);
+  EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kMuon, 2048, 512, o),
+                   5.0 * 4 * 2048 * 512.0 * 512);
   o.ns_steps = 8;
   EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kMuon, 4, 4, o), 8.0 * 4 * 64);
 }
@@ -19,8 +22,8 @@ TEST(Cost, ShampooAmortisesEighAndSkipsLargeSides) {
   CostOptions o;
   o.precondition_frequency = 10;
   const double m = 8, n = 4;
-  const double expected = 12 * m * n + (4 * m * m * n + 11 * m * m * m / 10) +
-                          (4 * n * n * m + 11 * n * n * n / 10);
+  const double expected =
+      12 * m * n + (4 * m * m * n + 11 * m * m * m / 10) + (4 * n * n * m + 11 * n * n * n / 10);
   EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kShampoo, 8, 4, o), expected);
   o.max_precond_dim = 4;  // the 8-side is identity
   EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kShampoo, 8, 4, o),

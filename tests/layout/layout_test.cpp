@@ -1,11 +1,12 @@
 // Megatron buffer rules: reverse order, 64-element param alignment, a bucket closes right after
 // the param that makes it reach the bucket size, bucket ends padded to lcm(dp, 128), local shapes.
+#include "canzona/layout/layout.h"
+
 #include <gtest/gtest.h>
 
 #include <numeric>
 
 #include "canzona/common/error.h"
-#include "canzona/layout/layout.h"
 
 namespace canzona::layout {
 namespace {
@@ -34,7 +35,7 @@ TEST(Layout, ReverseOrderAlignedStartsOneBucket) {
   EXPECT_EQ(s[1].param, 1);
   EXPECT_EQ(s[1].offset, 64);  // 30 rounded up to 64
   EXPECT_EQ(s[2].param, 0);
-  EXPECT_EQ(s[2].offset, 192);  // 64 + 100 = 164 rounded up to 192
+  EXPECT_EQ(s[2].offset, 192);         // 64 + 100 = 164 rounded up to 192
   EXPECT_EQ(l.buckets[0].numel, 384);  // 292 rounded up to lcm(2, 128) = 128
   EXPECT_EQ(l.numel, 384);
 }
@@ -59,8 +60,8 @@ TEST(Layout, AParamIsNeverSplitAcrossBuckets) {
   model::ModelSpec m;
   m.name = "big";
   for (int i = 0; i < 7; ++i)
-    m.params.push_back({"p" + std::to_string(i), {1000 + 37 * i}, -1,
-                        OptimizerClass::kElementwise, -1, -1, {}});
+    m.params.push_back(
+        {"p" + std::to_string(i), {1000 + 37 * i}, -1, OptimizerClass::kElementwise, -1, -1, {}});
   LayoutOptions o;
   o.dp = 4;
   o.bucket_size = 1500;

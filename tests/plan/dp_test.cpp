@@ -1,8 +1,8 @@
 // Hand-worked cases of the DP planners: the start-index rule, paper Algorithm 1, the layerwise
 // ping-pong deal, equal chunks, and our balanced planner on small inputs.
-#include <gtest/gtest.h>
-
 #include "canzona/plan/dp.h"
+
+#include <gtest/gtest.h>
 
 namespace canzona::plan {
 namespace {
@@ -69,8 +69,8 @@ TEST(EqualChunk, CutsAreEvenSlices) {
 TEST(Balanced, BigItemsLandOnSeparateRanks) {
   // One bucket of four atomic items on two ranks: the exact monotone solver puts 4 | 3 2 1 ->
   // loads (4, 6), or 4 3 | 2 1 -> (7, 3); minimising Σ L² prefers (4, 6).
-  std::vector<std::vector<DpItem>> items{{{4, 4, 64, false}, {3, 3, 64, false},
-                                          {2, 2, 64, false}, {1, 1, 64, false}}};
+  std::vector<std::vector<DpItem>> items{
+      {{4, 4, 64, false}, {3, 3, 64, false}, {2, 2, 64, false}, {1, 1, 64, false}}};
   const auto result = balanced_cuts(items, {{0, 64, 128, 192}}, {256}, 2);
   EXPECT_EQ(result[0].element_cuts, (std::vector<std::int64_t>{0, 64, 256}));
 }

@@ -30,7 +30,8 @@ model::ModelSpec random_model(std::mt19937& rng, int tp) {
       p.tp_split_dim = rng() % 2 ? 0 : -1;
       p.optimizer = OptimizerClass::kElementwise;
     } else {  // matrix, sometimes replicated, sometimes with two pieces
-      p.shape = {static_cast<std::int64_t>(side(rng)) * 8, static_cast<std::int64_t>(side(rng)) * 8};
+      p.shape = {static_cast<std::int64_t>(side(rng)) * 8,
+                 static_cast<std::int64_t>(side(rng)) * 8};
       p.tp_split_dim = k == 1 ? -1 : (k == 2 ? 0 : 1);
       p.optimizer = OptimizerClass::kMatrix;
       if (k == 4) {
@@ -66,8 +67,8 @@ double expected_total_flops(const model::ModelSpec& m, const Plan& plan) {
     for (int p : stage.params) {
       const auto& spec = m.params[p];
       if (spec.is_matrix()) continue;
-      const double per_rank = cost::optimizer_flops(cost::OptimizerKind::kAdamW,
-                                                    spec.local_numel(o.tp), 1, o.cost);
+      const double per_rank =
+          cost::optimizer_flops(cost::OptimizerKind::kAdamW, spec.local_numel(o.tp), 1, o.cost);
       total += per_rank * o.tp * (stage.owner[p] == kEveryone ? o.dp : 1);
     }
   }
@@ -113,7 +114,8 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
       for (int r = 0; r < o.dp; ++r) EXPECT_LE(cuts[r], cuts[r + 1]);
       for (const auto& slot : bucket.slots)
         if (m.params[slot.param].is_matrix()) {
-          for (auto c : cuts) EXPECT_FALSE(slot.offset < c && c < slot.end()) << "cut inside matrix";
+          for (auto c : cuts)
+            EXPECT_FALSE(slot.offset < c && c < slot.end()) << "cut inside matrix";
         }
     }
     for (std::size_t d = 0; d < stage.groups.size(); ++d) {
@@ -176,9 +178,9 @@ TEST(PlanProperties, RandomModelsAndRankCounts) {
       o.cmax_mb = 0.001 + (rng() % 4) * 0.004;  // small: many groups, some tasks over capacity
       o.layout.bucket_size = 64 + static_cast<std::int64_t>(rng() % 4000);
       o.cost.kind = rng() % 2 ? cost::CostKind::kFlops : cost::CostKind::kNumel;
-      SCOPED_TRACE(testing::Message() << "trial " << trial << " strategy "
-                                      << to_string(c.strategy) << " " << to_string(c.variant)
-                                      << " dp " << o.dp << " tp " << tp);
+      SCOPED_TRACE(testing::Message()
+                   << "trial " << trial << " strategy " << to_string(c.strategy) << " "
+                   << to_string(c.variant) << " dp " << o.dp << " tp " << tp);
       const Plan plan = make_plan(m, o);
       check_plan(m, plan);
       EXPECT_EQ(plan_hash(plan), plan_hash(make_plan(m, o))) << "plan not deterministic";
@@ -191,7 +193,8 @@ TEST(PlanProperties, PipelineStagesPartitionTheParams) {
   m.name = "layers";
   m.arch.num_layers = 4;
   for (int layer = 0; layer < 4; ++layer)
-    m.params.push_back({"l" + std::to_string(layer), {64, 64}, 0, OptimizerClass::kMatrix, layer, -1, {}});
+    m.params.push_back(
+        {"l" + std::to_string(layer), {64, 64}, 0, OptimizerClass::kMatrix, layer, -1, {}});
   PlanOptions o;
   o.dp = 2;
   o.tp = 2;

@@ -1,8 +1,8 @@
 // Hand-worked cases of the TP planners: the MinHeap LPT solver, paper Algorithm 2 (greedy
 // rollback), asc round robin and our carried-load variant; capacity edge cases.
-#include <gtest/gtest.h>
-
 #include "canzona/plan/tp.h"
+
+#include <gtest/gtest.h>
 
 namespace canzona::plan {
 namespace {

@@ -24,8 +24,8 @@ ItemCuts start_index_cuts(const std::vector<std::int64_t>& starts, std::int64_t 
 // split when Σd = 0); walking r = 0..R-2 with cumulative target C, the cut u >= previous cut
 // minimising |Φ(u) - C| (first such u on ties); the last rank takes the rest.
 // costs[b][i] is the cost of item i of bucket b. Returns one ItemCuts per bucket.
-std::vector<ItemCuts> alpha_balanced_cuts(const std::vector<std::vector<double>>& costs,
-                                          int ranks, double alpha);
+std::vector<ItemCuts> alpha_balanced_cuts(const std::vector<std::vector<double>>& costs, int ranks,
+                                          double alpha);
 
 // Our DP planner (--planner canzona). Items have a time cost and a memory cost; `divisible` items
 // (element-wise params) may be cut anywhere and are placed after the atomic ones. Phase 1 places
@@ -35,9 +35,9 @@ std::vector<ItemCuts> alpha_balanced_cuts(const std::vector<std::vector<double>>
 // another rank allowed by monotonicity while that lowers the maximum time; phase 3 water-fills
 // the divisible items over the ranks their position allows, towards equal memory.
 struct DpItem {
-  double time = 0.0;        // planner cost (FLOPs, seconds, ...) of the whole item
-  double memory = 0.0;      // optimizer-state bytes of the whole item
-  std::int64_t numel = 0;   // element extent in the bucket (divisible items are cut in elements)
+  double time = 0.0;       // planner cost (FLOPs, seconds, ...) of the whole item
+  double memory = 0.0;     // optimizer-state bytes of the whole item
+  std::int64_t numel = 0;  // element extent in the bucket (divisible items are cut in elements)
   bool divisible = false;
 };
 
@@ -51,8 +51,7 @@ struct DpBucketResult {
 // bucket's padded size. Deterministic.
 std::vector<DpBucketResult> balanced_cuts(const std::vector<std::vector<DpItem>>& items,
                                           const std::vector<std::vector<std::int64_t>>& starts,
-                                          const std::vector<std::int64_t>& bucket_numel,
-                                          int ranks);
+                                          const std::vector<std::int64_t>& bucket_numel, int ranks);
 
 // Layerwise baseline (NVIDIA): items sorted by cost descending (ties by index) and dealt
 // ping-pong 0..R-1, R-1..0, ... Returns the owner of each item.

@@ -31,16 +31,16 @@ struct Ratio {
 
 struct Metrics {
   std::vector<std::vector<std::vector<RankLoad>>> loads;  // [stage][dp][tp]
-  Ratio dp, tp, grid;                 // max/mean
-  Ratio tp_worst_group;               // max/mean inside the worst TP group
+  Ratio dp, tp, grid;                                     // max/mean
+  Ratio tp_worst_group;                                   // max/mean inside the worst TP group
   Ratio lower_bound_dp, lower_bound_grid;
-  RankLoad max_rank, mean_rank;       // over the whole grid
-  int split_tensors = 0;              // params an equal-chunk ZeRO-1 shard would split
-  int divided_params = 0;             // element-wise params this plan's cuts divide
-  int idle_ranks = 0;                 // grid ranks with no optimizer work (legal)
-  int tp_groups = 0;                  // micro groups over all stages and DP ranks
-  double group_makespan_sum = 0.0;    // max over (stage, DP rank) of Σ group makespans (cost unit)
-  double bucket_comm_imbalance = 1.0; // max over buckets of max/mean shard size (1 without cuts)
+  RankLoad max_rank, mean_rank;     // over the whole grid
+  int split_tensors = 0;            // params an equal-chunk ZeRO-1 shard would split
+  int divided_params = 0;           // element-wise params this plan's cuts divide
+  int idle_ranks = 0;               // grid ranks with no optimizer work (legal)
+  int tp_groups = 0;                // micro groups over all stages and DP ranks
+  double group_makespan_sum = 0.0;  // max over (stage, DP rank) of Σ group makespans (cost unit)
+  double bucket_comm_imbalance = 1.0;  // max over buckets of max/mean shard size (1 without cuts)
   std::vector<double> bucket_shard_ratio;  // per bucket (stage order), max/mean shard size
 };
 

@@ -37,11 +37,11 @@ struct PlanOptions {
   int dp = 1;
   int tp = 1;
   int pp = 1;
-  double alpha = 1.0;           // Algorithm 1 blend of even split (0) and deficit fill (1)
-  double cmax_mb = 512.0;       // fused All-to-All capacity, MiB received per host per group
-  int asc_group_tasks = 0;      // asc: tasks per fixed-count group; 0 = tp
-  cost::CostOptions cost;       // cost.kind is the unit the DP and TP planners balance
-  layout::LayoutOptions layout; // dp and tp are taken from this struct's dp and tp
+  double alpha = 1.0;            // Algorithm 1 blend of even split (0) and deficit fill (1)
+  double cmax_mb = 512.0;        // fused All-to-All capacity, MiB received per host per group
+  int asc_group_tasks = 0;       // asc: tasks per fixed-count group; 0 = tp
+  cost::CostOptions cost;        // cost.kind is the unit the DP and TP planners balance
+  layout::LayoutOptions layout;  // dp and tp are taken from this struct's dp and tp
 };
 
 // Sentinel owners.
@@ -51,34 +51,34 @@ inline constexpr int kAllTp = -1;     // every TP rank of the owner computes the
                                       // replicated params, sc and layerwise)
 
 struct Task {
-  int param = 0;                // index into ModelSpec::params
-  int piece = -1;               // index into ParamSpec::pieces, -1 = whole param
-  std::int64_t rows = 0;        // the full (un-TP-split) matrix the optimizer sees
+  int param = 0;          // index into ModelSpec::params
+  int piece = -1;         // index into ParamSpec::pieces, -1 = whole param
+  std::int64_t rows = 0;  // the full (un-TP-split) matrix the optimizer sees
   std::int64_t cols = 0;
-  double cost = 0.0;            // planner unit (PlanOptions::cost.kind)
-  double flops = 0.0;           // optimizer FLOPs per step
-  double state_bytes = 0.0;     // optimizer-state bytes on the host
+  double cost = 0.0;              // planner unit (PlanOptions::cost.kind)
+  double flops = 0.0;             // optimizer FLOPs per step
+  double state_bytes = 0.0;       // optimizer-state bytes on the host
   std::int64_t gather_bytes = 0;  // fp32 gradient bytes the host receives (full matrix)
-  int dp_owner = 0;             // DP rank that owns the param (kEveryone under sc)
-  int host = kAllTp;            // TP rank that computes it, or kAllTp
-  int group = -1;               // micro group index within its DP rank's list, -1 if not hosted
+  int dp_owner = 0;               // DP rank that owns the param (kEveryone under sc)
+  int host = kAllTp;              // TP rank that computes it, or kAllTp
+  int group = -1;                 // micro group index within its DP rank's list, -1 if not hosted
 };
 
 struct MicroGroup {
-  std::vector<int> tasks;       // indices into StagePlan::tasks, in execution order
-  double makespan = 0.0;        // max over hosts of the summed task cost
+  std::vector<int> tasks;           // indices into StagePlan::tasks, in execution order
+  double makespan = 0.0;            // max over hosts of the summed task cost
   std::int64_t max_host_bytes = 0;  // max over hosts of gathered bytes (<= C_max unless alone)
 };
 
 struct StagePlan {
   int stage = 0;
-  std::vector<int> params;                   // model param indices, registration order
+  std::vector<int> params;  // model param indices, registration order
   layout::Layout layout;
   std::vector<std::vector<std::int64_t>> cuts;  // [bucket] R+1 element offsets (asc, lb-asc);
-                                             // empty for sc and layerwise (All-Reduce)
-  std::vector<int> owner;                    // [model param] DP owner, kDivided, kEveryone, or
-                                             // -1 when the param is not in this stage
-  std::vector<Task> tasks;                   // matrix tasks of this stage
+                                                // empty for sc and layerwise (All-Reduce)
+  std::vector<int> owner;                       // [model param] DP owner, kDivided, kEveryone, or
+                                                // -1 when the param is not in this stage
+  std::vector<Task> tasks;                      // matrix tasks of this stage
   std::vector<std::vector<MicroGroup>> groups;  // [dp rank] micro groups; empty when tp == 1 or
                                                 // the strategy computes TP redundantly
 };

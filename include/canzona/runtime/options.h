@@ -1,0 +1,72 @@
+// What one `canzona run` / `canzona compare` launch executes: the model, the grid, the optimizer,
+// the planner knobs and the synthetic training loop (design.md sections 1 and 4).
+//
+// Terms. A *step* is one training iteration: a simulated forward and backward pass over the
+// buckets (real compute, sized below), the DP gradient sync, the optimizer step and the parameter
+// sync. *Warmup* steps run first and are excluded from the timing medians; the final parameters
+// (and --verify) include them. The simulated pass costs compute_scale x 6 x (TP-local params) x
+// tokens FLOPs per step and rank (2/6 forward, 4/6 backward), spent as 128 x 128 x 128 sgemms.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "canzona/comm/communicator.h"
+#include "canzona/cost/cost.h"
+#include "canzona/model/load.h"
+#include "canzona/plan/plan.h"
+
+namespace canzona::runtime {
+
+struct RunOptions {
+  std::string model = "qwen3-tiny";  // preset, HF config.json or param list (model::load_model)
+  model::QkvSplit qkv_split = model::QkvSplit::kNone;  // QKV -> q/k/v or per-head tasks
+  bool split_fc1 = false;                              // fc1 -> gate/up tasks
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;  // only 1 is executed (pipeline stages are planned, not run)
+
+  std::string optimizer = "muon";  // matrix optimizer: muon | shampoo | soap
+  nlohmann::json optimizer_options = nlohmann::json::object();  // its options (registry keys)
+  nlohmann::json adamw_options = nlohmann::json::object();      // element-wise params
+
+  plan::PlannerVariant planner = plan::PlannerVariant::kCanzona;
+  double alpha = 1.0;                            // Algorithm 1 blend
+  double cmax_mb = 512.0;                        // micro-group capacity, MiB per host
+  cost::CostKind cost = cost::CostKind::kFlops;  // the unit the planners balance
+  std::int64_t bucket_size = 0;                  // elements; 0 = Megatron default
+
+  int steps = 5;                // timed steps (>= 1)
+  int warmup = 1;               // untimed steps before them (>= 0)
+  double compute_scale = 0.01;  // fraction of the 6 N T FLOPs of a `tokens` batch to simulate
+  std::int64_t tokens = 4096;   // tokens per simulated batch
+  std::uint64_t seed = 1;       // synthetic init and gradients (synthetic.h)
+  bool pipeline = true;         // TP micro groups: post group k+1's gather before computing k
+  comm::ReduceMode reduce_mode = comm::ReduceMode::kDeterministic;
+
+  // Test hook: this world rank plans with the other planner variant, so the plan-hash check
+  // must catch the disagreement. -1 = off.
+  int perturb_plan_rank = -1;
+
+  int total_steps() const { return warmup + steps; }
+};
+
+// Throws UsageError naming the field for: dp, tp <= 0; pp != 1 (not executed); steps < 1;
+// warmup < 0; compute_scale < 0; tokens <= 0; bucket_size < 0; an unknown matrix optimizer or
+// "adamw" as the matrix optimizer; alpha outside [0, 1]; cmax_mb <= 0; non-object option JSON.
+void validate(const RunOptions& options);
+
+// The model with options' TP padding and task splits (model::load_model).
+model::ModelSpec load_model(const RunOptions& options);
+
+// The plan options of `strategy` for this run: grid, planner knobs, cost in options.cost for the
+// matrix optimizer (ns_steps, precondition_frequency, max_precond_dim taken from
+// optimizer_options when present), bucket size.
+plan::PlanOptions plan_options(const RunOptions& options, plan::Strategy strategy);
+
+// "deterministic" | "native"; throws UsageError otherwise.
+comm::ReduceMode parse_reduce_mode(const std::string& name);
+const char* to_string(comm::ReduceMode mode);
+
+}  // namespace canzona::runtime

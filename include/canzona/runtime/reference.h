@@ -1,0 +1,60 @@
+// The single-process reference every strategy is checked against (design.md section 5).
+//
+// It holds every param at its global shape, starts from the synthetic init, and per step forms
+// the reduced gradient sum_d (u_d / DP) in rank order d = 0..DP-1 in fp32 (synthetic.h), then
+// calls the same optimizer the distributed runtime calls on the same full matrices: one matrix
+// optimizer instance per task (the whole param, or each piece with ParamInfo::full_rows/full_cols
+// of the whole param), AdamW on each element-wise param. Task names and shapes come from
+// task_info() so both sides build identical ParamInfo values.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "canzona/model/spec.h"
+#include "canzona/optim/optimizer.h"
+#include "canzona/runtime/options.h"
+
+namespace canzona::runtime {
+
+// The ParamInfo of a matrix task (param, piece; -1 = whole) or, with piece = -1 and an
+// element-wise param, of the whole param as a 1 x numel slice.
+optim::ParamInfo task_info(const model::ParamSpec& param, int piece);
+
+// The optimizer of a matrix task, from options.optimizer and options.optimizer_options.
+std::unique_ptr<optim::Optimizer> make_matrix_optimizer(const RunOptions& options,
+                                                        const model::ParamSpec& param, int piece);
+// AdamW for `numel` elements of an element-wise param (name suffixed with the slice).
+std::unique_ptr<optim::Optimizer> make_elementwise_optimizer(const RunOptions& options,
+                                                             const model::ParamSpec& param,
+                                                             std::int64_t begin,
+                                                             std::int64_t numel);
+
+class Reference {
+ public:
+  // Initialises every param; options.dp is the number of gradient contributions per step.
+  Reference(const model::ModelSpec& model, const RunOptions& options);
+  ~Reference();
+  Reference(const Reference&) = delete;
+  Reference& operator=(const Reference&) = delete;
+
+  // Runs optimizer steps until `step` (1-based) have been taken.
+  void run_until(int step);
+
+  int steps_taken() const { return steps_taken_; }
+  // [param] global row-major tensor.
+  const std::vector<std::vector<float>>& params() const { return params_; }
+
+ private:
+  void step(int step);
+
+  const model::ModelSpec& model_;
+  RunOptions options_;
+  std::vector<std::vector<float>> params_;
+  struct TaskState;
+  std::vector<std::unique_ptr<TaskState>> tasks_;
+  std::vector<std::unique_ptr<optim::Optimizer>> elementwise_;  // [param] or null
+  int steps_taken_ = 0;
+};
+
+}  // namespace canzona::runtime

@@ -1,0 +1,29 @@
+// Human and machine output of a compare/run launch (world rank 0).
+//
+// JSON layout (--json FILE):
+//   {"model", "dp", "tp", "optimizer", "steps", "warmup", "reduce_mode",
+//    "strategies": {"<name>": {"step_ms", "opt_ms", "opt_compute_ms", "opt_comm_ms",
+//                              "grad_sync_ms", "param_sync_ms", "forward_ms", "backward_ms",
+//                              "opt_cpu_ms": [per rank], "busy_cpu_ms": [per rank],
+//                              "bytes": {"reduce_scatter", "all_gather", "all_reduce",
+//                                        "all_to_all"},
+//                              "dp_bytes": {...}, "tp_bytes": {...}, "plan_hash", "buckets",
+//                              "micro_groups", "predicted_flops_max", "predicted_flops_mean"}},
+//    "verify": {"ran", "bitwise", "passed", "max_abs_diff", "first_mismatch"}}
+// Times are medians over the timed steps of the per-step maximum over ranks (ms); CPU times are
+// per rank medians; bytes are per step, summed over ranks, DP plus TP communicators.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "canzona/runtime/session.h"
+
+namespace canzona::runtime {
+
+// The phase table, per-rank busy times, bytes, the lb-asc vs sc ratios and the verify line.
+std::string format_report(const CompareResult& result);
+
+nlohmann::json report_json(const CompareResult& result);
+
+}  // namespace canzona::runtime

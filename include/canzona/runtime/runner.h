@@ -1,0 +1,87 @@
+// One strategy executing real training steps on one rank (design.md sections 1 and 4).
+//
+// Buffers (pipeline stage 0 only; Megatron layout of the TP-local shapes, layout.h):
+//   params  (layout.numel)  model params, fp32, every rank
+//   grads   (layout.numel)  this rank's gradients; All-Reduce strategies reduce them in place
+//   shard   (sum over buckets of this rank's count)  reduced gradient shard (Reduce-Scatter
+//           strategies only), bucket b's part at shard_offset[b]
+//   main params and optimizer state: only for the tasks this rank computes: one contiguous fp32
+//   copy of the whole task matrix (rows x cols) per task; element-wise params are updated in
+//   place in `params` (they are fp32 already) with AdamW state for the slice this rank updates.
+//
+// One step, in order: forward (per bucket in forward order: wait for the bucket's parameter
+// All-Gather if one is in flight, then simulated compute), backward (per bucket in buffer order:
+// synthetic gradients, simulated compute, then post the bucket's Reduce-Scatter or All-Reduce, so
+// the collective overlaps the next bucket's compute), gradient sync (wait for all of them),
+// optimizer, parameter sync. Strategies (design.md section 1 table):
+//   sc          All-Reduce; every rank computes every task; TP-split tasks: one fused TP
+//               All-Gather of the gradient shards, every TP rank computes the full update.
+//   layerwise   All-Reduce; the owning DP rank computes (TP as sc); then one All-Gather-v over DP
+//               of each rank's owned params' local shards, inside the step.
+//   asc/lb-asc  variable Reduce-Scatter with the plan's cuts; each rank updates what its shard
+//               holds (whole matrix params; element-wise params slice by slice); TP-split tasks go
+//               through the micro-group pipeline (tp_pipeline.cpp); then one variable All-Gather
+//               per bucket, waited in the next forward before the bucket is used.
+// Phase times (StepTimes) are wall-clock spent inside this step's window; waits are *exposed*
+// time (what overlap did not hide).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "canzona/comm/grid.h"
+#include "canzona/model/spec.h"
+#include "canzona/plan/plan.h"
+#include "canzona/runtime/options.h"
+#include "canzona/runtime/trace.h"
+
+namespace canzona::runtime {
+
+// Milliseconds on one rank for one step.
+struct StepTimes {
+  double step = 0.0;         // whole step
+  double forward = 0.0;      // simulated forward compute (waits excluded)
+  double backward = 0.0;     // synthetic gradients + simulated backward compute + posting
+  double grad_sync = 0.0;    // exposed wait for the DP gradient collectives
+  double opt = 0.0;          // optimizer phase: opt_compute + opt_comm
+  double opt_compute = 0.0;  // optimizer kernels, packing and copies
+  double opt_comm = 0.0;     // exposed waits inside the optimizer (TP All-Gather / All-to-All)
+  double param_sync = 0.0;   // exposed waits for updated params (layerwise All-Gather-v, asc
+                             // bucket All-Gathers waited in this step's forward)
+  double opt_cpu = 0.0;      // thread CPU time of the optimizer's compute
+  double busy_cpu = 0.0;     // thread CPU time of all compute (waits excluded)
+};
+
+class StrategyRunner {
+ public:
+  // Collective over grid.dp() and grid.tp(). Needs a plan made for this model with pp == 1 and
+  // the grid's dp and tp (validate_plan). Allocates the buffers above, creates the optimizer
+  // instances of what this rank computes, fills params with the synthetic init and gathers the
+  // shards of the tasks this rank computes into their main params. Trace is borrowed.
+  StrategyRunner(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
+                 const RunOptions& options, Trace& trace);
+  ~StrategyRunner();
+  StrategyRunner(const StrategyRunner&) = delete;
+  StrategyRunner& operator=(const StrategyRunner&) = delete;
+
+  // Runs training step `step` (1-based; called with 1, 2, 3, ...).
+  StepTimes step(int step);
+  // Waits for parameter syncs still in flight; afterwards params() is final.
+  void finish();
+
+  // This rank's model params in layout order (TP-local shapes).
+  std::span<const float> params() const;
+  const plan::StagePlan& stage() const;
+  // Bytes of optimizer state and main params this rank holds.
+  std::int64_t state_bytes() const;
+  // Matrix tasks this rank computes per step.
+  int computed_tasks() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace canzona::runtime

@@ -1,0 +1,97 @@
+// A launch of `canzona run` / `canzona compare`: every strategy on the same data in one MPI job,
+// with plan agreement, statistics gathered to world rank 0, optional verification and trace.
+//
+// Error policy. Everything that could make ranks disagree is checked before the first
+// collective of a strategy: validate_plan() (the plan fits the model and the grid) and
+// check_plan_agreement() (every rank computed the same plan). Both throw PlanAgreementError,
+// identically on every rank, so the caller can report it once (world rank 0) and end the job.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "canzona/comm/grid.h"
+#include "canzona/common/error.h"
+#include "canzona/model/spec.h"
+#include "canzona/plan/plan.h"
+#include "canzona/runtime/options.h"
+#include "canzona/runtime/runner.h"
+
+namespace canzona::runtime {
+
+// A usage error every rank raises identically (report it once).
+class PlanAgreementError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
+// Throws PlanAgreementError naming the rule when the plan does not fit the model or the grid:
+// pp != 1, dp/tp differing from the grid, a layout slot whose size is not the param's TP-local
+// size, cuts that are not monotone or split a matrix param, owners or hosts out of range, matrix
+// params without tasks, micro groups that do not list exactly the hosted tasks.
+void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
+                   const comm::GridShape& grid);
+
+// Collective over `world` (control traffic only): every rank contributes plan_hash(plan).
+// Throws PlanAgreementError "ranks disagree on the plan: rank R has plan hash H1, rank 0 has H0
+// ..." naming the lowest disagreeing rank.
+void check_plan_agreement(comm::Communicator& world, const plan::Plan& plan);
+
+struct SessionOptions {
+  bool verify = false;             // compare final params with the reference and across runs
+  double verify_tolerance = 1e-4;  // max |difference| accepted under ReduceMode::kNative
+  std::string trace_path;          // Chrome trace; empty = none
+};
+
+// Results of one strategy; world rank 0 holds the gathered values.
+struct StrategyResult {
+  plan::Strategy strategy = plan::Strategy::kLbAsc;
+  std::uint64_t plan_hash = 0;
+  int buckets = 0;
+  int micro_groups = 0;               // over all DP ranks
+  StepTimes median;                   // per phase: median over timed steps of the max over ranks
+  std::vector<double> opt_cpu_ms;     // [world rank] median optimizer CPU per step
+  std::vector<double> busy_cpu_ms;    // [world rank] median compute CPU per step
+  std::vector<double> state_mb;       // [world rank] optimizer state + main params, MiB
+  comm::CommBytes dp_bytes;           // per step, summed over ranks
+  comm::CommBytes tp_bytes;           // per step, summed over ranks
+  double predicted_flops_max = 0.0;   // plan metrics: optimizer FLOPs of the busiest rank
+  double predicted_flops_mean = 0.0;  // and of the mean rank, per step
+
+  comm::CommBytes bytes() const;  // dp_bytes + tp_bytes
+};
+
+struct VerifyResult {
+  bool ran = false;
+  bool bitwise = false;  // every strategy, every DP replica, every element identical
+  bool passed = false;   // bitwise, or within tolerance under kNative
+  double max_abs_diff = 0.0;
+  std::string first_mismatch;  // "" when bitwise
+  std::int64_t elements = 0;   // elements compared per replica
+};
+
+struct CompareResult {
+  RunOptions options;
+  std::string model_name;
+  std::int64_t model_numel = 0;
+  std::vector<StrategyResult> strategies;
+  VerifyResult verify;
+};
+
+// Runs each strategy in turn (plan, validate, agree, set up, warmup + timed steps, finish),
+// collective over every communicator of the grid. With session.verify, world rank 0 also runs the
+// single-process Reference and compares each strategy's final params (every DP replica) with it
+// and with the first strategy's. Throws PlanAgreementError (identically on every rank) or Error.
+CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
+                             const RunOptions& options,
+                             const std::vector<plan::Strategy>& strategies,
+                             const SessionOptions& session);
+
+// Ends the MPI job after an error every rank raised identically (a PlanAgreementError or any
+// UsageError raised from the same flags): world rank 0 reports it with comm::abort_all (one line
+// naming the rank) and the other ranks wait up to 10 s for that abort before reporting it
+// themselves, so the job prints one line and never hangs.
+[[noreturn]] void abort_agreed(const std::string& message, int code);
+
+}  // namespace canzona::runtime

@@ -1,0 +1,46 @@
+// Deterministic synthetic parameters and gradients (issue 4, item 3).
+//
+// Terms. Every value is a pure function of a counter: the *global element index* e of a param
+// (row-major index into its global, un-split shape) plus the param index, step, DP rank and seed.
+// So any TP rank generates exactly the values of its shard, and a single-process reference sees
+// the same numbers without communication. The hash is splitmix64; its top 24 bits map to a float
+// u in [-1, 1) exactly (u = k / 2^23 - 1, k in [0, 2^24)).
+//
+//   init value:     0.02 u (2-D params) or 1 + 0.02 u (1-D params, norm weights), step 0
+//   gradient value: u * (1 / DP) for (step >= 1, DP rank d)
+//
+// Averaging by 1/DP happens here and nowhere else: each DP rank's local gradient is scaled before
+// the reduction (Megatron's gradient_scaling_factor), so the reduced gradient is
+// sum_d (u_d * (1/DP)) summed in rank order d = 0..DP-1 in fp32, which is exactly what
+// ReduceMode::kDeterministic forms and what the reference computes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "canzona/model/spec.h"
+
+namespace canzona::runtime {
+
+std::uint64_t splitmix64(std::uint64_t x);
+
+// Key of one stream of values (one param's init, or its gradient on one DP rank at one step).
+std::uint64_t init_key(std::uint64_t seed, int param);
+std::uint64_t grad_key(std::uint64_t seed, int step, int dp_rank, int param);
+
+// u in [-1, 1) for global element `element` of the stream `key`.
+float unit_value(std::uint64_t key, std::int64_t element);
+
+// The factor every local gradient is multiplied by: float(1 / dp).
+float grad_scale(int dp);
+
+// Fills `out` (param.local_numel(tp) floats, TP rank tp_rank's shard, local row-major) with the
+// init values of the elements it holds. tp = 1 gives the whole global tensor.
+void fill_init(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
+               std::uint64_t seed, std::span<float> out);
+
+// Same for DP rank dp_rank's gradient at `step` (>= 1), already multiplied by grad_scale(dp).
+void fill_grad(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
+               std::uint64_t seed, int step, int dp_rank, int dp, std::span<float> out);
+
+}  // namespace canzona::runtime

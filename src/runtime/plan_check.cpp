@@ -1,0 +1,156 @@
+// Checks made before the first collective of a strategy (session.h): the plan fits the model and
+// the grid, and every rank computed the same plan.
+#include <algorithm>
+#include <cstdio>
+
+#include "canzona/runtime/session.h"
+#include "canzona/runtime/shard.h"
+
+namespace canzona::runtime {
+namespace {
+
+template <typename... Args>
+void require(bool ok, const Args&... what) {
+  if (!ok) throw PlanAgreementError(str("plan does not match the model: ", what...));
+}
+
+void check_layout(const model::ModelSpec& model, const plan::StagePlan& stage, int tp) {
+  std::vector<int> seen(model.params.size(), 0);
+  std::int64_t end = 0;
+  for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b) {
+    const layout::Bucket& bucket = stage.layout.buckets[b];
+    require(bucket.offset >= end, "bucket ", b, " overlaps the previous one");
+    std::int64_t slot_end = 0;
+    for (const layout::Slot& slot : bucket.slots) {
+      require(slot.param >= 0 && slot.param < static_cast<int>(model.params.size()), "bucket ", b,
+              " holds param index ", slot.param, " of a ", model.params.size(), "-param model");
+      const model::ParamSpec& p = model.params[slot.param];
+      require(slot.numel == p.local_numel(tp), "param '", p.name, "' has ", slot.numel,
+              " elements in the layout but ", p.local_numel(tp), " per TP rank at tp=", tp);
+      require(slot.offset >= slot_end && slot.end() <= bucket.numel, "param '", p.name,
+              "' overlaps its neighbour or leaves bucket ", b);
+      slot_end = slot.end();
+      ++seen[slot.param];
+    }
+    end = bucket.offset + bucket.numel;
+  }
+  require(end <= stage.layout.numel, "buckets run past the buffer");
+  for (std::size_t p = 0; p < model.params.size(); ++p)
+    require(seen[p] == 1, "param '", model.params[p].name, "' appears ", seen[p],
+            " times in the layout");
+}
+
+void check_owners(const model::ModelSpec& model, const plan::StagePlan& stage,
+                  plan::Strategy strategy, int dp) {
+  require(stage.owner.size() == model.params.size(), "owner list has ", stage.owner.size(),
+          " entries for ", model.params.size(), " params");
+  const bool rs = strategy == plan::Strategy::kAsc || strategy == plan::Strategy::kLbAsc;
+  require(rs ? stage.cuts.size() == stage.layout.buckets.size() : stage.cuts.empty(), "cuts for ",
+          stage.cuts.size(), " of ", stage.layout.buckets.size(), " buckets");
+  for (std::size_t b = 0; b < stage.cuts.size(); ++b) {
+    const auto& c = stage.cuts[b];
+    const layout::Bucket& bucket = stage.layout.buckets[b];
+    require(static_cast<int>(c.size()) == dp + 1 && c.front() == 0 && c.back() == bucket.numel,
+            "bucket ", b, " cuts do not span [0, ", bucket.numel, "] with dp+1 entries");
+    for (int r = 0; r < dp; ++r) require(c[r] <= c[r + 1], "bucket ", b, " cuts not monotone");
+    for (const layout::Slot& slot : bucket.slots) {
+      int r = 0;
+      while (r + 1 < dp && c[r + 1] <= slot.offset) ++r;
+      const bool inside = slot.end() <= c[r + 1];
+      const model::ParamSpec& p = model.params[slot.param];
+      require(inside || !p.is_matrix(), "matrix param '", p.name, "' is split by a DP cut");
+      const int owner = stage.owner[slot.param];
+      require(owner == (inside ? r : plan::kDivided) || (!p.is_matrix() && owner == plan::kDivided),
+              "param '", p.name, "' owner ", owner, " but its slot starts in shard ", r);
+    }
+  }
+  for (int p : stage.params) {
+    const int owner = stage.owner[p];
+    if (strategy == plan::Strategy::kSc)
+      require(owner == plan::kEveryone, "sc param '", model.params[p].name, "' owner ", owner);
+    if (strategy == plan::Strategy::kLayerwise)
+      require(owner >= 0 && owner < dp, "layerwise param '", model.params[p].name, "' owner ",
+              owner, " not a DP rank");
+  }
+}
+
+void check_tasks(const model::ModelSpec& model, const plan::StagePlan& stage, int dp, int tp) {
+  std::vector<int> tasks_of(model.params.size(), 0);
+  for (std::size_t k = 0; k < stage.tasks.size(); ++k) {
+    const plan::Task& t = stage.tasks[k];
+    require(t.param >= 0 && t.param < static_cast<int>(model.params.size()), "task ", k,
+            " names param ", t.param);
+    const model::ParamSpec& p = model.params[t.param];
+    require(p.is_matrix() && t.piece >= -1 && t.piece < static_cast<int>(p.pieces.size()), "task ",
+            k, " ('", p.name, "' piece ", t.piece, ") is not a matrix task");
+    const ShardMap whole = shard_map(p, t.piece, 1, 0);
+    require(t.rows == whole.task_rows && t.cols == whole.task_cols, "task ", k, " of '", p.name,
+            "' is ", t.rows, " x ", t.cols, " but the model's is ", whole.task_rows, " x ",
+            whole.task_cols);
+    require(t.dp_owner == stage.owner[t.param], "task ", k, " of '", p.name, "' has DP owner ",
+            t.dp_owner, ", its param ", stage.owner[t.param]);
+    require(t.host == plan::kAllTp || (t.host >= 0 && t.host < tp && p.tp_split_dim >= 0), "task ",
+            k, " of '", p.name, "' has host ", t.host, " at tp=", tp);
+    if (t.host >= 0)
+      require(t.dp_owner >= 0 && t.dp_owner < dp && !stage.groups.empty() && t.group >= 0 &&
+                  t.group < static_cast<int>(stage.groups[t.dp_owner].size()),
+              "hosted task ", k, " of '", p.name, "' is in no micro group");
+    ++tasks_of[t.param];
+  }
+  for (int p : stage.params) {
+    const model::ParamSpec& spec = model.params[p];
+    const int want = spec.is_matrix() ? std::max<int>(1, static_cast<int>(spec.pieces.size())) : 0;
+    require(tasks_of[p] == want, "param '", spec.name, "' has ", tasks_of[p], " tasks, expected ",
+            want);
+  }
+  if (stage.groups.empty()) return;
+  require(static_cast<int>(stage.groups.size()) == dp, "micro groups for ", stage.groups.size(),
+          " DP ranks, dp=", dp);
+  std::vector<int> listed(stage.tasks.size(), 0);
+  for (int d = 0; d < dp; ++d)
+    for (std::size_t g = 0; g < stage.groups[d].size(); ++g)
+      for (int k : stage.groups[d][g].tasks) {
+        require(k >= 0 && k < static_cast<int>(stage.tasks.size()), "micro group lists task ", k);
+        const plan::Task& t = stage.tasks[k];
+        require(t.host >= 0 && t.dp_owner == d && t.group == static_cast<int>(g), "task ", k,
+                " is listed in DP rank ", d, "'s group ", g, " but planned for DP ", t.dp_owner,
+                " group ", t.group);
+        ++listed[k];
+      }
+  for (std::size_t k = 0; k < stage.tasks.size(); ++k)
+    require(listed[k] == (stage.tasks[k].host >= 0 ? 1 : 0), "task ", k, " is listed ", listed[k],
+            " times in the micro groups");
+}
+
+}  // namespace
+
+void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
+                   const comm::GridShape& grid) {
+  const plan::PlanOptions& o = plan.options;
+  require(o.pp == 1 && plan.stages.size() == 1,
+          "the runtime executes one stage, plan has pp=", o.pp);
+  require(o.dp == grid.dp && o.tp == grid.tp, "plan for dp ", o.dp, " x tp ", o.tp, " on a dp ",
+          grid.dp, " x tp ", grid.tp, " grid");
+  const plan::StagePlan& stage = plan.stages[0];
+  require(stage.params.size() == model.params.size(), "stage holds ", stage.params.size(), " of ",
+          model.params.size(), " params");
+  check_layout(model, stage, o.tp);
+  check_owners(model, stage, o.strategy, o.dp);
+  check_tasks(model, stage, o.dp, o.tp);
+}
+
+void check_plan_agreement(comm::Communicator& world, const plan::Plan& plan) {
+  const std::vector<std::uint64_t> hashes = world.all_gather_u64(plan::plan_hash(plan));
+  for (std::size_t q = 1; q < hashes.size(); ++q) {
+    if (hashes[q] == hashes[0]) continue;
+    char detail[128];
+    std::snprintf(detail, sizeof(detail), "rank %zu has plan hash %016llx, rank 0 has %016llx", q,
+                  static_cast<unsigned long long>(hashes[q]),
+                  static_cast<unsigned long long>(hashes[0]));
+    throw PlanAgreementError(str("ranks disagree on the ", plan::to_string(plan.options.strategy),
+                                 " plan: ", detail,
+                                 " (every rank must run the same binary, flags and model)"));
+  }
+}
+
+}  // namespace canzona::runtime

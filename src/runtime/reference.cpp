@@ -1,0 +1,115 @@
+#include "canzona/runtime/reference.h"
+
+#include "canzona/common/error.h"
+#include "canzona/runtime/shard.h"
+#include "canzona/runtime/synthetic.h"
+
+namespace canzona::runtime {
+
+optim::ParamInfo task_info(const model::ParamSpec& param, int piece) {
+  optim::ParamInfo info;
+  if (!param.is_matrix()) {
+    info.name = param.name;
+    info.rows = 1;
+    info.cols = param.numel();
+    return info;
+  }
+  const ShardMap whole = shard_map(param, piece, 1, 0);
+  info.name = piece < 0 ? param.name : param.name + ":" + param.pieces[piece].name;
+  info.rows = whole.task_rows;
+  info.cols = whole.task_cols;
+  info.full_rows = param.rows();
+  info.full_cols = param.cols();
+  return info;
+}
+
+std::unique_ptr<optim::Optimizer> make_matrix_optimizer(const RunOptions& options,
+                                                        const model::ParamSpec& param, int piece) {
+  return optim::create_optimizer(options.optimizer, task_info(param, piece),
+                                 options.optimizer_options);
+}
+
+std::unique_ptr<optim::Optimizer> make_elementwise_optimizer(const RunOptions& options,
+                                                             const model::ParamSpec& param,
+                                                             std::int64_t begin,
+                                                             std::int64_t numel) {
+  optim::ParamInfo info;
+  info.name = str(param.name, "[", begin, ":", begin + numel, "]");
+  info.rows = 1;
+  info.cols = numel;
+  return optim::create_optimizer("adamw", info, options.adamw_options);
+}
+
+struct Reference::TaskState {
+  int param = 0;
+  ShardMap map;  // the task's rows in the global matrix (tp = 1)
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::vector<float> main;  // (rows, cols)
+  std::vector<float> grad;  // (rows, cols)
+};
+
+Reference::Reference(const model::ModelSpec& model, const RunOptions& options)
+    : model_(model), options_(options) {
+  params_.resize(model.params.size());
+  elementwise_.resize(model.params.size());
+  for (std::size_t p = 0; p < model.params.size(); ++p) {
+    const model::ParamSpec& spec = model.params[p];
+    params_[p].resize(static_cast<std::size_t>(spec.numel()));
+    fill_init(spec, static_cast<int>(p), 1, 0, options.seed, params_[p]);
+    if (!spec.is_matrix()) {
+      elementwise_[p] = make_elementwise_optimizer(options, spec, 0, spec.numel());
+      continue;
+    }
+    const int pieces = spec.pieces.empty() ? 1 : static_cast<int>(spec.pieces.size());
+    for (int k = 0; k < pieces; ++k) {
+      const int piece = spec.pieces.empty() ? -1 : k;
+      auto task = std::make_unique<TaskState>();
+      task->param = static_cast<int>(p);
+      task->map = shard_map(spec, piece, 1, 0);
+      task->optimizer = make_matrix_optimizer(options, spec, piece);
+      task->main.resize(static_cast<std::size_t>(task->map.task_rows * task->map.task_cols));
+      task->grad.resize(task->main.size());
+      local_to_task(task->map, params_[p].data(), task->main.data());
+      tasks_.push_back(std::move(task));
+    }
+  }
+}
+
+Reference::~Reference() = default;
+
+void Reference::run_until(int step_number) {
+  while (steps_taken_ < step_number) step(++steps_taken_);
+}
+
+void Reference::step(int step_number) {
+  std::vector<std::vector<float>> grads(model_.params.size());
+  std::vector<float> contribution;
+  for (std::size_t p = 0; p < model_.params.size(); ++p) {
+    const model::ParamSpec& spec = model_.params[p];
+    std::vector<float>& sum = grads[p];
+    sum.resize(static_cast<std::size_t>(spec.numel()));
+    contribution.resize(sum.size());
+    // The reduced gradient: contributions summed in DP rank order, as kDeterministic does.
+    for (int d = 0; d < options_.dp; ++d) {
+      fill_grad(spec, static_cast<int>(p), 1, 0, options_.seed, step_number, d, options_.dp,
+                d == 0 ? std::span<float>(sum) : std::span<float>(contribution));
+      if (d > 0)
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += contribution[i];
+    }
+  }
+  for (auto& task : tasks_) {
+    local_to_task(task->map, grads[task->param].data(), task->grad.data());
+    const optim::ParamInfo& info = task->optimizer->param();
+    task->optimizer->step(optim::matrix_view(task->main.data(), info.rows, info.cols),
+                          optim::matrix_view(task->grad.data(), info.rows, info.cols));
+    task_to_local(task->map, task->main.data(), params_[task->param].data());
+  }
+  for (std::size_t p = 0; p < model_.params.size(); ++p) {
+    if (!elementwise_[p]) continue;
+    const std::int64_t n = static_cast<std::int64_t>(params_[p].size());
+    elementwise_[p]->step(optim::matrix_view(params_[p].data(), 1, n),
+                          optim::matrix_view(grads[p].data(), 1, n));
+  }
+}
+
+}  // namespace canzona::runtime

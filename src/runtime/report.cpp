@@ -1,0 +1,149 @@
+#include "canzona/runtime/report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+namespace canzona::runtime {
+namespace {
+
+double mib(std::int64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
+
+double max_of(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+}
+double mean_of(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+const StrategyResult* find(const CompareResult& r, plan::Strategy s) {
+  for (const StrategyResult& x : r.strategies)
+    if (x.strategy == s) return &x;
+  return nullptr;
+}
+
+nlohmann::json bytes_json(const comm::CommBytes& b) {
+  return {{"reduce_scatter", b.reduce_scatter},
+          {"all_gather", b.all_gather},
+          {"all_reduce", b.all_reduce},
+          {"all_to_all", b.all_to_all}};
+}
+
+std::string line(const char* format, auto... args) {
+  char buffer[512];
+  std::snprintf(buffer, sizeof(buffer), format, args...);
+  return buffer;
+}
+
+}  // namespace
+
+std::string format_report(const CompareResult& r) {
+  const RunOptions& o = r.options;
+  std::string out;
+  out += line(
+      "canzona: %s (%.2fM params), dp %d x tp %d, %s + adamw, %d timed steps (+%d warmup), "
+      "reduce %s, compute scale %g, %s\n",
+      r.model_name.c_str(), static_cast<double>(r.model_numel) / 1e6, o.dp, o.tp,
+      o.optimizer.c_str(), o.steps, o.warmup, to_string(o.reduce_mode), o.compute_scale,
+      o.pipeline ? "TP pipeline on" : "TP pipeline off (groups one after another)");
+  out +=
+      "medians over timed steps of the slowest rank, ms; bytes per step summed over ranks, MiB\n";
+  out +=
+      line("%-10s %8s %8s %8s %9s %8s %8s %8s %8s  %8s %8s %8s %8s\n", "strategy", "step", "fwd",
+           "bwd", "grad-sync", "opt", "opt-comp", "opt-comm", "par-sync", "RS", "AG", "AR", "A2A");
+  for (const StrategyResult& s : r.strategies) {
+    const StepTimes& m = s.median;
+    const comm::CommBytes b = s.bytes();
+    out += line("%-10s %8.2f %8.2f %8.2f %9.2f %8.2f %8.2f %8.2f %8.2f  %8.3f %8.3f %8.3f %8.3f\n",
+                plan::to_string(s.strategy), m.step, m.forward, m.backward, m.grad_sync, m.opt,
+                m.opt_compute, m.opt_comm, m.param_sync, mib(b.reduce_scatter), mib(b.all_gather),
+                mib(b.all_reduce), mib(b.all_to_all));
+  }
+  out +=
+      "per-rank busy (thread CPU ms per step): optimizer max / mean | all compute max / mean | "
+      "plan FLOPs max / mean | groups | state MiB max\n";
+  for (const StrategyResult& s : r.strategies) {
+    const double predicted =
+        s.predicted_flops_mean > 0 ? s.predicted_flops_max / s.predicted_flops_mean : 1.0;
+    const double measured =
+        mean_of(s.opt_cpu_ms) > 0 ? max_of(s.opt_cpu_ms) / mean_of(s.opt_cpu_ms) : 1.0;
+    out += line("%-10s opt %8.2f / %8.2f (x%.3f) | busy %8.2f / %8.2f | plan x%.3f | %3d | %.2f\n",
+                plan::to_string(s.strategy), max_of(s.opt_cpu_ms), mean_of(s.opt_cpu_ms), measured,
+                max_of(s.busy_cpu_ms), mean_of(s.busy_cpu_ms), predicted, s.micro_groups,
+                max_of(s.state_mb));
+  }
+  const StrategyResult* sc = find(r, plan::Strategy::kSc);
+  const StrategyResult* lb = find(r, plan::Strategy::kLbAsc);
+  if (sc && lb && lb->median.opt > 0) {
+    const double sc_sync = static_cast<double>(sc->dp_bytes.all_reduce);
+    const double lb_sync = static_cast<double>(lb->dp_bytes.reduce_scatter);
+    out += line(
+        "lb-asc vs sc: optimizer step %.2fx faster (%.2f vs %.2f ms); DP gradient-sync "
+        "bytes %.3fx (%.3f vs %.3f MiB)\n",
+        sc->median.opt / lb->median.opt, lb->median.opt, sc->median.opt,
+        sc_sync > 0 ? lb_sync / sc_sync : 0.0, lb_sync / 1048576.0, sc_sync / 1048576.0);
+  }
+  if (r.verify.ran) {
+    if (r.verify.bitwise)
+      out += line(
+          "verify: bitwise identical to the single-process reference and across the %zu "
+          "strateg%s (%lld elements per replica, every DP replica)\n",
+          r.strategies.size(), r.strategies.size() == 1 ? "y" : "ies",
+          static_cast<long long>(r.verify.elements));
+    else
+      out += line("verify: %s; max |diff| %.3g; first mismatch: %s\n",
+                  r.verify.passed ? "within tolerance (native reduction), not bitwise" : "FAILED",
+                  r.verify.max_abs_diff, r.verify.first_mismatch.c_str());
+  }
+  return out;
+}
+
+nlohmann::json report_json(const CompareResult& r) {
+  const RunOptions& o = r.options;
+  nlohmann::json j;
+  j["model"] = r.model_name;
+  j["dp"] = o.dp;
+  j["tp"] = o.tp;
+  j["optimizer"] = o.optimizer;
+  j["steps"] = o.steps;
+  j["warmup"] = o.warmup;
+  j["reduce_mode"] = to_string(o.reduce_mode);
+  j["pipeline"] = o.pipeline;
+  j["compute_scale"] = o.compute_scale;
+  nlohmann::json strategies = nlohmann::json::object();
+  for (const StrategyResult& s : r.strategies) {
+    const StepTimes& m = s.median;
+    char hash[20];
+    std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(s.plan_hash));
+    strategies[plan::to_string(s.strategy)] = {{"step_ms", m.step},
+                                               {"forward_ms", m.forward},
+                                               {"backward_ms", m.backward},
+                                               {"grad_sync_ms", m.grad_sync},
+                                               {"opt_ms", m.opt},
+                                               {"opt_compute_ms", m.opt_compute},
+                                               {"opt_comm_ms", m.opt_comm},
+                                               {"param_sync_ms", m.param_sync},
+                                               {"opt_cpu_ms", s.opt_cpu_ms},
+                                               {"busy_cpu_ms", s.busy_cpu_ms},
+                                               {"state_mb", s.state_mb},
+                                               {"bytes", bytes_json(s.bytes())},
+                                               {"dp_bytes", bytes_json(s.dp_bytes)},
+                                               {"tp_bytes", bytes_json(s.tp_bytes)},
+                                               {"plan_hash", hash},
+                                               {"buckets", s.buckets},
+                                               {"micro_groups", s.micro_groups},
+                                               {"predicted_flops_max", s.predicted_flops_max},
+                                               {"predicted_flops_mean", s.predicted_flops_mean}};
+  }
+  j["strategies"] = strategies;
+  j["verify"] = {{"ran", r.verify.ran},
+                 {"bitwise", r.verify.bitwise},
+                 {"passed", r.verify.passed},
+                 {"max_abs_diff", r.verify.max_abs_diff},
+                 {"first_mismatch", r.verify.first_mismatch}};
+  return j;
+}
+
+}  // namespace canzona::runtime

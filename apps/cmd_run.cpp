@@ -1,15 +1,174 @@
-// `canzona run`: placeholder until its issue lands; it refuses with a clear error.
+// `canzona run` (one strategy) and `canzona compare` (several strategies on the same data), both
+// under mpirun: real ranks, real collectives, real optimizer steps (docs/runtime.md).
+//
+// Errors. Bad flags and models fail before MPI starts (every rank exits 2 on its own). After
+// that, errors every rank raises identically (world size, plan mismatch or disagreement) end the
+// job through runtime::abort_agreed (one line naming the rank); anything else through
+// comm::abort_all on the failing rank. --verify failing exits 1 on every rank.
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "canzona/comm/mpi.h"
 #include "canzona/common/error.h"
+#include "canzona/common/json_io.h"
+#include "canzona/plan/plan.h"
+#include "canzona/runtime/options.h"
+#include "canzona/runtime/report.h"
+#include "canzona/runtime/session.h"
 #include "command.h"
 
 namespace canzona::apps {
+namespace {
+
+struct RunFlags {
+  runtime::RunOptions options;
+  std::string strategies;  // run: one name; compare: comma list or "all"
+  std::string planner = "canzona";
+  std::string cost = "flops";
+  std::string split_qkv = "none";
+  std::string reduce_mode = "deterministic";
+  std::string optimizer_options = "{}";
+  bool no_pipeline = false;
+  bool verify = false;
+  std::string trace, json;
+};
+
+std::vector<plan::Strategy> parse_strategy_list(const std::string& text) {
+  if (text == "all")
+    return {plan::Strategy::kSc, plan::Strategy::kLayerwise, plan::Strategy::kAsc,
+            plan::Strategy::kLbAsc};
+  std::vector<plan::Strategy> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(plan::parse_strategy(item));
+  CANZONA_REQUIRE(!out.empty(), "--strategy: give sc, layerwise, asc, lb-asc, a list or all");
+  return out;
+}
+
+model::QkvSplit parse_qkv_split(const std::string& s) {
+  if (s == "none") return model::QkvSplit::kNone;
+  if (s == "qkv") return model::QkvSplit::kQkv;
+  if (s == "head") return model::QkvSplit::kPerHead;
+  throw UsageError(str("--split-qkv must be none, qkv or head (got '", s, "')"));
+}
+
+// Everything that can be checked without MPI; throws UsageError.
+runtime::RunOptions resolve(RunFlags& f) {
+  runtime::RunOptions o = f.options;
+  o.planner = plan::parse_variant(f.planner);
+  o.cost = cost::parse_cost_kind(f.cost);
+  CANZONA_REQUIRE(o.cost != cost::CostKind::kCalibrated,
+                  "--cost calibrated is not supported by run/compare (use numel, flops or memory)");
+  o.qkv_split = parse_qkv_split(f.split_qkv);
+  o.reduce_mode = runtime::parse_reduce_mode(f.reduce_mode);
+  o.pipeline = !f.no_pipeline;
+  try {
+    o.optimizer_options = nlohmann::json::parse(f.optimizer_options);
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(str("--optimizer-options is not valid JSON: ", e.what()));
+  }
+  runtime::validate(o);
+  return o;
+}
+
+int execute(RunFlags& flags) {
+  const runtime::RunOptions options = resolve(flags);
+  const std::vector<plan::Strategy> strategies = parse_strategy_list(flags.strategies);
+  const model::ModelSpec model = runtime::load_model(options);
+  runtime::SessionOptions session;
+  session.verify = flags.verify;
+  session.trace_path = flags.trace;
+
+  comm::MpiSession mpi;
+  int exit_code = 0;
+  try {
+    auto grid = comm::make_mpi_grid(options.dp, options.tp, options.pp, options.reduce_mode);
+    const runtime::CompareResult result =
+        runtime::run_strategies(*grid, model, options, strategies, session);
+    if (grid->world().rank() == 0) {
+      std::cout << runtime::format_report(result) << std::flush;
+      if (!flags.json.empty()) write_json_file(flags.json, runtime::report_json(result));
+      if (!flags.trace.empty()) std::cout << "trace: " << flags.trace << "\n";
+    }
+    if (result.verify.ran && !result.verify.passed) exit_code = 1;
+    grid->world().barrier();
+  } catch (const UsageError& e) {
+    runtime::abort_agreed(e.what(), 2);
+  } catch (const std::exception& e) {
+    comm::abort_all(e.what(), 1);
+  }
+  return exit_code;
+}
+
+void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
+  runtime::RunOptions& o = f.options;
+  sub->add_option("--model", o.model,
+                  "Preset (qwen3-tiny, qwen3-mini, ...), HF config.json or param-list JSON")
+      ->capture_default_str();
+  sub->add_option("--dp", o.dp, "Data-parallel degree")->capture_default_str();
+  sub->add_option("--tp", o.tp, "Tensor-parallel degree")->capture_default_str();
+  sub->add_option("--pp", o.pp, "Pipeline stages: only 1 is executed")->capture_default_str();
+  if (compare) {
+    f.strategies = "all";
+    sub->add_option("--strategy,--strategies", f.strategies,
+                    "Comma list of sc, layerwise, asc, lb-asc, or all")
+        ->capture_default_str();
+  } else {
+    f.strategies = "lb-asc";
+    sub->add_option("--strategy", f.strategies, "sc | layerwise | asc | lb-asc")
+        ->capture_default_str();
+  }
+  sub->add_option("--optimizer", o.optimizer, "Matrix optimizer: muon | shampoo | soap")
+      ->capture_default_str();
+  sub->add_option("--optimizer-options", f.optimizer_options,
+                  "JSON object of the matrix optimizer's options, e.g. '{\"lr\":0.02}'")
+      ->capture_default_str();
+  sub->add_option("--steps", o.steps, "Timed steps")->capture_default_str();
+  sub->add_option("--warmup", o.warmup, "Untimed steps before them")->capture_default_str();
+  sub->add_option("--alpha", o.alpha, "Algorithm 1 blend in [0, 1]")->capture_default_str();
+  sub->add_option("--cmax-mb", o.cmax_mb, "Micro-group capacity, MiB per host")
+      ->capture_default_str();
+  sub->add_option("--planner", f.planner, "canzona | paper")->capture_default_str();
+  sub->add_option("--cost", f.cost, "Planner cost: numel | flops | memory")->capture_default_str();
+  sub->add_option("--bucket-size", o.bucket_size,
+                  "DP bucket size in elements (0 = Megatron default)")
+      ->capture_default_str();
+  sub->add_option("--split-qkv", f.split_qkv, "QKV tasks: none | qkv | head")
+      ->capture_default_str();
+  sub->add_flag("--split-fc1", o.split_fc1, "fc1 as gate and up tasks");
+  sub->add_option("--compute-scale", o.compute_scale,
+                  "Simulated forward/backward: fraction of 6 x params x tokens FLOPs")
+      ->capture_default_str();
+  sub->add_option("--tokens", o.tokens, "Tokens per simulated batch")->capture_default_str();
+  sub->add_option("--reduce-mode", f.reduce_mode, "deterministic | native")->capture_default_str();
+  sub->add_option("--seed", o.seed, "Synthetic init and gradients")->capture_default_str();
+  sub->add_flag("--no-pipeline", f.no_pipeline,
+                "Run TP micro groups one after another (no gather/compute overlap)");
+  sub->add_flag("--verify", f.verify,
+                "Compare final params bitwise with a single-process reference"
+                " and across strategies");
+  sub->add_option("--trace", f.trace, "Write a Chrome trace (Perfetto) to FILE");
+  sub->add_option("--json", f.json, "Write timings, bytes and verification as JSON to FILE");
+  sub->add_option("--test-perturb-plan-rank", o.perturb_plan_rank)->group("");
+}
+
+}  // namespace
 
 void add_run_commands(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("run", "(not built yet)");
-  sub->callback([&exit_code] {
-    exit_code = 2;
-    throw UsageError("'run' is not built yet in this version");
-  });
+  auto run_flags = std::make_shared<RunFlags>();
+  auto* run = app.add_subcommand("run", "Run one strategy for real under mpirun");
+  add_flags(run, *run_flags, false);
+  run->callback([run_flags, &exit_code] { exit_code = execute(*run_flags); });
+
+  auto compare_flags = std::make_shared<RunFlags>();
+  auto* compare = app.add_subcommand(
+      "compare", "Run sc, layerwise, asc and lb-asc on the same data under mpirun");
+  add_flags(compare, *compare_flags, true);
+  compare->callback([compare_flags, &exit_code] { exit_code = execute(*compare_flags); });
 }
 
 }  // namespace canzona::apps

@@ -1,0 +1,146 @@
+// validate_plan accepts every plan make_plan produces for the grid it was made for and rejects a
+// plan that does not match the model or the grid, naming what is wrong.
+#include <gtest/gtest.h>
+
+#include "canzona/model/load.h"
+#include "canzona/runtime/options.h"
+#include "canzona/runtime/session.h"
+#include "toy_model.h"
+
+namespace canzona::runtime {
+namespace {
+
+using plan::Strategy;
+
+constexpr Strategy kAll[] = {Strategy::kSc, Strategy::kLayerwise, Strategy::kAsc, Strategy::kLbAsc};
+
+plan::Plan toy_plan(Strategy s, int dp, int tp) {
+  RunOptions o;
+  o.dp = dp;
+  o.tp = tp;
+  o.bucket_size = 2048;
+  return plan::make_plan(testing::toy_model(), plan_options(o, s));
+}
+
+std::string rejection(const model::ModelSpec& m, const plan::Plan& p, comm::GridShape g) {
+  try {
+    validate_plan(m, p, g);
+  } catch (const PlanAgreementError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ValidatePlan, AcceptsEveryStrategyAndGrid) {
+  const model::ModelSpec m = testing::toy_model();
+  for (Strategy s : kAll)
+    for (auto [dp, tp] : {std::pair{1, 1}, {2, 1}, {1, 2}, {2, 2}, {3, 2}, {4, 4}})
+      EXPECT_EQ(rejection(m, toy_plan(s, dp, tp), {dp, tp, 1}), "")
+          << plan::to_string(s) << " dp " << dp << " tp " << tp;
+}
+
+TEST(ValidatePlan, AcceptsQwenWithPieces) {
+  for (Strategy s : kAll) {
+    RunOptions o;
+    o.model = "qwen3-tiny";
+    o.dp = 2;
+    o.tp = 2;
+    o.qkv_split = model::QkvSplit::kQkv;
+    o.split_fc1 = true;
+    const model::ModelSpec m = load_model(o);
+    EXPECT_EQ(rejection(m, plan::make_plan(m, plan_options(o, s)), {2, 2, 1}), "");
+  }
+}
+
+TEST(ValidatePlan, RejectsAGridOfAnotherShape) {
+  const model::ModelSpec m = testing::toy_model();
+  EXPECT_NE(rejection(m, toy_plan(Strategy::kLbAsc, 2, 1), {4, 1, 1}).find("dp 2 x tp 1"),
+            std::string::npos);
+}
+
+TEST(ValidatePlan, RejectsAPlanForAnotherTpDegree) {
+  // A tp = 2 plan's slots hold half of every split param; relabelled as a tp = 1 plan the slot
+  // sizes no longer fit the model.
+  const model::ModelSpec m = testing::toy_model();
+  plan::Plan p = toy_plan(Strategy::kAsc, 2, 2);
+  p.options.tp = 1;
+  EXPECT_NE(rejection(m, p, {2, 1, 1}).find("elements in the layout"), std::string::npos);
+}
+
+TEST(ValidatePlan, RejectsAModelWithADifferentParam) {
+  model::ModelSpec m = testing::toy_model();
+  const plan::Plan p = toy_plan(Strategy::kLbAsc, 2, 1);
+  m.params[6].shape = {128, 32};
+  EXPECT_NE(rejection(m, p, {2, 1, 1}).find("'layer.fc.weight'"), std::string::npos);
+}
+
+TEST(ValidatePlan, RejectsACutThroughAMatrix) {
+  const model::ModelSpec m = testing::toy_model();
+  plan::Plan p = toy_plan(Strategy::kLbAsc, 2, 1);
+  auto& stage = p.stages[0];
+  for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b)
+    for (const auto& slot : stage.layout.buckets[b].slots)
+      if (m.params[slot.param].is_matrix()) {
+        stage.cuts[b][1] = slot.offset + 1;
+        EXPECT_NE(rejection(m, p, {2, 1, 1}).find("split by a DP cut"), std::string::npos);
+        return;
+      }
+  FAIL() << "no matrix slot";
+}
+
+TEST(ValidatePlan, RejectsOwnersAndHostsOutOfRange) {
+  const model::ModelSpec m = testing::toy_model();
+  plan::Plan layerwise = toy_plan(Strategy::kLayerwise, 2, 1);
+  layerwise.stages[0].owner[1] = 5;
+  EXPECT_NE(rejection(m, layerwise, {2, 1, 1}).find("not a DP rank"), std::string::npos);
+  plan::Plan hosted = toy_plan(Strategy::kLbAsc, 2, 2);
+  for (auto& t : hosted.stages[0].tasks)
+    if (t.host >= 0) {
+      t.host = 7;
+      break;
+    }
+  EXPECT_NE(rejection(m, hosted, {2, 2, 1}).find("has host 7"), std::string::npos);
+}
+
+TEST(ValidatePlan, RejectsAMicroGroupMissingATask) {
+  const model::ModelSpec m = testing::toy_model();
+  plan::Plan p = toy_plan(Strategy::kLbAsc, 1, 2);
+  auto& groups = p.stages[0].groups[0];
+  ASSERT_FALSE(groups.empty());
+  groups.back().tasks.pop_back();
+  EXPECT_NE(rejection(m, p, {1, 2, 1}).find("listed 0 times"), std::string::npos);
+}
+
+TEST(ValidatePlan, RejectsPipelineStages) {
+  model::BuildOptions build;
+  const model::ModelSpec m = model::build_transformer(model::preset("qwen3-tiny"), build);
+  RunOptions o;
+  plan::PlanOptions po = plan_options(o, Strategy::kLbAsc);
+  po.pp = 2;
+  EXPECT_NE(rejection(m, plan::make_plan(m, po), {1, 1, 2}).find("one stage"), std::string::npos);
+}
+
+TEST(RunOptionsValidate, RejectsBadFlagsBeforeMpi) {
+  auto message = [](auto mutate) {
+    RunOptions o;
+    mutate(o);
+    try {
+      validate(o);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message([](RunOptions& o) { o.pp = 2; }).find("--pp 2"), std::string::npos);
+  EXPECT_NE(message([](RunOptions& o) { o.steps = 0; }).find("--steps"), std::string::npos);
+  EXPECT_NE(message([](RunOptions& o) { o.optimizer = "adamw"; }).find("matrix optimizer"),
+            std::string::npos);
+  EXPECT_NE(message([](RunOptions& o) {
+              o.optimizer_options = {{"bogus", 1}};
+            }).find("bogus"),
+            std::string::npos);
+  EXPECT_EQ(message([](RunOptions&) {}), "");
+}
+
+}  // namespace
+}  // namespace canzona::runtime

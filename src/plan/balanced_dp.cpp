@@ -140,7 +140,7 @@ std::vector<Boundary> boundaries(const std::vector<BucketState>& state,
 // models stay fast.
 void refine(std::vector<BucketState>& state, const std::vector<std::vector<DpItem>>& items,
             std::vector<double>& load) {
-  constexpr double kRefineWork = 1e7;
+  constexpr double kRefineWork = 4e6;
   const int ranks = static_cast<int>(load.size());
   double work = 0.0;
   while (work < kRefineWork) {
@@ -226,33 +226,57 @@ std::vector<double> place_per_bucket(std::vector<BucketState>& state,
   return load;
 }
 
-// Range-minimum over rank loads (lowest rank on ties) with point updates.
+// Range-minimum over rank loads with point updates; ties go to the lowest rank (argmin) or to the
+// rank nearest the middle of the range (argmin_middle), which leaves room on both sides for the
+// item's neighbours in its bucket.
 class LoadTree {
  public:
   explicit LoadTree(int ranks) : size_(1) {
     while (size_ < ranks) size_ *= 2;
-    node_.assign(2 * size_, {kInf, 0});
-    for (int r = 0; r < ranks; ++r) node_[size_ + r] = {0.0, r};
-    for (int i = size_ - 1; i > 0; --i) node_[i] = std::min(node_[2 * i], node_[2 * i + 1]);
+    low_.assign(2 * size_, {kInf, 0});
+    high_.assign(2 * size_, {kInf, 0});
+    for (int r = 0; r < ranks; ++r) {
+      low_[size_ + r] = {0.0, r};
+      high_[size_ + r] = {0.0, -r};
+    }
+    for (int i = size_ - 1; i > 0; --i) {
+      low_[i] = std::min(low_[2 * i], low_[2 * i + 1]);
+      high_[i] = std::min(high_[2 * i], high_[2 * i + 1]);
+    }
   }
   void add(int rank, double value) {
     int i = size_ + rank;
-    node_[i].first += value;
-    for (i /= 2; i > 0; i /= 2) node_[i] = std::min(node_[2 * i], node_[2 * i + 1]);
-  }
-  int argmin(int lo, int hi) const {  // inclusive
-    std::pair<double, int> best{kInf, lo};
-    for (int l = lo + size_, r = hi + size_ + 1; l < r; l /= 2, r /= 2) {
-      if (l & 1) best = std::min(best, node_[l++]);
-      if (r & 1) best = std::min(best, node_[--r]);
+    low_[i].first += value;
+    high_[i].first += value;
+    for (i /= 2; i > 0; i /= 2) {
+      low_[i] = std::min(low_[2 * i], low_[2 * i + 1]);
+      high_[i] = std::min(high_[2 * i], high_[2 * i + 1]);
     }
-    return best.second;
   }
-  double load(int rank) const { return node_[size_ + rank].first; }
+  int argmin(int lo, int hi) const { return query(low_, lo, hi).second; }  // inclusive
+  int argmin_middle(int lo, int hi) const {
+    const int mid = lo + (hi - lo) / 2;
+    const auto right = query(low_, mid, hi);
+    if (mid == lo) return right.second;
+    const auto left = query(high_, lo, mid - 1);
+    if (left.first < right.first) return -left.second;
+    if (right.first < left.first) return right.second;
+    return right.second - mid <= mid + left.second ? right.second : -left.second;
+  }
+  double load(int rank) const { return low_[size_ + rank].first; }
 
  private:
+  using Node = std::pair<double, int>;
+  Node query(const std::vector<Node>& tree, int lo, int hi) const {
+    Node best{kInf, 0};
+    for (int l = lo + size_, r = hi + size_ + 1; l < r; l /= 2, r /= 2) {
+      if (l & 1) best = std::min(best, tree[l++]);
+      if (r & 1) best = std::min(best, tree[--r]);
+    }
+    return best;
+  }
   int size_;
-  std::vector<std::pair<double, int>> node_;
+  std::vector<Node> low_, high_;  // (load, rank) and (load, -rank)
 };
 
 // Keeps each divisible item holding at least a quarter of a rank's mean memory (an embedding, an
@@ -300,7 +324,8 @@ void cap_around_big_divisible(std::vector<BucketState>& state,
 // least-loaded rank within its caps that keeps its bucket's cuts monotone given the items already
 // placed.
 std::vector<double> place_by_lpt(std::vector<BucketState>& state,
-                                 const std::vector<std::vector<DpItem>>& items, int ranks) {
+                                 const std::vector<std::vector<DpItem>>& items, int ranks,
+                                 bool middle_ties) {
   struct Entry {
     double time;
     int bucket, pos;
@@ -322,7 +347,7 @@ std::vector<double> place_by_lpt(std::vector<BucketState>& state,
     const int lo = after == set.begin() ? 0 : s.owner[s.atomic[*std::prev(after)]];
     const int to = std::max(lo, std::min(hi, s.cap_hi[e.pos]));
     const int from = std::min(to, std::max(lo, s.cap_lo[e.pos]));
-    const int r = tree.argmin(from, to);
+    const int r = middle_ties ? tree.argmin_middle(from, to) : tree.argmin(from, to);
     s.owner[s.atomic[e.pos]] = r;
     tree.add(r, e.time);
     set.insert(e.pos);
@@ -446,11 +471,11 @@ std::vector<DpBucketResult> balanced_cuts(const std::vector<std::vector<DpItem>>
   // wins, earlier candidates on ties.
   double best_score = kInf;
   std::vector<BucketState> best;
-  for (int candidate = 0; candidate < 4; ++candidate) {
+  for (int candidate = 0; candidate < 6; ++candidate) {
     std::vector<BucketState> trial = state;
     if (candidate % 2 == 1) cap_around_big_divisible(trial, items, ranks);
     std::vector<double> load = candidate < 2 ? place_per_bucket(trial, items, totals, ranks, mu)
-                                             : place_by_lpt(trial, items, ranks);
+                                             : place_by_lpt(trial, items, ranks, candidate >= 4);
     refine(trial, items, load);
     const std::vector<double> memory = fill_divisible(trial, items, ranks);
     const double time_mean = std::accumulate(load.begin(), load.end(), 0.0) / ranks;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "canzona/common/error.h"
 #include "canzona/model/load.h"
@@ -174,6 +175,7 @@ std::vector<std::vector<std::int64_t>> dp_cuts(const model::ModelSpec& model,
 void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& model) {
   stage.groups.assign(o.dp, {});
   const std::int64_t capacity = static_cast<std::int64_t>(o.cmax_mb * kMiB);
+  std::vector<double> tp_total(o.tp, 0.0);  // work per TP rank over the DP ranks planned so far
   for (int d = 0; d < o.dp; ++d) {
     std::vector<int> ids;
     std::vector<TpTask> tp_tasks;
@@ -192,12 +194,26 @@ void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& mod
     } else {
       groups = balanced_groups(tp_tasks, o.tp, capacity);
     }
-    // Ours: hosts are interchangeable inside a TP group, so rotate them by the DP rank; LPT's
-    // lowest-host tie-break then does not pile the largest task of every DP rank on TP rank 0.
-    const int rotation =
-        o.variant == PlannerVariant::kCanzona && o.strategy == Strategy::kLbAsc ? d % o.tp : 0;
-    for (auto& group : groups)
-      for (int& h : group.hosts) h = (h + rotation) % o.tp;
+    // Ours: hosts are interchangeable inside a TP group, so relabel them: this DP rank's most
+    // loaded host becomes the TP rank with the least work so far over the previous DP ranks. The
+    // grid is unchanged; the TP axis (work per TP rank summed over DP) is balanced.
+    if (o.variant == PlannerVariant::kCanzona && o.strategy == Strategy::kLbAsc) {
+      std::vector<double> host_load(o.tp, 0.0);
+      for (const auto& group : groups)
+        for (std::size_t k = 0; k < group.tasks.size(); ++k)
+          host_load[group.hosts[k]] += tp_tasks[group.tasks[k]].cost;
+      std::vector<int> by_load(o.tp), by_total(o.tp), label(o.tp);
+      std::iota(by_load.begin(), by_load.end(), 0);
+      std::iota(by_total.begin(), by_total.end(), 0);
+      std::stable_sort(by_load.begin(), by_load.end(),
+                       [&](int a, int b) { return host_load[a] > host_load[b]; });
+      std::stable_sort(by_total.begin(), by_total.end(),
+                       [&](int a, int b) { return tp_total[a] < tp_total[b]; });
+      for (int k = 0; k < o.tp; ++k) label[by_load[k]] = by_total[k];
+      for (int h = 0; h < o.tp; ++h) tp_total[label[h]] += host_load[h];
+      for (auto& group : groups)
+        for (int& h : group.hosts) h = label[h];
+    }
     for (std::size_t g = 0; g < groups.size(); ++g) {
       MicroGroup group;
       group.makespan = groups[g].makespan;

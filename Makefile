@@ -21,6 +21,8 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
+	mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 4 $(CANZONA) compare \
+	  --model qwen3-tiny --dp 2 --tp 2 --split-qkv qkv --split-fc1 --bucket-size 100000 --verify
 	$(CANZONA) plan --model qwen3-32b --dp 32 --tp 8 --optimizer muon
 
 test: build

@@ -62,28 +62,32 @@ std::string format_report(const CompareResult& r) {
                 mib(b.all_reduce), mib(b.all_to_all));
   }
   out +=
-      "per-rank busy (thread CPU ms per step): optimizer max / mean | all compute max / mean | "
-      "plan FLOPs max / mean | groups | state MiB max\n";
+      "per-rank busy, thread CPU ms per step (optimizer | all compute): max / mean; plan: "
+      "optimizer FLOPs max / mean; critical path = max optimizer CPU / the plan's makespan at the "
+      "measured mean rate\n";
   for (const StrategyResult& s : r.strategies) {
     const double predicted =
         s.predicted_flops_mean > 0 ? s.predicted_flops_max / s.predicted_flops_mean : 1.0;
-    const double measured =
-        mean_of(s.opt_cpu_ms) > 0 ? max_of(s.opt_cpu_ms) / mean_of(s.opt_cpu_ms) : 1.0;
-    out += line("%-10s opt %8.2f / %8.2f (x%.3f) | busy %8.2f / %8.2f | plan x%.3f | %3d | %.2f\n",
-                plan::to_string(s.strategy), max_of(s.opt_cpu_ms), mean_of(s.opt_cpu_ms), measured,
-                max_of(s.busy_cpu_ms), mean_of(s.busy_cpu_ms), predicted, s.micro_groups,
-                max_of(s.state_mb));
+    const double mean_cpu = mean_of(s.opt_cpu_ms);
+    const double measured = mean_cpu > 0 ? max_of(s.opt_cpu_ms) / mean_cpu : 1.0;
+    out += line(
+        "%-10s opt %8.2f / %8.2f (x%.3f) | busy %8.2f / %8.2f | plan x%.3f | critical path "
+        "%.3f x predicted %.2f ms | %d groups | state %.2f MiB max\n",
+        plan::to_string(s.strategy), max_of(s.opt_cpu_ms), mean_cpu, measured,
+        max_of(s.busy_cpu_ms), mean_of(s.busy_cpu_ms), predicted, measured / predicted,
+        mean_cpu * predicted, s.micro_groups, max_of(s.state_mb));
   }
   const StrategyResult* sc = find(r, plan::Strategy::kSc);
   const StrategyResult* lb = find(r, plan::Strategy::kLbAsc);
   if (sc && lb && lb->median.opt > 0) {
     const double sc_sync = static_cast<double>(sc->dp_bytes.all_reduce);
     const double lb_sync = static_cast<double>(lb->dp_bytes.reduce_scatter);
-    out += line(
-        "lb-asc vs sc: optimizer step %.2fx faster (%.2f vs %.2f ms); DP gradient-sync "
-        "bytes %.3fx (%.3f vs %.3f MiB)\n",
-        sc->median.opt / lb->median.opt, lb->median.opt, sc->median.opt,
-        sc_sync > 0 ? lb_sync / sc_sync : 0.0, lb_sync / 1048576.0, sc_sync / 1048576.0);
+    out += line("lb-asc vs sc: optimizer step %.2fx faster (%.2f vs %.2f ms)",
+                sc->median.opt / lb->median.opt, lb->median.opt, sc->median.opt);
+    if (sc_sync > 0)
+      out += line("; DP gradient-sync bytes %.3fx (%.3f vs %.3f MiB)", lb_sync / sc_sync,
+                  lb_sync / 1048576.0, sc_sync / 1048576.0);
+    out += "\n";
   }
   if (r.verify.ran) {
     if (r.verify.bitwise)

@@ -44,9 +44,10 @@ std::string format_report(const CompareResult& r) {
   std::string out;
   out += line(
       "canzona: %s (%.2fM params), dp %d x tp %d, %s + adamw, %d timed steps (+%d warmup), "
-      "reduce %s, compute scale %g, %s\n",
+      "reduce %s, compute scale %g, %d bucket(s), %s\n",
       r.model_name.c_str(), static_cast<double>(r.model_numel) / 1e6, o.dp, o.tp,
       o.optimizer.c_str(), o.steps, o.warmup, to_string(o.reduce_mode), o.compute_scale,
+      r.strategies.empty() ? 0 : r.strategies[0].buckets,
       o.pipeline ? "TP pipeline on" : "TP pipeline off (groups one after another)");
   out +=
       "medians over timed steps of the slowest rank, ms; bytes per step summed over ranks, MiB\n";
@@ -76,6 +77,15 @@ std::string format_report(const CompareResult& r) {
         plan::to_string(s.strategy), max_of(s.opt_cpu_ms), mean_cpu, measured,
         max_of(s.busy_cpu_ms), mean_of(s.busy_cpu_ms), predicted, measured / predicted,
         mean_cpu * predicted, s.micro_groups, max_of(s.state_mb));
+  }
+  if (!r.strategies.empty() && r.strategies[0].opt_cpu_ms.size() <= 8) {
+    out += "optimizer CPU ms per step, by world rank:\n";
+    for (const StrategyResult& s : r.strategies) {
+      out += line("%-10s", plan::to_string(s.strategy));
+      for (std::size_t q = 0; q < s.opt_cpu_ms.size(); ++q)
+        out += line(" r%zu %.2f", q, s.opt_cpu_ms[q]);
+      out += "\n";
+    }
   }
   const StrategyResult* sc = find(r, plan::Strategy::kSc);
   const StrategyResult* lb = find(r, plan::Strategy::kLbAsc);

@@ -20,7 +20,7 @@
 //               of each rank's owned params' local shards, inside the step.
 //   asc/lb-asc  variable Reduce-Scatter with the plan's cuts; each rank updates what its shard
 //               holds (whole matrix params; element-wise params slice by slice); TP-split tasks go
-//               through the micro-group pipeline (tp_pipeline.cpp); then one variable All-Gather
+//               through the micro-group pipeline (tp_exchange.cpp); then one variable All-Gather
 //               per bucket, waited in the next forward before the bucket is used.
 // Phase times (StepTimes) are wall-clock spent inside this step's window; waits are *exposed*
 // time (what overlap did not hide).

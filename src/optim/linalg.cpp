@@ -135,14 +135,18 @@ void symmetric_power(ConstMatrixView s, double exponent, double eps, MatrixView 
     if (!(lambda > 0.0) && exponent < 0.0)
       throw Error(str("symmetric_power: eigenvalue ", w[k], " + eps ", eps, " of a ",
                       shape_string(n, n), " matrix has no power ", exponent));
-    const double f = std::pow(lambda, exponent);
-    for (std::int64_t j = 0; j < n; ++j) t[k * n + j] = f * z[k * n + j];
+    // S^p = Z^T diag(f) Z = T^T T with T = diag(sqrt(f)) Z: one dsyrk, half a dgemm's flops.
+    const double root_f = std::sqrt(std::pow(lambda, exponent));
+    for (std::int64_t j = 0; j < n; ++j) t[k * n + j] = root_f * z[k * n + j];
   }
-  const int ni = blas_int(n, "dgemm");
-  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ni, ni, ni, 1.0, z, ni, t, ni, 0.0, root,
-              ni);
+  const int ni = blas_int(n, "dsyrk");
+  cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, ni, ni, 1.0, t, ni, 0.0, root, ni);
   for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < n; ++j) out(i, j) = static_cast<float>(root[i * n + j]);
+    for (std::int64_t j = i; j < n; ++j) {
+      const float v = static_cast<float>(root[i * n + j]);
+      out(i, j) = v;
+      out(j, i) = v;
+    }
 }
 
 void symmetric_eigenvectors_descending(ConstMatrixView s, MatrixView q) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "canzona/common/error.h"
 
@@ -99,6 +100,15 @@ double frobenius_norm(std::span<const float> a) {
 NonFinite find_non_finite(ConstMatrixView a) {
   for (std::int64_t r = 0; r < a.rows; ++r) {
     const float* row = a.row(r);
+    // Fast pass without an early exit so it vectorises: an element is NaN or Inf iff its
+    // exponent bits are all ones.
+    std::uint32_t all_ones = 0;
+    for (std::int64_t c = 0; c < a.cols; ++c) {
+      std::uint32_t bits;
+      std::memcpy(&bits, row + c, sizeof bits);
+      all_ones |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (all_ones == 0) continue;
     for (std::int64_t c = 0; c < a.cols; ++c)
       if (!std::isfinite(row[c])) return NonFinite{true, r, c, row[c]};
   }

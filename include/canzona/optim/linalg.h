@@ -37,9 +37,10 @@ void symmetric_eigen(std::span<double> a, std::int64_t n, std::span<double> w);
 
 // out = (S+ + eps I)^exponent for symmetric S (n x n, only the upper triangle read), where S+ is
 // S with negative eigenvalues (rounding noise of a PSD statistic) clamped to 0. Computed in
-// double: eigendecomposition (dsyevd), then Z^T diag((max(w, 0) + eps)^exponent) Z (dgemm),
-// rounded to float. Shampoo's inverse 4th root is exponent -0.25. Throws Error when eps <= 0 and
-// exponent < 0 leaves a zero eigenvalue unboundable, or when LAPACK fails.
+// double: eigendecomposition (dsyevd), then Z^T diag((max(w, 0) + eps)^exponent) Z (as T^T T by
+// dsyrk), rounded to float; the result is exactly symmetric. Shampoo's inverse 4th root is exponent
+// -0.25. Throws Error when eps <= 0 and exponent < 0 leaves a zero eigenvalue unboundable, or when
+// LAPACK fails.
 void symmetric_power(ConstMatrixView s, double exponent, double eps, MatrixView out);
 
 // Columns of q (n x n) = unit eigenvectors of symmetric S (only the upper triangle read) in

@@ -14,7 +14,7 @@
 //   W <- W (1 - lr wd) - lr D
 //
 // Precision. Statistics, momentum and the products are fp32 (ssyrk / sgemm). The inverse roots
-// are computed in double (dsyevd + dgemm) and rounded to fp32: the -1/4 power amplifies relative
+// are computed in double (dsyevd + dsyrk) and rounded to fp32: the -1/4 power amplifies relative
 // errors of small eigenvalues, which fp32 eigensolvers get wrong by ~n * 1e-7 * ||L||; the
 // eigendecomposition runs once per f steps, so its cost is amortised. Negative eigenvalues
 // (rounding noise of a PSD matrix) are clamped to 0 before eps is added.

@@ -105,29 +105,39 @@ Timing time_newton_schulz(std::int64_t rows, std::int64_t cols, const NewtonSchu
 StepTiming time_optimizer_step(const std::string& name, std::int64_t rows, std::int64_t cols,
                                nlohmann::json options, int frequency, int repeats) {
   CANZONA_REQUIRE(frequency >= 1, "time_optimizer_step: frequency must be >= 1");
+  CANZONA_REQUIRE(repeats >= 1, "time_optimizer_step: repeats must be >= 1");
   const bool preconditioned = name == "shampoo" || name == "soap";
   std::vector<float> w = random_matrix(rows, cols, 4, 0.02f);
   const std::vector<float> g = random_matrix(rows, cols, 5, 1e-3f);
-  const ParamInfo param{"bench", rows, cols};
-  auto run_step = [&](Optimizer& opt) {
-    opt.step(matrix_view(w.data(), rows, cols), matrix_view(g.data(), rows, cols));
+  // One instance refreshing every `cycle` steps: step 1 (untimed) builds the preconditioner,
+  // steps 2 .. cycle are steady, step cycle + 1 refreshes (Shampoo: (t - 1) % f == 0; SOAP:
+  // (t - 1) % f == 0 for its Adam step t - 1), and so on.
+  const int cycle = repeats + 1;
+  if (preconditioned) options["precondition_frequency"] = cycle;
+  std::unique_ptr<Optimizer> opt = create_optimizer(name, ParamInfo{"bench", rows, cols}, options);
+  auto run_step = [&] {
+    opt->step(matrix_view(w.data(), rows, cols), matrix_view(g.data(), rows, cols));
   };
 
   StepTiming t;
   t.frequency = preconditioned ? frequency : 1;
-  // Steady steps: refresh only at the (untimed) first step.
-  if (preconditioned) options["precondition_frequency"] = 1 << 30;
-  std::unique_ptr<Optimizer> steady = create_optimizer(name, param, options);
-  t.steady_s = time_runs([&] { run_step(*steady); }, repeats).median_s;
+  t.steady_s = time_runs(run_step, repeats).median_s;  // warm-up = step 1, then steady steps
   if (!preconditioned) {
     t.refresh_s = t.amortised_s = t.steady_s;
     return t;
   }
-  // Refresh steps: with f = 1 every step after the (untimed) first one refreshes.
-  options["precondition_frequency"] = 1;
-  std::unique_ptr<Optimizer> refreshing = create_optimizer(name, param, options);
   const int refresh_repeats = std::max(rows, cols) >= 2048 ? 1 : std::min(repeats, 3);
-  t.refresh_s = time_runs([&] { run_step(*refreshing); }, refresh_repeats).median_s;
+  std::vector<double> refresh;
+  for (int r = 0; r < refresh_repeats; ++r) {
+    if (r > 0)
+      for (int k = 0; k < cycle - 1; ++k) run_step();
+    const auto start = std::chrono::steady_clock::now();
+    run_step();
+    refresh.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(refresh.begin(), refresh.end());
+  t.refresh_s = refresh[refresh.size() / 2];
   t.amortised_s = ((frequency - 1) * t.steady_s + t.refresh_s) / frequency;
   return t;
 }

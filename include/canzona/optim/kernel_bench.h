@@ -41,8 +41,9 @@ struct StepTiming {
   int frequency = 1;
 };
 // `options` are the registry's JSON options; for "shampoo" and "soap" precondition_frequency is
-// set by this function. Refresh steps are timed min(repeats, 3) times, once when l >= 2048
-// (an eigendecomposition of that size takes seconds).
+// set by this function (one instance refreshes right after its timed steady steps). Refresh steps
+// are timed min(repeats, 3) times, once when l >= 2048 (an eigendecomposition of that size takes
+// seconds).
 StepTiming time_optimizer_step(const std::string& name, std::int64_t rows, std::int64_t cols,
                                nlohmann::json options, int frequency, int repeats);
 

@@ -1,8 +1,22 @@
 #include "canzona/optim/optimizer.h"
 
+#include <cstdlib>
+
 #include "canzona/common/error.h"
+#include "canzona/optim/blas_env.h"
 
 namespace canzona::optim {
+namespace {
+
+// One BLAS thread in every program that uses the optimizers, unless the user set
+// OPENBLAS_NUM_THREADS (design.md section 5): Shampoo's and SOAP's bits change with the thread
+// count. Runs at program start-up, after OpenBLAS has loaded.
+[[maybe_unused]] const bool kOneBlasThread = [] {
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) set_blas_threads(1);
+  return true;
+}();
+
+}  // namespace
 
 std::string ParamInfo::describe() const {
   return str("'", name, "' (", shape_string(rows, cols), ")");

@@ -130,6 +130,24 @@ TEST(Shampoo, ZeroGradientGivesZeroDirection) {
   for (std::size_t i = 0; i < w.size(); ++i) EXPECT_EQ(w[i], before[i] * decay);
 }
 
+TEST(Shampoo, TinyGradientStaysFiniteWithEpsFloor) {
+  for (float scale : {1e-30f, 1e-20f}) {
+    SCOPED_TRACE(scale);
+    Shampoo shampoo(ParamInfo{"w", 6, 10}, ShampooOptions{});
+    std::vector<float> w = test::random_floats(60, 8), before = w;
+    for (int t = 0; t < 3; ++t) {
+      const std::vector<float> g = test::random_floats(60, 9 + t, scale);
+      shampoo.step(matrix_view(w.data(), 6, 10), matrix_view(g.data(), 6, 10));
+    }
+    // Statistics underflow to ~0, so the roots are eps^(-1/4) I and Adam grafting bounds the
+    // step: each element moves by at most about lr per step.
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(w[i]));
+      EXPECT_LE(std::abs(w[i] - before[i]), 3 * 1e-3 * std::sqrt(60.0));
+    }
+  }
+}
+
 TEST(Shampoo, NonFiniteGradientThrowsNamingParam) {
   Shampoo shampoo(ParamInfo{"mlp.fc2", 4, 3}, ShampooOptions{});
   std::vector<float> w(12, 1.0f), g(12, 0.5f);

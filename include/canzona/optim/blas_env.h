@@ -36,7 +36,8 @@ void reexec_with_blas_core(const std::string& core, char** argv);
 // Pins OpenBLAS to one thread unless OPENBLAS_NUM_THREADS is set.
 void ensure_blas_core(int argc, char** argv);
 
-// Number of threads OpenBLAS uses, and a setter (one thread per rank for bitwise results).
+// Number of threads OpenBLAS uses, and a setter (one thread per rank for bitwise results). Any
+// program linking the optimizers starts with one thread unless OPENBLAS_NUM_THREADS is set.
 int blas_threads();
 void set_blas_threads(int threads);
 

@@ -149,7 +149,8 @@ nlohmann::json report_json(const CompareResult& r) {
                                                {"buckets", s.buckets},
                                                {"micro_groups", s.micro_groups},
                                                {"predicted_flops_max", s.predicted_flops_max},
-                                               {"predicted_flops_mean", s.predicted_flops_mean}};
+                                               {"predicted_flops_mean", s.predicted_flops_mean},
+                                               {"predicted_flops", s.predicted_flops}};
   }
   j["strategies"] = strategies;
   j["verify"] = {{"ran", r.verify.ran},

@@ -156,6 +156,7 @@ void StrategyRunner::Impl::init_main_params() {
   for (GroupExchange& g : groups) {
     pack_group(g, /*use_params=*/true);
     post_gather(g);
+    g.gather.name = str("group ", g.index, " gather (params, setup)");
   }
   double ignored = 0.0;
   wait(gathered, ignored);

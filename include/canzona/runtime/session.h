@@ -49,15 +49,16 @@ struct StrategyResult {
   plan::Strategy strategy = plan::Strategy::kLbAsc;
   std::uint64_t plan_hash = 0;
   int buckets = 0;
-  int micro_groups = 0;               // over all DP ranks
-  StepTimes median;                   // per phase: median over timed steps of the max over ranks
-  std::vector<double> opt_cpu_ms;     // [world rank] median optimizer CPU per step
-  std::vector<double> busy_cpu_ms;    // [world rank] median compute CPU per step
-  std::vector<double> state_mb;       // [world rank] optimizer state + main params, MiB
-  comm::CommBytes dp_bytes;           // per step, summed over ranks
-  comm::CommBytes tp_bytes;           // per step, summed over ranks
-  double predicted_flops_max = 0.0;   // plan metrics: optimizer FLOPs of the busiest rank
-  double predicted_flops_mean = 0.0;  // and of the mean rank, per step
+  int micro_groups = 0;                 // over all DP ranks
+  StepTimes median;                     // per phase: median over timed steps of the max over ranks
+  std::vector<double> opt_cpu_ms;       // [world rank] median optimizer CPU per step
+  std::vector<double> busy_cpu_ms;      // [world rank] median compute CPU per step
+  std::vector<double> state_mb;         // [world rank] optimizer state + main params, MiB
+  comm::CommBytes dp_bytes;             // per step, summed over ranks
+  comm::CommBytes tp_bytes;             // per step, summed over ranks
+  double predicted_flops_max = 0.0;     // plan metrics: optimizer FLOPs of the busiest rank
+  double predicted_flops_mean = 0.0;    // and of the mean rank, per step
+  std::vector<double> predicted_flops;  // [world rank] plan metrics, per step
 
   comm::CommBytes bytes() const;  // dp_bytes + tp_bytes
 };

@@ -74,7 +74,8 @@ double optimizer_flops(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
     case OptimizerKind::kMuon: {
       const double hi = std::max(m, n);
       const double lo = std::min(m, n);
-      return options.ns_steps * 4.0 * hi * lo * lo;
+      // Per step: A = X X^T (2 lo^2 hi), A A (2 lo^3), B X (2 lo^2 hi).
+      return options.ns_steps * (4.0 * hi * lo * lo + 2.0 * lo * lo * lo);
     }
     case OptimizerKind::kShampoo: {
       // Per preconditioned side s (other side o): statistics 2 s^2 o, applying the root 2 s^2 o,

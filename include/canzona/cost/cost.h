@@ -35,7 +35,9 @@ struct CostOptions {
 };
 
 // Optimizer FLOPs per step for a rows x cols matrix (or, for AdamW, rows*cols elements).
-//   Muon:    ns_steps * 4 * max * min^2   (reference.md, Canzona cost model)
+//   Muon:    ns_steps * (4 max min^2 + 2 min^3): the three GEMMs of each Newton-Schulz step
+//            (the paper's model drops the 2 min^3 of A·A, which makes square matrices look
+//            1.5x cheaper than they run)
 //   Shampoo: per side n <= max_precond_dim: 2 GEMMs of the statistics (2 n^2 m each) and, every
 //            f steps, eigh (~9 n^3) and forming the root (2 n^3), amortised by f; plus 2 GEMMs
 //            applying the preconditioners

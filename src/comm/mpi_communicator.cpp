@@ -42,6 +42,12 @@ void* recv_ptr(std::span<float> recv) {
   return recv.empty() ? &empty_recv : recv.data();
 }
 
+bool MpiRequest::test() {
+  int done = 0;
+  check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), str("MPI_Test(", call_, ")"));
+  return done != 0;
+}
+
 void MpiRequest::wait() {
   check_mpi(MPI_Wait(&request, MPI_STATUS_IGNORE), str("MPI_Wait(", call_, ")"));
   if (finish) finish();

@@ -100,6 +100,18 @@ void DeterministicAllReduce::advance() {
             "MPI_Iallgatherv (deterministic all_reduce phase 2)");
 }
 
+bool DeterministicAllReduce::test() {
+  int done = 0;
+  if (!advanced_) {
+    check_mpi(MPI_Test(&phase1_, &done, MPI_STATUS_IGNORE),
+              "MPI_Test(MPI_Ialltoallv, deterministic all_reduce phase 1)");
+    return false;
+  }
+  check_mpi(MPI_Test(&phase2_, &done, MPI_STATUS_IGNORE),
+            "MPI_Test(MPI_Iallgatherv, deterministic all_reduce phase 2)");
+  return done != 0;
+}
+
 void DeterministicAllReduce::wait() {
   if (!advanced_) owner_.advance_all_reduces_through(this);
   check_mpi(MPI_Wait(&phase2_, MPI_STATUS_IGNORE),

@@ -42,6 +42,7 @@ class MpiRequest final : public Request::Impl {
   explicit MpiRequest(const char* call) : call_(call) {}
   // MPI_Wait, then `finish` (if set).
   void wait() override;
+  bool test() override;  // MPI_Test
 
   MPI_Request request = MPI_REQUEST_NULL;
   std::vector<int> ints;         // counts/displacements MPI reads until completion
@@ -69,6 +70,8 @@ class DeterministicAllReduce final : public Request::Impl {
   // in posting order.
   void advance();
   void wait() override;
+  // MPI_Test of the phase in flight; phase 2 is still posted only by advance(), in posting order.
+  bool test() override;
 
  private:
   MpiCommunicator& owner_;

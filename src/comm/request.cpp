@@ -23,6 +23,10 @@ void Request::wait() {
   impl->wait();
 }
 
+bool Request::test() {
+  return !impl_ || impl_->test();
+}
+
 void Request::abandon() noexcept {
   if (!impl_) return;
   try {

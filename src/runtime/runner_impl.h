@@ -155,7 +155,9 @@ struct StrategyRunner::Impl {
   void pack_group(GroupExchange& g, bool use_params);
   void post_gather(GroupExchange& g);
   void hosted_to_task(const GroupExchange& g, const GroupHosted& h, float* task) const;
-  void compute_group(GroupExchange& g);
+  // Computes g's hosted tasks; between tasks drives `in_flight` (the next group's gather) so it
+  // moves while this rank computes.
+  void compute_group(GroupExchange& g, comm::Request* in_flight);
   void post_scatter(GroupExchange& g);
   void apply_group(GroupExchange& g);
   void run_groups(bool group0_posted, double& comm_ms);

@@ -133,12 +133,14 @@ void StrategyRunner::Impl::hosted_to_task(const GroupExchange& g, const GroupHos
   for (int q = 0; q < tp; ++q) packed_to_task(t.maps[q], g.recv.data() + h.offsets[q], task);
 }
 
-void StrategyRunner::Impl::compute_group(GroupExchange& g) {
+void StrategyRunner::Impl::compute_group(GroupExchange& g, comm::Request* in_flight) {
   TraceScope span(trace, "micro group", str("group ", g.index, " compute"));
   for (const GroupHosted& h : g.hosted) {
     ComputedTask& t = computed[h.computed];
     hosted_to_task(g, h, scratch.data());
+    if (in_flight != nullptr) in_flight->test();
     step_task(t, scratch.data());
+    if (in_flight != nullptr) in_flight->test();
     for (int q = 0; q < tp; ++q)
       task_to_packed(t.maps[q], t.main.data(), g.back_send.data() + h.offsets[q]);
   }
@@ -171,7 +173,8 @@ void StrategyRunner::Impl::run_groups(bool group0_posted, double& comm_ms) {
       post_gather(groups[k + 1]);
     }
     wait(g.gather, comm_ms);
-    compute_group(g);
+    const bool next_in_flight = options.pipeline && k + 1 < n;
+    compute_group(g, next_in_flight ? &groups[k + 1].gather.request : nullptr);
     post_scatter(g);
     if (!options.pipeline) {
       wait(g.scatter, comm_ms);

@@ -45,6 +45,7 @@ class FakeCommunicator final : public Communicator {
    public:
     explicit CountingImpl(int& waited) : waited_(waited) {}
     void wait() override { ++waited_; }
+    bool test() override { return true; }
 
    private:
     int& waited_;
@@ -60,6 +61,7 @@ class FakeCommunicator final : public Communicator {
 class ThrowingImpl final : public Request::Impl {
  public:
   void wait() override { throw Error("backend failed"); }
+  bool test() override { return false; }
 };
 
 std::int64_t sum(const std::vector<std::int64_t>& v) {

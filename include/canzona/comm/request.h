@@ -23,6 +23,10 @@ class Request {
     // Blocks until the operation completes and its receive buffer holds the result. Called at most
     // once. Throws canzona::Error when the backend reports a failure.
     virtual void wait() = 0;
+    // Drives the operation without blocking (a single-node MPI transfer only moves inside MPI
+    // calls); true once the transfer has completed. wait() must still be called afterwards.
+    // Throws canzona::Error when the backend reports a failure.
+    virtual bool test() = 0;
   };
 
   Request() = default;
@@ -36,6 +40,10 @@ class Request {
   // Blocks until complete; afterwards the Request is empty. Throws canzona::Error on a backend
   // failure (the Request is empty afterwards too).
   void wait();
+
+  // Lets the operation progress while the caller computes (call it between pieces of work); true
+  // when the transfer is done or the Request is empty. The Request stays pending until wait().
+  bool test();
 
   bool pending() const { return impl_ != nullptr; }
 

@@ -1,7 +1,8 @@
 // `canzona bench-kernels`: how fast the optimizer kernels run on this core, against the fp32 peak.
 //
 // Measures, per shape (rows x cols of a weight), medians of N runs on one BLAS thread:
-//   sgemm          C (rows x cols) = A (rows x s) B (s x cols), s = min(rows, cols)
+//   sgemm          C (s x l) = A (s x s) B (s x l), s = min(rows, cols), l = max: Newton–Schulz's
+//                  update GEMM in the wide orientation it runs on
 //   newton_schulz  Newton–Schulz (default 5 simple steps), nominal FLOPs steps (4 s^2 l + 2 s^3);
 //                  the rate is also given for the FLOPs executed (ssyrk does half of X X^T)
 //   muon, shampoo, soap, adamw   full optimizer steps from the registry (Shampoo/SOAP: steady,

@@ -1,6 +1,7 @@
 // Google Benchmark runs of the optimizer kernels on Qwen3-like shapes, one BLAS thread.
 // Counters (shown as rates): GFLOP=x/s is nominal FLOPs per second; peak_GFLOP=y/s is that rate
-// as a fraction of 147.2 GFLOP/s, the fp32 peak per core of design.md section 6. Example: canzona_bench_optim --benchmark_filter=NewtonSchulz
+// as a fraction of 147.2 GFLOP/s, the fp32 peak per core of design.md section 6. Example:
+// canzona_bench_optim --benchmark_filter=NewtonSchulz
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -32,16 +33,16 @@ void set_rate(benchmark::State& state, double flops) {
       benchmark::Counter(flops / 1e9 / kPeakGflops, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// C (rows x cols) = A (rows x s) B (s x cols), s = min(rows, cols).
+// C (s x l) = A (s x s) B (s x l), s = min(rows, cols), l = max: Newton–Schulz's update GEMM.
 void BM_Sgemm(benchmark::State& state) {
-  const std::int64_t rows = state.range(0), cols = state.range(1), s = std::min(rows, cols);
-  const std::vector<float> a = random_matrix(rows * s, 1, 1.0f),
-                           b = random_matrix(s * cols, 2, 1.0f);
-  std::vector<float> c(static_cast<std::size_t>(rows * cols));
+  const std::int64_t rows = state.range(0), cols = state.range(1);
+  const std::int64_t s = std::min(rows, cols), l = std::max(rows, cols);
+  const std::vector<float> a = random_matrix(s * s, 1, 1.0f), b = random_matrix(s * l, 2, 1.0f);
+  std::vector<float> c(static_cast<std::size_t>(s * l));
   for (auto _ : state)
-    gemm(Trans::kNo, Trans::kNo, 1.0f, matrix_view(a.data(), rows, s),
-         matrix_view(b.data(), s, cols), 0.0f, matrix_view(c.data(), rows, cols));
-  set_rate(state, 2.0 * rows * cols * s);
+    gemm(Trans::kNo, Trans::kNo, 1.0f, matrix_view(a.data(), s, s), matrix_view(b.data(), s, l),
+         0.0f, matrix_view(c.data(), s, l));
+  set_rate(state, 2.0 * s * s * l);
 }
 
 void BM_NewtonSchulz(benchmark::State& state) {

@@ -79,13 +79,13 @@ double sgemm_flops(std::int64_t rows, std::int64_t cols) {
 }
 
 Timing time_sgemm(std::int64_t rows, std::int64_t cols, int repeats) {
-  const std::int64_t s = std::min(rows, cols);
-  const std::vector<float> a = random_matrix(rows, s, 1, 1.0f), b = random_matrix(s, cols, 2, 1.0f);
-  std::vector<float> c(static_cast<std::size_t>(rows * cols));
+  const std::int64_t s = std::min(rows, cols), l = std::max(rows, cols);
+  const std::vector<float> a = random_matrix(s, s, 1, 1.0f), b = random_matrix(s, l, 2, 1.0f);
+  std::vector<float> c(static_cast<std::size_t>(s * l));
   return time_runs(
       [&] {
-        gemm(Trans::kNo, Trans::kNo, 1.0f, matrix_view(a.data(), rows, s),
-             matrix_view(b.data(), s, cols), 0.0f, matrix_view(c.data(), rows, cols));
+        gemm(Trans::kNo, Trans::kNo, 1.0f, matrix_view(a.data(), s, s), matrix_view(b.data(), s, l),
+             0.0f, matrix_view(c.data(), s, l));
       },
       repeats);
 }

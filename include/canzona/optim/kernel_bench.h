@@ -1,9 +1,10 @@
 // Timing of the optimizer kernels, shared by `canzona bench-kernels` and bench/optim.
 //
 // Terms. A *shape* is rows x cols of a weight matrix; s = min(rows, cols), l = max. The *sgemm at
-// a shape* is the GEMM Newton–Schulz spends most of its time in: C (rows x cols) = A (rows x s)
-// B (s x cols), 2 rows cols s FLOPs. Times are medians of `repeats` timed runs after one untimed
-// warm-up run, on one thread (whatever OpenBLAS is set to; ensure_blas_core sets 1).
+// a shape* is the GEMM Newton–Schulz spends most of its time in, in the wide orientation NS works
+// on (it transposes tall matrices): C (s x l) = A (s x s) B (s x l), 2 s^2 l FLOPs. Times are
+// medians of `repeats` timed runs after one untimed warm-up run, on one thread (whatever OpenBLAS
+// is set to; ensure_blas_core sets 1).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,7 @@ struct Timing {
 // Calls fn once untimed, then `repeats` (>= 1) times timed with a steady clock.
 Timing time_runs(const std::function<void()>& fn, int repeats);
 
-// 2 * rows * cols * min(rows, cols).
+// 2 s^2 l = 2 * rows * cols * min(rows, cols).
 double sgemm_flops(std::int64_t rows, std::int64_t cols);
 Timing time_sgemm(std::int64_t rows, std::int64_t cols, int repeats);
 Timing time_newton_schulz(std::int64_t rows, std::int64_t cols, const NewtonSchulzOptions& options,

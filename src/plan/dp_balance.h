@@ -1,0 +1,44 @@
+// Internal to the plan layer: the state and phases of our DP planner (balanced_cuts in
+// include/canzona/plan/dp.h), split over dp_placement.cpp (phase 1) and balanced_dp.cpp
+// (phases 2 and 3 and the driver).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "canzona/plan/dp.h"
+
+namespace canzona::plan::detail {
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct BucketState {
+  std::vector<int> atomic;                       // item indices of atomic items, in order
+  std::vector<int> owner;                        // [item] owner of an atomic item, -1 for divisible
+  std::vector<std::vector<std::int64_t>> parts;  // [item] element counts per rank (divisible)
+  std::vector<int> first_rank, last_rank;        // [item] ranks holding the item, -1 if unplaced
+  std::vector<int> cap_lo, cap_hi;               // [atomic position] ranks the item may ever go to
+};
+
+// Phase 1 per bucket: buckets in descending total time (ties by index), each assigned by the
+// exact monotone solver minimising Σ_r (L_r + S_r)^2 (or Algorithm 1 targeting when too large),
+// within each item's caps. Returns the loads.
+std::vector<double> place_per_bucket(std::vector<BucketState>& state,
+                                     const std::vector<std::vector<DpItem>>& items,
+                                     const std::vector<double>& totals, int ranks, double mu);
+
+// Phase 1 globally: all atomic items by descending time, each to the least-loaded rank within its
+// caps that keeps its bucket's cuts monotone given the items already placed; ties to the lowest
+// rank, or to the middle of the allowed range when `middle_ties`. Returns the loads.
+std::vector<double> place_by_lpt(std::vector<BucketState>& state,
+                                 const std::vector<std::vector<DpItem>>& items, int ranks,
+                                 bool middle_ties);
+
+// Sets caps that keep each big divisible item (an embedding, an output layer) free to span most
+// ranks: the atomic items before it in its bucket may only go to the first ranks, those after it
+// to the last.
+void cap_around_big_divisible(std::vector<BucketState>& state,
+                              const std::vector<std::vector<DpItem>>& items, int ranks);
+
+}  // namespace canzona::plan::detail

@@ -30,6 +30,8 @@ test: build
 
 bench: build
 	$(BUILD)/bench/plan/canzona_bench_plan --benchmark_min_time=0.2
+	$(BUILD)/bench/optim/canzona_bench_optim --benchmark_min_time=0.2
+	$(CANZONA) bench-kernels --quick
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp')

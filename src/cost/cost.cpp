@@ -112,7 +112,7 @@ double state_bytes(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
     case OptimizerKind::kMuon:
       return kF32 * m * n;
     case OptimizerKind::kShampoo: {
-      double total = 3.0 * kF32 * m * n;  // momentum, grafting Adam m and v
+      double total = 2.0 * kF32 * m * n;  // momentum (also grafting Adam's m) and Adam's v
       for (double s : {m, n})
         if (preconditioned(static_cast<std::int64_t>(s), options)) total += 2.0 * kF32 * s * s;
       return total;

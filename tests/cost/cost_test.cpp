@@ -34,7 +34,7 @@ TEST(Cost, StateBytesPerOptimizer) {
   EXPECT_DOUBLE_EQ(state_bytes(OptimizerKind::kMuon, 10, 20, o), 800);
   EXPECT_DOUBLE_EQ(state_bytes(OptimizerKind::kAdamW, 10, 20, o), 1600);
   EXPECT_DOUBLE_EQ(state_bytes(OptimizerKind::kSoap, 10, 20, o), 1600 + 8 * 100 + 8 * 400);
-  EXPECT_DOUBLE_EQ(state_bytes(OptimizerKind::kShampoo, 10, 20, o), 2400 + 8 * 100 + 8 * 400);
+  EXPECT_DOUBLE_EQ(state_bytes(OptimizerKind::kShampoo, 10, 20, o), 1600 + 8 * 100 + 8 * 400);
 }
 
 TEST(Cost, TaskCostFollowsTheKind) {

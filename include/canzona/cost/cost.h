@@ -47,7 +47,7 @@ struct CostOptions {
 double optimizer_flops(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
                        const CostOptions& options);
 
-// Optimizer-state bytes (fp32): Muon momentum 4 mn; Shampoo momentum + grafting Adam (12 mn) +
+// Optimizer-state bytes (fp32): Muon momentum 4 mn; Shampoo momentum + grafting Adam v (8 mn) +
 // statistics and roots (8 n^2 per preconditioned side); SOAP m, v (8 mn) + statistics and
 // eigenbases (8 n^2 per side); AdamW m, v (8 per element).
 double state_bytes(OptimizerKind kind, std::int64_t rows, std::int64_t cols,

@@ -91,7 +91,7 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
     os << line;
   }
   os << "\n";
-  auto row = [&](const char* name, auto get, int digits = 3) {
+  auto row = [&](const char* name, auto get) {
     std::snprintf(line, sizeof(line), "%-28s", name);
     os << line;
     for (const auto& run : runs) {

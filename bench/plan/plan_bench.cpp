@@ -33,7 +33,8 @@ model::ModelSpec synthetic(int count, int tp) {
   m.name = "synthetic";
   for (int i = 0; i < count; ++i) {
     model::ParamSpec p;
-    p.name = "t" + std::to_string(i);
+    p.name = std::to_string(i);
+    p.name.insert(p.name.begin(), 't');
     if (i % 4 == 3) {
       p.shape = {64LL * side(rng)};
       p.optimizer = model::OptimizerClass::kElementwise;

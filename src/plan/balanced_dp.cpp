@@ -8,7 +8,8 @@
 //      apply the best such change;
 //   3. divisible items, largest memory first: water-filled over the ranks their neighbours allow,
 //      towards equal memory; their cut points may fall on any element.
-// The candidate with the lowest max(time max/mean, memory max/mean) wins.
+// balanced_cuts keeps the candidate with the lowest max(time, memory) max/mean on the DP axis;
+// make_plan judges the candidates on the whole DP x TP grid instead (plan.cpp).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -201,10 +202,47 @@ std::vector<double> fill_divisible(std::vector<BucketState>& state,
 
 }  // namespace
 
-std::vector<DpBucketResult> balanced_cuts(const std::vector<std::vector<DpItem>>& items,
-                                          const std::vector<std::vector<std::int64_t>>& starts,
-                                          const std::vector<std::int64_t>& bucket_numel,
-                                          int ranks) {
+namespace {
+
+// Element cuts of one candidate: cut[r] = first element owned by a rank >= r.
+DpCuts element_cuts(const std::vector<BucketState>& state,
+                    const std::vector<std::vector<DpItem>>& items,
+                    const std::vector<std::vector<std::int64_t>>& starts,
+                    const std::vector<std::int64_t>& bucket_numel, int ranks) {
+  DpCuts result(state.size());
+  for (std::size_t b = 0; b < state.size(); ++b) {
+    auto& cuts = result[b].element_cuts;
+    cuts.assign(static_cast<std::size_t>(ranks) + 1, bucket_numel[b]);
+    cuts[0] = 0;
+    int next_rank = 1;
+    auto mark = [&](std::int64_t position, int owner) {
+      while (next_rank <= owner && next_rank < ranks) cuts[next_rank++] = position;
+    };
+    const auto& s = state[b];
+    for (std::size_t i = 0; i < items[b].size(); ++i) {
+      if (!items[b][i].divisible) {
+        mark(starts[b][i], s.owner[i]);
+        continue;
+      }
+      std::int64_t offset = starts[b][i];
+      for (int r = 0; r < ranks; ++r) {
+        if (s.parts[i].empty() || s.parts[i][r] == 0) continue;
+        mark(offset, r);
+        offset += s.parts[i][r];
+      }
+    }
+  }
+  return result;
+}
+
+struct Candidate {
+  DpCuts cuts;
+  double score = 0.0;  // max(time max/mean, memory max/mean) on the DP axis
+};
+
+std::vector<Candidate> run_candidates(const std::vector<std::vector<DpItem>>& items,
+                                      const std::vector<std::vector<std::int64_t>>& starts,
+                                      const std::vector<std::int64_t>& bucket_numel, int ranks) {
   CANZONA_CHECK(ranks > 0);
   CANZONA_CHECK(items.size() == starts.size() && items.size() == bucket_numel.size());
   const std::size_t buckets = items.size();
@@ -228,10 +266,8 @@ std::vector<DpBucketResult> balanced_cuts(const std::vector<std::vector<DpItem>>
   }
   const double mu = grand_total / ranks;
 
-  // Phase 1 six ways, each followed by phases 2 and 3; the lowest max(time max/mean, memory
-  // max/mean) wins, earlier candidates on ties.
-  double best_score = kInf;
-  std::vector<BucketState> best;
+  // Phase 1 six ways, each followed by phases 2 and 3.
+  std::vector<Candidate> candidates;
   for (int candidate = 0; candidate < 6; ++candidate) {
     std::vector<BucketState> trial = state;
     if (candidate % 2 == 1) detail::cap_around_big_divisible(trial, items, ranks);
@@ -242,41 +278,36 @@ std::vector<DpBucketResult> balanced_cuts(const std::vector<std::vector<DpItem>>
     const std::vector<double> memory = fill_divisible(trial, items, ranks);
     const double time_mean = std::accumulate(load.begin(), load.end(), 0.0) / ranks;
     const double memory_mean = std::accumulate(memory.begin(), memory.end(), 0.0) / ranks;
-    const double score = std::max(
+    Candidate c;
+    c.score = std::max(
         time_mean > 0 ? *std::max_element(load.begin(), load.end()) / time_mean : 1.0,
         memory_mean > 0 ? *std::max_element(memory.begin(), memory.end()) / memory_mean : 1.0);
-    if (score < best_score * (1.0 - 1e-12)) {
-      best_score = score;
-      best = std::move(trial);
-    }
+    c.cuts = element_cuts(trial, items, starts, bucket_numel, ranks);
+    candidates.push_back(std::move(c));
   }
-  state = std::move(best);
+  return candidates;
+}
 
-  // Element cuts: cut[r] = first element owned by a rank >= r.
-  std::vector<DpBucketResult> result(buckets);
-  for (std::size_t b = 0; b < buckets; ++b) {
-    auto& cuts = result[b].element_cuts;
-    cuts.assign(static_cast<std::size_t>(ranks) + 1, bucket_numel[b]);
-    cuts[0] = 0;
-    int next_rank = 1;
-    auto mark = [&](std::int64_t position, int owner) {
-      while (next_rank <= owner && next_rank < ranks) cuts[next_rank++] = position;
-    };
-    const auto& s = state[b];
-    for (std::size_t i = 0; i < items[b].size(); ++i) {
-      if (!items[b][i].divisible) {
-        mark(starts[b][i], s.owner[i]);
-        continue;
-      }
-      std::int64_t offset = starts[b][i];
-      for (int r = 0; r < ranks; ++r) {
-        if (s.parts[i].empty() || s.parts[i][r] == 0) continue;
-        mark(offset, r);
-        offset += s.parts[i][r];
-      }
-    }
-  }
-  return result;
+}  // namespace
+
+std::vector<DpCuts> balanced_cut_candidates(const std::vector<std::vector<DpItem>>& items,
+                                            const std::vector<std::vector<std::int64_t>>& starts,
+                                            const std::vector<std::int64_t>& bucket_numel,
+                                            int ranks) {
+  std::vector<DpCuts> out;
+  for (auto& c : run_candidates(items, starts, bucket_numel, ranks))
+    out.push_back(std::move(c.cuts));
+  return out;
+}
+
+DpCuts balanced_cuts(const std::vector<std::vector<DpItem>>& items,
+                     const std::vector<std::vector<std::int64_t>>& starts,
+                     const std::vector<std::int64_t>& bucket_numel, int ranks) {
+  std::vector<Candidate> candidates = run_candidates(items, starts, bucket_numel, ranks);
+  std::size_t best = 0;
+  for (std::size_t k = 1; k < candidates.size(); ++k)
+    if (candidates[k].score < candidates[best].score * (1.0 - 1e-12)) best = k;
+  return std::move(candidates[best].cuts);
 }
 
 }  // namespace canzona::plan

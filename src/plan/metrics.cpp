@@ -52,11 +52,8 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
     }
     const auto equal = equal_chunk_cuts(bucket.numel, o.dp);
     for (const auto& slot : bucket.slots) {
-      for (int r = 1; r < o.dp; ++r)
-        if (slot.offset < equal[r] && equal[r] < slot.end()) {
-          ++m.split_tensors;
-          break;
-        }
+      const auto cut = std::upper_bound(equal.begin(), equal.end(), slot.offset);
+      if (cut != equal.end() && *cut < slot.end()) ++m.split_tensors;
     }
     if (!stage.cuts.empty()) {
       const auto& cuts = stage.cuts[b];
@@ -67,14 +64,15 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
     }
   }
   for (const Task& t : stage.tasks) {
-    for (int d = 0; d < o.dp; ++d) {
-      if (t.dp_owner != d && t.dp_owner != kEveryone) continue;
-      for (int h = 0; h < o.tp; ++h) {
-        if (t.host != kAllTp && t.host != h) continue;
+    const int d_begin = t.dp_owner == kEveryone ? 0 : t.dp_owner;
+    const int d_end = t.dp_owner == kEveryone ? o.dp : t.dp_owner + 1;
+    const int h_begin = t.host == kAllTp ? 0 : t.host;
+    const int h_end = t.host == kAllTp ? o.tp : t.host + 1;
+    for (int d = d_begin; d < d_end; ++d)
+      for (int h = h_begin; h < h_end; ++h) {
         loads[d][h].flops += t.flops;
         loads[d][h].memory += t.state_bytes;
       }
-    }
   }
 }
 

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "canzona/common/error.h"
 #include "canzona/model/load.h"
 #include "canzona/plan/dp.h"
+#include "canzona/plan/metrics.h"
 #include "canzona/plan/tp.h"
 
 namespace canzona::plan {
@@ -87,10 +89,13 @@ void owners_from_cuts(const layout::Layout& layout,
   }
 }
 
-std::vector<std::vector<std::int64_t>> dp_cuts(const model::ModelSpec& model,
-                                               const layout::Layout& layout,
-                                               const std::vector<Task>& tasks,
-                                               const PlanOptions& o) {
+using StageCuts = std::vector<std::vector<std::int64_t>>;  // [bucket] R+1 element offsets
+
+// The DP cuts to consider: one set for asc and the paper's Algorithm 1, our planner's candidates
+// otherwise (plan_stage keeps the one whose whole DP x TP plan is best).
+std::vector<StageCuts> dp_cut_candidates(const model::ModelSpec& model,
+                                         const layout::Layout& layout,
+                                         const std::vector<Task>& tasks, const PlanOptions& o) {
   const int R = o.dp;
   std::vector<double> matrix_cost(model.params.size(), 0.0);
   std::vector<double> matrix_memory(model.params.size(), 0.0);
@@ -111,7 +116,7 @@ std::vector<std::vector<std::int64_t>> dp_cuts(const model::ModelSpec& model,
       c[R] = bucket.numel;
       cuts.push_back(std::move(c));
     }
-    return cuts;
+    return {cuts};
   }
   if (o.variant == PlannerVariant::kPaper) {
     // Paper: W(p) of the TP-local shape, params atomic.
@@ -140,7 +145,7 @@ std::vector<std::vector<std::int64_t>> dp_cuts(const model::ModelSpec& model,
       c[0] = 0;
       cuts.push_back(std::move(c));
     }
-    return cuts;
+    return {cuts};
   }
   // Canzona: full-task cost summed over the TP group that runs it; element-wise params divisible.
   std::vector<std::vector<DpItem>> items;
@@ -167,9 +172,24 @@ std::vector<std::vector<std::int64_t>> dp_cuts(const model::ModelSpec& model,
       starts.back().push_back(slot.offset);
     }
   }
-  for (auto& result : balanced_cuts(items, starts, numel, R))
-    cuts.push_back(std::move(result.element_cuts));
-  return cuts;
+  std::vector<StageCuts> candidates;
+  for (auto& candidate : balanced_cut_candidates(items, starts, numel, R)) {
+    StageCuts stage_cuts;
+    for (auto& bucket : candidate) stage_cuts.push_back(std::move(bucket.element_cuts));
+    candidates.push_back(std::move(stage_cuts));
+  }
+  return candidates;
+}
+
+// How good a finished stage plan is on the whole grid: the worst of DP FLOPs and memory max/mean
+// and grid FLOPs and memory max/mean relative to their lower bounds (1 is perfect).
+double grid_score(const model::ModelSpec& model, const PlanOptions& o, const StagePlan& stage) {
+  Plan single;
+  single.options = o;
+  single.stages.push_back(stage);
+  const Metrics m = compute_metrics(model, single);
+  return std::max({m.dp.flops, m.dp.memory, m.grid.flops / m.lower_bound_grid.flops,
+                   m.grid.memory / m.lower_bound_grid.memory});
 }
 
 void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& model) {
@@ -247,12 +267,12 @@ StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int
       for (int p : stage.params) stage.owner[p] = kEveryone;
       break;
     case Strategy::kLayerwise: {
+      std::vector<double> task_cost(model.params.size(), 0.0);
+      for (const Task& t : stage.tasks) task_cost[t.param] += t.cost;
       std::vector<double> costs(stage.params.size(), 0.0);
       for (std::size_t k = 0; k < stage.params.size(); ++k) {
         const model::ParamSpec& p = model.params[stage.params[k]];
-        if (!p.is_matrix()) costs[k] = adam_cost(p.local_numel(o.tp), o);
-        for (const Task& t : stage.tasks)
-          if (t.param == stage.params[k]) costs[k] += t.cost;
+        costs[k] = p.is_matrix() ? task_cost[stage.params[k]] : adam_cost(p.local_numel(o.tp), o);
       }
       const std::vector<int> owners = layerwise_owners(costs, o.dp);
       for (std::size_t k = 0; k < stage.params.size(); ++k)
@@ -260,10 +280,25 @@ StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int
       break;
     }
     case Strategy::kAsc:
-    case Strategy::kLbAsc:
-      stage.cuts = dp_cuts(model, stage.layout, stage.tasks, o);
-      owners_from_cuts(stage.layout, stage.cuts, model, stage.owner);
-      break;
+    case Strategy::kLbAsc: {
+      std::vector<StageCuts> candidates = dp_cut_candidates(model, stage.layout, stage.tasks, o);
+      StagePlan best;
+      double best_score = std::numeric_limits<double>::infinity();
+      for (StageCuts& cuts : candidates) {
+        StagePlan trial = stage;
+        trial.cuts = std::move(cuts);
+        owners_from_cuts(trial.layout, trial.cuts, model, trial.owner);
+        for (Task& t : trial.tasks) t.dp_owner = trial.owner[t.param];
+        plan_tp(o, trial, model);
+        if (candidates.size() == 1) return trial;
+        const double score = grid_score(model, o, trial);
+        if (score < best_score * (1.0 - 1e-12)) {
+          best_score = score;
+          best = std::move(trial);
+        }
+      }
+      return best;
+    }
   }
   for (Task& t : stage.tasks) t.dp_owner = stage.owner[t.param];
   plan_tp(o, stage, model);

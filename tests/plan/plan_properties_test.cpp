@@ -226,6 +226,26 @@ TEST(PlanOptionsErrors, BadOptionsAreUsageErrors) {
   expect_usage([](PlanOptions& o) { o.cost.kind = cost::CostKind::kCalibrated; });
 }
 
+TEST(PlanMetrics, CountsTensorsAnEqualChunkShardWouldSplit) {
+  // Three 100-element params at offsets 0, 128, 256 of a 384-element bucket; DP=2 equal cuts at
+  // 192 (inside the middle param) -> 1 split. DP=3 cuts at 128 and 256 fall on starts -> 0.
+  model::ModelSpec m;
+  m.name = "three";
+  for (int i = 0; i < 3; ++i)
+    m.params.push_back({std::string(1, static_cast<char>('a' + i)),
+                        {100},
+                        -1,
+                        OptimizerClass::kElementwise,
+                        -1,
+                        -1,
+                        {}});
+  PlanOptions o;
+  o.dp = 2;
+  EXPECT_EQ(compute_metrics(m, make_plan(m, o)).split_tensors, 1);
+  o.dp = 3;  // bucket padded to lcm(3, 128) = 384: cuts 128, 256
+  EXPECT_EQ(compute_metrics(m, make_plan(m, o)).split_tensors, 0);
+}
+
 TEST(PlanOptionsErrors, MoreRanksThanTasksIsLegal) {
   model::ModelSpec m;
   m.name = "one";

@@ -48,10 +48,18 @@ struct DpBucketResult {
 };
 
 // items[b] in buffer order; starts[b][i] the element offset of item i in bucket b; numel[b] the
-// bucket's padded size. Deterministic.
-std::vector<DpBucketResult> balanced_cuts(const std::vector<std::vector<DpItem>>& items,
-                                          const std::vector<std::vector<std::int64_t>>& starts,
-                                          const std::vector<std::int64_t>& bucket_numel, int ranks);
+// bucket's padded size. Deterministic. balanced_cut_candidates returns every candidate (one cut
+// set per bucket each, in a fixed order) so the caller can judge them on the whole DP x TP plan;
+// balanced_cuts returns the one with the lowest max(time max/mean, memory max/mean) on the DP axis
+// (earliest on ties).
+using DpCuts = std::vector<DpBucketResult>;  // one per bucket
+std::vector<DpCuts> balanced_cut_candidates(const std::vector<std::vector<DpItem>>& items,
+                                            const std::vector<std::vector<std::int64_t>>& starts,
+                                            const std::vector<std::int64_t>& bucket_numel,
+                                            int ranks);
+DpCuts balanced_cuts(const std::vector<std::vector<DpItem>>& items,
+                     const std::vector<std::vector<std::int64_t>>& starts,
+                     const std::vector<std::int64_t>& bucket_numel, int ranks);
 
 // Layerwise baseline (NVIDIA): items sorted by cost descending (ties by index) and dealt
 // ping-pong 0..R-1, R-1..0, ... Returns the owner of each item.

@@ -70,7 +70,8 @@ int run_plan(const PlanFlags& f) {
   options.pp = f.pp;
   options.alpha = f.alpha;
   options.cmax_mb = f.cmax_mb;
-  CANZONA_REQUIRE(f.bucket_size >= 0, "--bucket-size must be positive (got ", f.bucket_size, ")");
+  CANZONA_REQUIRE(f.bucket_size >= 0, "--bucket-size must be >= 0, 0 = Megatron default (got ",
+                  f.bucket_size, ")");
   options.layout.bucket_size = f.bucket_size;
   options.cost.kind = cost::parse_cost_kind(f.cost);
   options.cost.matrix_optimizer = cost::parse_optimizer(f.optimizer);

@@ -22,7 +22,7 @@ Layout build_layout(const model::ModelSpec& model, const std::vector<int>& param
                     const LayoutOptions& options) {
   CANZONA_REQUIRE(options.dp > 0, "dp must be positive (got ", options.dp, ")");
   CANZONA_REQUIRE(options.tp > 0, "tp must be positive (got ", options.tp, ")");
-  CANZONA_REQUIRE(options.bucket_size >= 0, "bucket size must be positive (got ",
+  CANZONA_REQUIRE(options.bucket_size >= 0, "bucket size must be >= 0, 0 = Megatron default (got ",
                   options.bucket_size, ")");
   CANZONA_REQUIRE(options.param_align > 0, "param alignment must be positive (got ",
                   options.param_align, ")");

@@ -6,8 +6,8 @@
 //   2. refinement: while moving a boundary item off the most loaded rank, or swapping it with a
 //      cheaper boundary item of another rank, keeps cuts monotone and lowers the pair's maximum,
 //      apply the best such change;
-//   3. divisible items, largest memory first: water-filled over the ranks their neighbours allow,
-//      towards equal memory; their cut points may fall on any element.
+//   3. divisible items: each run of adjacent ones, largest first, water-filled over the ranks its
+//      atomic neighbours allow, towards equal memory; cut points may fall on any element.
 // balanced_cuts keeps the candidate with the lowest max(time, memory) max/mean on the DP axis;
 // make_plan judges the candidates on the whole DP x TP grid instead (plan.cpp).
 #include <algorithm>
@@ -120,83 +120,93 @@ void refine(std::vector<BucketState>& state, const std::vector<std::vector<DpIte
   }
 }
 
-// Element counts per rank in [lo, hi] that raise memory towards a common level (water-filling),
-// summing to `numel`, contiguous in rank order.
-std::vector<std::int64_t> water_fill(const std::vector<double>& memory, int lo, int hi,
-                                     double item_memory, std::int64_t numel) {
-  const int ranks = static_cast<int>(memory.size());
-  std::vector<std::int64_t> parts(ranks, 0);
+// Memory each rank in [lo, hi] receives so that all of them rise towards a common level
+// (water-filling); the amounts sum to `amount`.
+std::vector<double> water_fill(const std::vector<double>& memory, int lo, int hi, double amount) {
   std::vector<double> levels(memory.begin() + lo, memory.begin() + hi + 1);
   std::sort(levels.begin(), levels.end());
-  // Find the level t with Σ max(0, t - M_r) = item_memory over r in [lo, hi].
-  double level = levels.back() + item_memory / levels.size();
+  // The level t with Σ max(0, t - M_r) = amount over r in [lo, hi].
+  double level = levels.back() + amount / static_cast<double>(levels.size());
   double below = 0.0;
   for (std::size_t k = 0; k < levels.size(); ++k) {
     below += levels[k];
     const double next = k + 1 < levels.size() ? levels[k + 1] : kInf;
-    const double t = (item_memory + below) / static_cast<double>(k + 1);
+    const double t = (amount + below) / static_cast<double>(k + 1);
     if (t <= next) {
       level = t;
       break;
     }
   }
-  double cumulative = 0.0;
-  std::int64_t assigned = 0;
-  for (int r = lo; r <= hi; ++r) {
-    cumulative += std::max(0.0, level - memory[r]);
-    const double fraction = item_memory > 0.0 ? cumulative / item_memory : 1.0;
-    const std::int64_t end =
-        r == hi
-            ? numel
-            : std::min<std::int64_t>(numel, std::llround(fraction * static_cast<double>(numel)));
-    parts[r] = std::max<std::int64_t>(0, end - assigned);
-    assigned += parts[r];
-  }
-  return parts;
+  std::vector<double> out(memory.size(), 0.0);
+  for (int r = lo; r <= hi; ++r) out[r] = std::max(0.0, level - memory[r]);
+  return out;
 }
 
-// Phase 3: divisible items, largest memory first, water-filled towards equal memory over the ranks
-// their placed neighbours allow. Returns the memory per rank.
+// Phase 3: divisible items. A *run* is a maximal sequence of adjacent divisible items in a bucket
+// (between two atomic items or a bucket end); it may be cut anywhere, so a run is water-filled as
+// one unit over the ranks its atomic neighbours allow, largest run first, and then sliced in buffer
+// order (item by item, element by element) at the resulting memory boundaries. Returns the memory
+// per rank.
 std::vector<double> fill_divisible(std::vector<BucketState>& state,
                                    const std::vector<std::vector<DpItem>>& items, int ranks) {
+  struct Run {
+    int bucket = 0, begin = 0, end = 0;  // items [begin, end)
+    double memory = 0.0;
+  };
   std::vector<double> memory(ranks, 0.0);
-  std::vector<std::pair<int, int>> divisible;  // (bucket, item)
+  std::vector<Run> runs;
   for (std::size_t b = 0; b < state.size(); ++b) {
     for (int i : state[b].atomic) {
       const int r = state[b].owner[i];
       memory[r] += items[b][i].memory;
       state[b].first_rank[i] = state[b].last_rank[i] = r;
     }
-    for (std::size_t i = 0; i < items[b].size(); ++i)
-      if (items[b][i].divisible) divisible.emplace_back(static_cast<int>(b), static_cast<int>(i));
-  }
-  std::stable_sort(divisible.begin(), divisible.end(), [&](auto a, auto b) {
-    return items[a.first][a.second].memory > items[b.first][b.second].memory;
-  });
-  for (auto [b, i] : divisible) {
-    auto& s = state[b];
-    int lo = 0, hi = ranks - 1;
-    for (int k = i - 1; k >= 0; --k)
-      if (s.last_rank[k] >= 0) {
-        lo = s.last_rank[k];
-        break;
+    const int n = static_cast<int>(items[b].size());
+    for (int i = 0; i < n;) {
+      if (!items[b][i].divisible) {
+        ++i;
+        continue;
       }
-    for (int k = i + 1; k < static_cast<int>(items[b].size()); ++k)
-      if (s.first_rank[k] >= 0) {
-        hi = s.first_rank[k];
-        break;
-      }
-    const DpItem& item = items[b][i];
-    s.parts[i] = water_fill(memory, lo, hi, item.memory, item.numel);
-    for (int r = lo; r <= hi; ++r) {
-      if (s.parts[i][r] == 0) continue;
-      memory[r] += item.memory * static_cast<double>(s.parts[i][r]) / item.numel;
-      if (s.first_rank[i] < 0) s.first_rank[i] = r;
-      s.last_rank[i] = r;
+      Run run{static_cast<int>(b), i, i, 0.0};
+      for (; run.end < n && items[b][run.end].divisible; ++run.end)
+        run.memory += items[b][run.end].memory;
+      runs.push_back(run);
+      i = run.end;
     }
-    if (s.first_rank[i] < 0) s.first_rank[i] = s.last_rank[i] = lo;  // zero-size safety
   }
-
+  std::stable_sort(runs.begin(), runs.end(),
+                   [](const Run& a, const Run& b) { return a.memory > b.memory; });
+  for (const Run& run : runs) {
+    auto& s = state[run.bucket];
+    const auto& bucket = items[run.bucket];
+    const int lo = run.begin > 0 ? s.owner[run.begin - 1] : 0;
+    const int hi = run.end < static_cast<int>(bucket.size()) ? s.owner[run.end] : ranks - 1;
+    const std::vector<double> share = water_fill(memory, lo, hi, run.memory);
+    // Walk the run's items in order, giving rank r elements until its share is used up.
+    int r = lo;
+    double left = share[lo];
+    for (int i = run.begin; i < run.end; ++i) {
+      const DpItem& item = bucket[i];
+      const double per_element = item.memory / static_cast<double>(item.numel);
+      s.parts[i].assign(ranks, 0);
+      std::int64_t remaining = item.numel;
+      while (remaining > 0) {
+        std::int64_t take = remaining;
+        if (r < hi && per_element > 0.0)
+          take = std::clamp<std::int64_t>(std::llround(left / per_element), 0, remaining);
+        s.parts[i][r] += take;
+        remaining -= take;
+        left -= static_cast<double>(take) * per_element;
+        if (remaining > 0 && r < hi) left += share[++r];
+      }
+      for (int q = lo; q <= hi; ++q) {
+        if (s.parts[i][q] == 0) continue;
+        memory[q] += per_element * static_cast<double>(s.parts[i][q]);
+        if (s.first_rank[i] < 0) s.first_rank[i] = q;
+        s.last_rank[i] = q;
+      }
+    }
+  }
   return memory;
 }
 

@@ -22,8 +22,8 @@ struct BucketState {
 };
 
 // Phase 1 per bucket: buckets in descending total time (ties by index), each assigned by the
-// exact monotone solver minimising Σ_r (L_r + S_r)^2 (or Algorithm 1 targeting when too large),
-// within each item's caps. Returns the loads.
+// exact monotone solver minimising Σ_r (L_r + S_r)^2 within each item's caps, or, for a bucket too
+// large for it, by Algorithm 1 targeting (which ignores caps). Returns the loads.
 std::vector<double> place_per_bucket(std::vector<BucketState>& state,
                                      const std::vector<std::vector<DpItem>>& items,
                                      const std::vector<double>& totals, int ranks, double mu);

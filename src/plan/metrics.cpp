@@ -81,7 +81,6 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
 Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan) {
   const PlanOptions& o = plan.options;
   Metrics m;
-  double largest_task_flops = 0.0, largest_task_memory = 0.0;
   double largest_param_flops = 0.0, largest_param_memory = 0.0;
   MaxMean grid_flops_all, grid_memory_all;
   for (const StagePlan& stage : plan.stages) {
@@ -124,6 +123,7 @@ Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan) {
     m.grid.flops = std::max(m.grid.flops, grid_flops.ratio());
     m.grid.memory = std::max(m.grid.memory, grid_memory.ratio());
 
+    double largest_task_flops = 0.0, largest_task_memory = 0.0;  // this stage's
     std::vector<double> param_flops(model.params.size(), 0.0);
     std::vector<double> param_memory(model.params.size(), 0.0);
     for (const Task& t : stage.tasks) {

@@ -19,6 +19,7 @@ using cost::OptimizerKind;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr int kMaxRanks = 1 << 20;  // DP x TP x PP beyond this is not a sensible cluster
+constexpr double kMaxCmaxMb = 1e9;  // 1 PiB per host per group: far beyond any buffer
 
 void validate_options(const PlanOptions& o) {
   CANZONA_REQUIRE(o.dp > 0, "--dp must be positive (got ", o.dp, ")");
@@ -30,6 +31,8 @@ void validate_options(const PlanOptions& o) {
   CANZONA_REQUIRE(o.alpha >= 0.0 && o.alpha <= 1.0, "--alpha must be in [0, 1] (got ", o.alpha,
                   ")");
   CANZONA_REQUIRE(o.cmax_mb > 0.0, "--cmax-mb must be positive (got ", o.cmax_mb, ")");
+  CANZONA_REQUIRE(o.cmax_mb * kMiB >= 1.0 && o.cmax_mb <= kMaxCmaxMb, "--cmax-mb must be between ",
+                  1.0 / kMiB, " (one byte) and ", kMaxCmaxMb, " MiB (got ", o.cmax_mb, ")");
   CANZONA_REQUIRE(o.asc_group_tasks >= 0, "asc group size must be >= 0 (got ", o.asc_group_tasks,
                   ")");
   CANZONA_REQUIRE(o.cost.matrix_optimizer != OptimizerKind::kAdamW,

@@ -42,6 +42,9 @@ expect_usage_error "--tp must be positive" plan --model qwen3-tiny --tp 0
 expect_usage_error "--pp must be positive" plan --model qwen3-tiny --pp -1
 expect_usage_error "--alpha must be in [0, 1]" plan --model qwen3-tiny --alpha 1.5
 expect_usage_error "--cmax-mb must be positive" plan --model qwen3-tiny --cmax-mb 0
+expect_usage_error "--cmax-mb must be between" plan --model qwen3-tiny --tp 2 --cmax-mb 1e-9
+expect_usage_error "--cmax-mb must be between" plan --model qwen3-tiny --tp 2 --cmax-mb 1e30
+expect_usage_error "--bucket-size must be >= 0" plan --model qwen3-tiny --bucket-size -5
 expect_usage_error "ranks is more than" plan --model qwen3-tiny --dp 2000000
 expect_usage_error "tp" plan --model qwen3-tiny --tp 3
 expect_usage_error "pp=3" plan --model qwen3-tiny --pp 3

@@ -104,6 +104,13 @@ TEST(Balanced, DivisibleItemFillsMemoryDeficits) {
   EXPECT_EQ(rank1_elements, atomic_owner == 0 ? 60 : 0);
 }
 
+TEST(Balanced, AdjacentDivisibleItemsAreFilledAsOneRun) {
+  // Three adjacent element-wise items (memory 10 each) over three ranks: one run, one item each.
+  std::vector<std::vector<DpItem>> items{{{0, 10, 10, true}, {0, 10, 10, true}, {0, 10, 10, true}}};
+  const auto result = balanced_cuts(items, {{0, 64, 128}}, {192}, 3);
+  EXPECT_EQ(result[0].element_cuts, (std::vector<std::int64_t>{0, 64, 128, 192}));
+}
+
 TEST(Balanced, DivisibleItemIsSplitEvenlyWhenNothingElseExists) {
   std::vector<std::vector<DpItem>> items{{{0, 100, 100, true}}};
   const auto result = balanced_cuts(items, {{0}}, {100}, 4);

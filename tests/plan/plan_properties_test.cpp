@@ -226,6 +226,21 @@ TEST(PlanOptionsErrors, BadOptionsAreUsageErrors) {
   expect_usage([](PlanOptions& o) { o.cost.kind = cost::CostKind::kCalibrated; });
 }
 
+TEST(PlanMetrics, LowerBoundsArePerStage) {
+  // Stage 0 holds a big matrix, stage 1 a tiny one; on one rank per stage each bound is 1. (A
+  // bound carried over from stage 0 would make stage 1's huge.)
+  model::ModelSpec m;
+  m.name = "two stages";
+  m.arch.num_layers = 2;
+  m.params.push_back({"big", {512, 512}, 0, OptimizerClass::kMatrix, 0, -1, {}});
+  m.params.push_back({"tiny", {8, 8}, 0, OptimizerClass::kMatrix, 1, -1, {}});
+  PlanOptions o;
+  o.pp = 2;
+  const Metrics metrics = compute_metrics(m, make_plan(m, o));
+  EXPECT_DOUBLE_EQ(metrics.lower_bound_grid.flops, 1.0);
+  EXPECT_DOUBLE_EQ(metrics.lower_bound_grid.memory, 1.0);
+}
+
 TEST(PlanMetrics, CountsTensorsAnEqualChunkShardWouldSplit) {
   // Three 100-element params at offsets 0, 128, 256 of a 384-element bucket; DP=2 equal cuts at
   // 192 (inside the middle param) -> 1 split. DP=3 cuts at 128 and 256 fall on starts -> 0.

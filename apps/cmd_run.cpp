@@ -9,11 +9,11 @@
 #include <exception>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 #include "canzona/comm/mpi.h"
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
+#include "canzona/model/load.h"
 #include "canzona/plan/plan.h"
 #include "canzona/runtime/options.h"
 #include "canzona/runtime/report.h"
@@ -36,26 +36,6 @@ struct RunFlags {
   std::string trace, json;
 };
 
-std::vector<plan::Strategy> parse_strategy_list(const std::string& text) {
-  if (text == "all")
-    return {plan::Strategy::kSc, plan::Strategy::kLayerwise, plan::Strategy::kAsc,
-            plan::Strategy::kLbAsc};
-  std::vector<plan::Strategy> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ','))
-    if (!item.empty()) out.push_back(plan::parse_strategy(item));
-  CANZONA_REQUIRE(!out.empty(), "--strategy: give sc, layerwise, asc, lb-asc, a list or all");
-  return out;
-}
-
-model::QkvSplit parse_qkv_split(const std::string& s) {
-  if (s == "none") return model::QkvSplit::kNone;
-  if (s == "qkv") return model::QkvSplit::kQkv;
-  if (s == "head") return model::QkvSplit::kPerHead;
-  throw UsageError(str("--split-qkv must be none, qkv or head (got '", s, "')"));
-}
-
 // Everything that can be checked without MPI; throws UsageError.
 runtime::RunOptions resolve(RunFlags& f) {
   runtime::RunOptions o = f.options;
@@ -63,7 +43,7 @@ runtime::RunOptions resolve(RunFlags& f) {
   o.cost = cost::parse_cost_kind(f.cost);
   CANZONA_REQUIRE(o.cost != cost::CostKind::kCalibrated,
                   "--cost calibrated is not supported by run/compare (use numel, flops or memory)");
-  o.qkv_split = parse_qkv_split(f.split_qkv);
+  o.qkv_split = model::parse_qkv_split(f.split_qkv);
   o.reduce_mode = runtime::parse_reduce_mode(f.reduce_mode);
   o.pipeline = !f.no_pipeline;
   try {
@@ -77,7 +57,7 @@ runtime::RunOptions resolve(RunFlags& f) {
 
 int execute(RunFlags& flags) {
   const runtime::RunOptions options = resolve(flags);
-  const std::vector<plan::Strategy> strategies = parse_strategy_list(flags.strategies);
+  const std::vector<plan::Strategy> strategies = plan::parse_strategy_list(flags.strategies);
   const model::ModelSpec model = runtime::load_model(options);
   runtime::SessionOptions session;
   session.verify = flags.verify;

@@ -51,25 +51,15 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-std::vector<plan::Strategy> parse_strategies(const std::string& text) {
-  if (text == "all") {
-    return {plan::Strategy::kSc, plan::Strategy::kLayerwise, plan::Strategy::kAsc,
-            plan::Strategy::kLbAsc};
-  }
-  std::vector<plan::Strategy> out;
-  for (const auto& name : split_list(text)) out.push_back(plan::parse_strategy(name));
-  CANZONA_REQUIRE(!out.empty(), "--strategy: give sc, layerwise, asc, lb-asc, a comma list or all");
-  return out;
-}
-
 // Completes the scenario from the string flags; throws UsageError on a bad value. `calibration`
 // must outlive the scenario (the plan options borrow it).
 void resolve(SimulateArgs& a, cost::Calibration& calibration) {
   auto& plan = a.scenario.plan;
   plan.variant = plan::parse_variant(a.planner);
   plan.cost.kind = cost::parse_cost_kind(a.cost);
-  CANZONA_REQUIRE(plan.layout.bucket_size >= 0, "--bucket-size must be positive (got ",
-                  plan.layout.bucket_size, ")");
+  CANZONA_REQUIRE(plan.layout.bucket_size >= 0,
+                  "--bucket-size must be >= 0, 0 = Megatron default (got ", plan.layout.bucket_size,
+                  ")");
   if (!a.calibration.empty()) {
     calibration = cost::Calibration::read(a.calibration);
     plan.cost.calibration = &calibration;
@@ -137,7 +127,7 @@ void run(SimulateArgs& a) {
   resolve(a, calibration);
   const sim::Cluster cluster = sim::load_cluster(a.cluster);
   if (!a.dump_cluster_path.empty()) write_json_file(a.dump_cluster_path, sim::to_json(cluster));
-  const auto strategies = parse_strategies(a.strategies);
+  const auto strategies = plan::parse_strategy_list(a.strategies);
   auto& p = a.scenario.plan;
   const int gpus = a.scenario.gpus;
   CANZONA_REQUIRE(gpus >= 0, "--gpus must be positive (got ", gpus, ")");

@@ -331,6 +331,19 @@ Strategy parse_strategy(const std::string& name) {
   throw UsageError(str("unknown strategy '", name, "' (expected sc, layerwise, asc or lb-asc)"));
 }
 
+std::vector<Strategy> parse_strategy_list(const std::string& text) {
+  if (text == "all") return {Strategy::kSc, Strategy::kLayerwise, Strategy::kAsc, Strategy::kLbAsc};
+  std::vector<Strategy> out;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', begin), text.size());
+    if (comma > begin) out.push_back(parse_strategy(text.substr(begin, comma - begin)));
+    begin = comma + 1;
+  }
+  CANZONA_REQUIRE(!out.empty(), "--strategy: give sc, layerwise, asc, lb-asc, a comma list or all");
+  return out;
+}
+
 const char* to_string(Strategy strategy) {
   switch (strategy) {
     case Strategy::kSc:

@@ -261,6 +261,15 @@ TEST(PlanMetrics, CountsTensorsAnEqualChunkShardWouldSplit) {
   EXPECT_EQ(compute_metrics(m, make_plan(m, o)).split_tensors, 0);
 }
 
+TEST(PlanOptionsErrors, StrategyListsParseOrSayWhatIsWrong) {
+  EXPECT_EQ(parse_strategy_list("all").size(), 4u);
+  EXPECT_EQ(parse_strategy_list("lb-asc,sc"),
+            (std::vector<Strategy>{Strategy::kLbAsc, Strategy::kSc}));
+  EXPECT_THROW(parse_strategy_list(""), UsageError);
+  EXPECT_THROW(parse_strategy_list(",,"), UsageError);
+  EXPECT_THROW(parse_strategy_list("sc,fast"), UsageError);
+}
+
 TEST(PlanOptionsErrors, MoreRanksThanTasksIsLegal) {
   model::ModelSpec m;
   m.name = "one";

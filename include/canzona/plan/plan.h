@@ -27,6 +27,8 @@ enum class Strategy { kSc, kLayerwise, kAsc, kLbAsc };
 enum class PlannerVariant { kPaper, kCanzona };
 
 Strategy parse_strategy(const std::string& name);  // "sc" | "layerwise" | "asc" | "lb-asc"
+// "all" (the four in design order) or a comma list of names; throws UsageError when empty or bad.
+std::vector<Strategy> parse_strategy_list(const std::string& text);
 const char* to_string(Strategy strategy);
 PlannerVariant parse_variant(const std::string& name);  // "paper" | "canzona"
 const char* to_string(PlannerVariant variant);

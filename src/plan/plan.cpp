@@ -2,7 +2,6 @@
 #include "canzona/plan/plan.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -199,16 +198,17 @@ void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& mod
   stage.groups.assign(o.dp, {});
   const std::int64_t capacity = static_cast<std::int64_t>(o.cmax_mb * kMiB);
   std::vector<double> tp_total(o.tp, 0.0);  // work per TP rank over the DP ranks planned so far
+  std::vector<std::vector<int>> hosted_by_dp(o.dp);  // TP-hosted task indices per DP owner
+  for (std::size_t k = 0; k < stage.tasks.size(); ++k) {
+    const Task& t = stage.tasks[k];
+    if (t.dp_owner >= 0 && tp_hosted(model.params[t.param], o))
+      hosted_by_dp[t.dp_owner].push_back(static_cast<int>(k));
+  }
   for (int d = 0; d < o.dp; ++d) {
-    std::vector<int> ids;
-    std::vector<TpTask> tp_tasks;
-    for (std::size_t k = 0; k < stage.tasks.size(); ++k) {
-      const Task& t = stage.tasks[k];
-      if (t.dp_owner != d || !tp_hosted(model.params[t.param], o)) continue;
-      ids.push_back(static_cast<int>(k));
-      tp_tasks.push_back({t.cost, t.gather_bytes});
-    }
+    const std::vector<int>& ids = hosted_by_dp[d];
     if (ids.empty()) continue;
+    std::vector<TpTask> tp_tasks;
+    for (int k : ids) tp_tasks.push_back({stage.tasks[k].cost, stage.tasks[k].gather_bytes});
     std::vector<TpGroup> groups;
     if (o.strategy == Strategy::kAsc) {
       groups = round_robin_groups(tp_tasks, o.tp, o.asc_group_tasks > 0 ? o.asc_group_tasks : o.tp);

@@ -4,6 +4,7 @@
 
 #include "canzona/common/error.h"
 #include "canzona/optim/linalg.h"
+#include "kronecker.h"
 #include "options_reader.h"
 #include "scratch.h"
 
@@ -20,28 +21,17 @@ Shampoo::Shampoo(ParamInfo param, ShampooOptions options)
     : Optimizer(std::move(param)), options_(options) {
   const ParamInfo& p = this->param();
   const std::string who = str("shampoo for ", p.describe());
-  auto unit = [](double b) { return b >= 0.0 && b < 1.0; };
-  CANZONA_REQUIRE(unit(options_.beta1) && unit(options_.beta2) && unit(options_.graft_beta2), who,
-                  ": beta1, beta2 and graft_beta2 must be in [0, 1)");
+  CANZONA_REQUIRE(detail::is_decay(options_.beta1) && detail::is_decay(options_.beta2) &&
+                      detail::is_decay(options_.graft_beta2),
+                  who, ": beta1, beta2 and graft_beta2 must be in [0, 1)");
   CANZONA_REQUIRE(options_.eps > 0.0, who, ": eps must be > 0, got ", options_.eps);
   CANZONA_REQUIRE(options_.graft_eps >= 0.0, who, ": graft_eps must be >= 0");
-  CANZONA_REQUIRE(options_.precondition_frequency >= 1, who,
-                  ": precondition_frequency must be >= 1, got ", options_.precondition_frequency);
-  CANZONA_REQUIRE(std::isfinite(options_.lr) && std::isfinite(options_.weight_decay), who,
-                  ": lr and weight_decay must be finite");
-  left_ = p.rows <= options_.max_precond_dim;
-  right_ = p.cols <= options_.max_precond_dim;
-  const auto size = [](std::int64_t a, std::int64_t b) { return static_cast<std::size_t>(a * b); };
-  m_.assign(size(p.rows, p.cols), 0.0f);
+  detail::check_frequency_and_lr(who, options_.precondition_frequency, options_.lr,
+                                 options_.weight_decay);
+  m_.assign(static_cast<std::size_t>(p.rows * p.cols), 0.0f);
   if (options_.grafting == Grafting::kAdam) v_.assign(m_.size(), 0.0f);
-  if (left_) {
-    l_.assign(size(p.rows, p.rows), 0.0f);
-    l4_.assign(l_.size(), 0.0f);
-  }
-  if (right_) {
-    r_.assign(size(p.cols, p.cols), 0.0f);
-    r4_.assign(r_.size(), 0.0f);
-  }
+  left_ = detail::allocate_side(p.rows, options_.max_precond_dim, l_, l4_);
+  right_ = detail::allocate_side(p.cols, options_.max_precond_dim, r_, r4_);
 }
 
 std::size_t Shampoo::state_bytes() const {
@@ -53,14 +43,13 @@ void Shampoo::update(MatrixView param, ConstMatrixView grad, std::int64_t step) 
   if (rows * cols == 0) return;
   const ShampooOptions& o = options_;
   MatrixView m = matrix_view(m_.data(), rows, cols);
-  MatrixView l = matrix_view(l_.data(), left_ ? rows : 0, left_ ? rows : 0);
-  MatrixView r = matrix_view(r_.data(), right_ ? cols : 0, right_ ? cols : 0);
-  MatrixView l4 = matrix_view(l4_.data(), l.rows, l.cols);
-  MatrixView r4 = matrix_view(r4_.data(), r.rows, r.cols);
+  MatrixView l = detail::side_view(l_, left_, rows);
+  MatrixView r = detail::side_view(r_, right_, cols);
+  MatrixView l4 = detail::side_view(l4_, left_, rows);
+  MatrixView r4 = detail::side_view(r4_, right_, cols);
 
   const float decay2 = static_cast<float>(o.beta2), gain2 = static_cast<float>(1.0 - o.beta2);
-  if (left_) syrk_upper(Trans::kNo, gain2, grad, decay2, l);
-  if (right_) syrk_upper(Trans::kYes, gain2, grad, decay2, r);
+  detail::accumulate_statistics(grad, gain2, decay2, l, r);
 
   const float beta1 = static_cast<float>(o.beta1), gain1 = static_cast<float>(1.0 - o.beta1);
   for (std::int64_t i = 0; i < rows; ++i) {

@@ -6,6 +6,7 @@
 
 #include "canzona/common/error.h"
 #include "canzona/optim/linalg.h"
+#include "kronecker.h"
 #include "options_reader.h"
 #include "scratch.h"
 
@@ -14,27 +15,16 @@ namespace canzona::optim {
 Soap::Soap(ParamInfo param, SoapOptions options) : Optimizer(std::move(param)), options_(options) {
   const ParamInfo& p = this->param();
   const std::string who = str("soap for ", p.describe());
-  auto unit = [](double b) { return b >= 0.0 && b < 1.0; };
-  CANZONA_REQUIRE(unit(options_.beta1) && unit(options_.beta2) && unit(options_.shampoo_beta), who,
-                  ": beta1, beta2 and shampoo_beta must be in [0, 1)");
+  CANZONA_REQUIRE(detail::is_decay(options_.beta1) && detail::is_decay(options_.beta2) &&
+                      detail::is_decay(options_.shampoo_beta),
+                  who, ": beta1, beta2 and shampoo_beta must be in [0, 1)");
   CANZONA_REQUIRE(options_.eps >= 0.0, who, ": eps must be >= 0");
-  CANZONA_REQUIRE(options_.precondition_frequency >= 1, who,
-                  ": precondition_frequency must be >= 1, got ", options_.precondition_frequency);
-  CANZONA_REQUIRE(std::isfinite(options_.lr) && std::isfinite(options_.weight_decay), who,
-                  ": lr and weight_decay must be finite");
-  left_ = p.rows <= options_.max_precond_dim;
-  right_ = p.cols <= options_.max_precond_dim;
-  const auto size = [](std::int64_t a, std::int64_t b) { return static_cast<std::size_t>(a * b); };
-  m_.assign(size(p.rows, p.cols), 0.0f);
+  detail::check_frequency_and_lr(who, options_.precondition_frequency, options_.lr,
+                                 options_.weight_decay);
+  m_.assign(static_cast<std::size_t>(p.rows * p.cols), 0.0f);
   v_.assign(m_.size(), 0.0f);
-  if (left_) {
-    l_.assign(size(p.rows, p.rows), 0.0f);
-    ql_.assign(l_.size(), 0.0f);
-  }
-  if (right_) {
-    r_.assign(size(p.cols, p.cols), 0.0f);
-    qr_.assign(r_.size(), 0.0f);
-  }
+  left_ = detail::allocate_side(p.rows, options_.max_precond_dim, l_, ql_);
+  right_ = detail::allocate_side(p.cols, options_.max_precond_dim, r_, qr_);
 }
 
 std::size_t Soap::state_bytes() const {
@@ -43,10 +33,8 @@ std::size_t Soap::state_bytes() const {
 
 void Soap::accumulate_statistics(ConstMatrixView grad, float decay) {
   const float gain = static_cast<float>(1.0 - options_.shampoo_beta);
-  if (left_)
-    syrk_upper(Trans::kNo, gain, grad, decay, matrix_view(l_.data(), grad.rows, grad.rows));
-  if (right_)
-    syrk_upper(Trans::kYes, gain, grad, decay, matrix_view(r_.data(), grad.cols, grad.cols));
+  detail::accumulate_statistics(grad, gain, decay, detail::side_view(l_, left_, grad.rows),
+                                detail::side_view(r_, right_, grad.cols));
 }
 
 void Soap::refresh_basis(MatrixView stat, MatrixView q, bool left) {
@@ -85,13 +73,15 @@ void Soap::update(MatrixView param, ConstMatrixView grad, std::int64_t step) {
   const std::int64_t rows = param.rows, cols = param.cols;
   if (rows * cols == 0) return;
   const SoapOptions& o = options_;
-  MatrixView ql = matrix_view(ql_.data(), left_ ? rows : 0, left_ ? rows : 0);
-  MatrixView qr = matrix_view(qr_.data(), right_ ? cols : 0, right_ ? cols : 0);
+  MatrixView l = detail::side_view(l_, left_, rows);
+  MatrixView r = detail::side_view(r_, right_, cols);
+  MatrixView ql = detail::side_view(ql_, left_, rows);
+  MatrixView qr = detail::side_view(qr_, right_, cols);
 
   if (step == 1) {
     accumulate_statistics(grad, 0.0f);
-    if (left_) symmetric_eigenvectors_descending(matrix_view(l_.data(), rows, rows), ql);
-    if (right_) symmetric_eigenvectors_descending(matrix_view(r_.data(), cols, cols), qr);
+    if (left_) symmetric_eigenvectors_descending(l, ql);
+    if (right_) symmetric_eigenvectors_descending(r, qr);
     return;
   }
   const std::int64_t s = step - 1;  // Adam step
@@ -164,8 +154,8 @@ void Soap::update(MatrixView param, ConstMatrixView grad, std::int64_t step) {
 
   accumulate_statistics(grad, static_cast<float>(o.shampoo_beta));
   if (s % o.precondition_frequency == 0) {
-    if (left_) refresh_basis(matrix_view(l_.data(), rows, rows), ql, true);
-    if (right_) refresh_basis(matrix_view(r_.data(), cols, cols), qr, false);
+    if (left_) refresh_basis(l, ql, true);
+    if (right_) refresh_basis(r, qr, false);
   }
 }
 

@@ -60,8 +60,13 @@ TEST(Layout, AParamIsNeverSplitAcrossBuckets) {
   model::ModelSpec m;
   m.name = "big";
   for (int i = 0; i < 7; ++i)
-    m.params.push_back(
-        {"p" + std::to_string(i), {1000 + 37 * i}, -1, OptimizerClass::kElementwise, -1, -1, {}});
+    m.params.push_back({std::string("p").append(std::to_string(i)),
+                        {1000 + 37 * i},
+                        -1,
+                        OptimizerClass::kElementwise,
+                        -1,
+                        -1,
+                        {}});
   LayoutOptions o;
   o.dp = 4;
   o.bucket_size = 1500;

@@ -23,7 +23,7 @@ model::ModelSpec random_model(std::mt19937& rng, int tp) {
   const int n = count(rng);
   for (int i = 0; i < n; ++i) {
     model::ParamSpec p;
-    p.name = "p" + std::to_string(i);
+    p.name = std::string("p").append(std::to_string(i));
     const int k = kind(rng);
     if (k == 0) {  // element-wise vector
       p.shape = {static_cast<std::int64_t>(side(rng)) * 16};

@@ -24,6 +24,8 @@ namespace {
 using detail::BucketState;
 using detail::kInf;
 
+constexpr double kGridWork = 5e6;  // largest items x ranks x tp for the grid candidates
+
 // An atomic item at the edge of its owner's segment in a bucket, and the ranks [lo, hi] it may
 // move to without breaking monotone cuts.
 struct Boundary {
@@ -252,7 +254,8 @@ struct Candidate {
 
 std::vector<Candidate> run_candidates(const std::vector<std::vector<DpItem>>& items,
                                       const std::vector<std::vector<std::int64_t>>& starts,
-                                      const std::vector<std::int64_t>& bucket_numel, int ranks) {
+                                      const std::vector<std::int64_t>& bucket_numel, int ranks,
+                                      int tp) {
   CANZONA_CHECK(ranks > 0);
   CANZONA_CHECK(items.size() == starts.size() && items.size() == bucket_numel.size());
   const std::size_t buckets = items.size();
@@ -276,15 +279,23 @@ std::vector<Candidate> run_candidates(const std::vector<std::vector<DpItem>>& it
   }
   const double mu = grand_total / ranks;
 
-  // Phase 1 six ways, each followed by phases 2 and 3.
+  // Phase 1 six ways, each followed by phases 2 and 3; with TP, two more on the grid (with and
+  // without caps), not refined on DP time (that would undo their host packing).
+  std::size_t atomic_items = 0;
+  for (const auto& s : state) atomic_items += s.atomic.size();
+  const bool grid = tp > 1 && static_cast<double>(atomic_items) * ranks * tp <= kGridWork;
   std::vector<Candidate> candidates;
-  for (int candidate = 0; candidate < 6; ++candidate) {
+  for (int candidate = 0; candidate < (grid ? 8 : 6); ++candidate) {
     std::vector<BucketState> trial = state;
-    if (candidate % 2 == 1) detail::cap_around_big_divisible(trial, items, ranks);
-    std::vector<double> load = candidate < 2
-                                   ? detail::place_per_bucket(trial, items, totals, ranks, mu)
-                                   : detail::place_by_lpt(trial, items, ranks, candidate >= 4);
-    refine(trial, items, load);
+    // The grid candidate's capped items get at least R/8 ranks, so they need not crowd one DP
+    // rank's TP hosts.
+    if (candidate % 2 == 1)
+      detail::cap_around_big_divisible(trial, items, ranks, candidate == 7 ? (ranks + 7) / 8 : 1);
+    std::vector<double> load =
+        candidate < 2   ? detail::place_per_bucket(trial, items, totals, ranks, mu)
+        : candidate < 6 ? detail::place_by_lpt(trial, items, ranks, candidate >= 4)
+                        : detail::place_on_grid(trial, items, ranks, tp);
+    if (candidate < 6) refine(trial, items, load);
     const std::vector<double> memory = fill_divisible(trial, items, ranks);
     const double time_mean = std::accumulate(load.begin(), load.end(), 0.0) / ranks;
     const double memory_mean = std::accumulate(memory.begin(), memory.end(), 0.0) / ranks;
@@ -303,9 +314,9 @@ std::vector<Candidate> run_candidates(const std::vector<std::vector<DpItem>>& it
 std::vector<DpCuts> balanced_cut_candidates(const std::vector<std::vector<DpItem>>& items,
                                             const std::vector<std::vector<std::int64_t>>& starts,
                                             const std::vector<std::int64_t>& bucket_numel,
-                                            int ranks) {
+                                            int ranks, int tp) {
   std::vector<DpCuts> out;
-  for (auto& c : run_candidates(items, starts, bucket_numel, ranks))
+  for (auto& c : run_candidates(items, starts, bucket_numel, ranks, tp))
     out.push_back(std::move(c.cuts));
   return out;
 }
@@ -313,7 +324,7 @@ std::vector<DpCuts> balanced_cut_candidates(const std::vector<std::vector<DpItem
 DpCuts balanced_cuts(const std::vector<std::vector<DpItem>>& items,
                      const std::vector<std::vector<std::int64_t>>& starts,
                      const std::vector<std::int64_t>& bucket_numel, int ranks) {
-  std::vector<Candidate> candidates = run_candidates(items, starts, bucket_numel, ranks);
+  std::vector<Candidate> candidates = run_candidates(items, starts, bucket_numel, ranks, 1);
   std::size_t best = 0;
   for (std::size_t k = 1; k < candidates.size(); ++k)
     if (candidates[k].score < candidates[best].score * (1.0 - 1e-12)) best = k;

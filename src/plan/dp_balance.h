@@ -35,10 +35,19 @@ std::vector<double> place_by_lpt(std::vector<BucketState>& state,
                                  const std::vector<std::vector<DpItem>>& items, int ranks,
                                  bool middle_ties);
 
+// Phase 1 on the grid: capped items first, then by descending time, each to the DP rank (within its
+// caps and the monotone limits) where adding its TP tasks, largest first to the least-loaded host,
+// gives the lowest busiest-host load (then the lowest DP load; then the lowest rank). Returns the
+// DP loads. Work grows with items x ranks x tasks x tp, so callers use it only for models of
+// moderate size.
+std::vector<double> place_on_grid(std::vector<BucketState>& state,
+                                  const std::vector<std::vector<DpItem>>& items, int ranks, int tp);
+
 // Sets caps that keep each big divisible item (an embedding, an output layer) free to span most
-// ranks: the atomic items before it in its bucket may only go to the first ranks, those after it
-// to the last.
+// ranks: the atomic items before it in its bucket may only go to the first ranks (enough for their
+// time, at least min_edge), those after it to the last.
 void cap_around_big_divisible(std::vector<BucketState>& state,
-                              const std::vector<std::vector<DpItem>>& items, int ranks);
+                              const std::vector<std::vector<DpItem>>& items, int ranks,
+                              int min_edge);
 
 }  // namespace canzona::plan::detail

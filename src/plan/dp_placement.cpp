@@ -164,9 +164,11 @@ std::vector<double> place_per_bucket(std::vector<BucketState>& state,
 
 // Keeps each divisible item holding at least a quarter of a rank's mean memory (an embedding, an
 // output layer) free to span most ranks: the atomic items before it in its bucket may only go to
-// the first ranks (as many as their time needs with 25% slack) and those after it to the last.
+// the first ranks (as many as their time needs with 25% slack, at least min_edge) and those after
+// it to the last.
 void cap_around_big_divisible(std::vector<BucketState>& state,
-                              const std::vector<std::vector<DpItem>>& items, int ranks) {
+                              const std::vector<std::vector<DpItem>>& items, int ranks,
+                              int min_edge) {
   double total_memory = 0.0, total_time = 0.0;
   for (const auto& bucket : items)
     for (const auto& item : bucket) {
@@ -175,10 +177,11 @@ void cap_around_big_divisible(std::vector<BucketState>& state,
     }
   const double big = 0.25 * total_memory / ranks;
   const double mean_time = total_time / ranks;
-  // Ranks at one end that can take `time` with 25% slack (at least one).
+  // Ranks at one end that can take `time` with 25% slack (at least min_edge).
+  const int floor_edge = std::clamp(min_edge, 1, ranks);
   auto edge_for = [&](double time) {
-    if (mean_time <= 0.0) return 1;
-    return std::clamp(static_cast<int>(std::ceil(1.25 * time / mean_time)), 1, ranks);
+    if (mean_time <= 0.0) return floor_edge;
+    return std::clamp(static_cast<int>(std::ceil(1.25 * time / mean_time)), floor_edge, ranks);
   };
   for (std::size_t b = 0; b < state.size(); ++b) {
     auto& s = state[b];
@@ -237,6 +240,72 @@ std::vector<double> place_by_lpt(std::vector<BucketState>& state,
   }
   std::vector<double> load(ranks);
   for (int r = 0; r < ranks; ++r) load[r] = tree.load(r);
+  return load;
+}
+
+std::vector<double> place_on_grid(std::vector<BucketState>& state,
+                                  const std::vector<std::vector<DpItem>>& items, int ranks,
+                                  int tp) {
+  struct Entry {
+    double time;
+    int bucket, pos;
+  };
+  // Capped items first (their ranks are fixed in advance, so the rest packs around them), then
+  // by descending time.
+  std::vector<Entry> order;
+  auto capped = [&](const Entry& e) {
+    const auto& s = state[e.bucket];
+    return s.cap_lo[e.pos] > 0 || s.cap_hi[e.pos] < ranks - 1;
+  };
+  for (std::size_t b = 0; b < state.size(); ++b)
+    for (std::size_t k = 0; k < state[b].atomic.size(); ++k)
+      order.push_back(
+          {items[b][state[b].atomic[k]].time, static_cast<int>(b), static_cast<int>(k)});
+  std::stable_sort(order.begin(), order.end(), [&](const Entry& a, const Entry& b) {
+    if (capped(a) != capped(b)) return capped(a);
+    return a.time > b.time;
+  });
+  std::vector<std::set<int>> placed(state.size());
+  std::vector<std::vector<double>> host(ranks, std::vector<double>(tp, 0.0));
+  std::vector<double> load(ranks, 0.0);
+  std::vector<double> trial(tp);
+  // Adds `item` to `hosts` (tasks largest first, each to the least-loaded host, lowest on ties).
+  auto add = [&](const DpItem& item, std::vector<double>& hosts) {
+    if (item.tasks.empty()) {
+      for (double& h : hosts) h += item.time / tp;
+      return;
+    }
+    std::vector<double> tasks = item.tasks;
+    std::sort(tasks.begin(), tasks.end(), std::greater<>());
+    for (double c : tasks) *std::min_element(hosts.begin(), hosts.end()) += c;
+  };
+  for (const Entry& e : order) {
+    auto& s = state[e.bucket];
+    auto& set = placed[e.bucket];
+    const DpItem& item = items[e.bucket][s.atomic[e.pos]];
+    const auto after = set.upper_bound(e.pos);
+    const int hi = after == set.end() ? ranks - 1 : s.owner[s.atomic[*after]];
+    const int lo = after == set.begin() ? 0 : s.owner[s.atomic[*std::prev(after)]];
+    const int to = std::max(lo, std::min(hi, s.cap_hi[e.pos]));
+    const int from = std::min(to, std::max(lo, s.cap_lo[e.pos]));
+    int best = from;
+    double best_peak = kInf, best_load = kInf;
+    for (int r = from; r <= to; ++r) {
+      trial = host[r];
+      add(item, trial);
+      const double peak = *std::max_element(trial.begin(), trial.end());
+      const double after = load[r] + item.time;
+      if (peak < best_peak || (peak == best_peak && after < best_load)) {
+        best = r;
+        best_peak = peak;
+        best_load = after;
+      }
+    }
+    s.owner[s.atomic[e.pos]] = best;
+    add(item, host[best]);
+    load[best] += item.time;
+    set.insert(e.pos);
+  }
   return load;
 }
 

@@ -101,9 +101,11 @@ std::vector<StageCuts> dp_cut_candidates(const model::ModelSpec& model,
   const int R = o.dp;
   std::vector<double> matrix_cost(model.params.size(), 0.0);
   std::vector<double> matrix_memory(model.params.size(), 0.0);
+  std::vector<std::vector<double>> task_costs(model.params.size());
   for (const Task& t : tasks) {
     matrix_cost[t.param] += t.cost;
     matrix_memory[t.param] += t.state_bytes;
+    task_costs[t.param].push_back(t.cost);
   }
   std::vector<std::vector<std::int64_t>> cuts;
   if (o.strategy == Strategy::kAsc) {
@@ -165,6 +167,7 @@ std::vector<StageCuts> dp_cut_candidates(const model::ModelSpec& model,
       if (p.is_matrix()) {
         item.time = matrix_cost[slot.param] * copies;
         item.memory = matrix_memory[slot.param] * copies;
+        if (tp_hosted(p, o)) item.tasks = task_costs[slot.param];
       } else {
         item.divisible = true;
         item.time = adam_cost(slot.numel, o) * o.tp;
@@ -175,7 +178,7 @@ std::vector<StageCuts> dp_cut_candidates(const model::ModelSpec& model,
     }
   }
   std::vector<StageCuts> candidates;
-  for (auto& candidate : balanced_cut_candidates(items, starts, numel, R)) {
+  for (auto& candidate : balanced_cut_candidates(items, starts, numel, R, o.tp)) {
     StageCuts stage_cuts;
     for (auto& bucket : candidate) stage_cuts.push_back(std::move(bucket.element_cuts));
     candidates.push_back(std::move(stage_cuts));

@@ -70,7 +70,7 @@ TEST(Balanced, BigItemsLandOnSeparateRanks) {
   // One bucket of four atomic items on two ranks: the exact monotone solver puts 4 | 3 2 1 ->
   // loads (4, 6), or 4 3 | 2 1 -> (7, 3); minimising Σ L² prefers (4, 6).
   std::vector<std::vector<DpItem>> items{
-      {{4, 4, 64, false}, {3, 3, 64, false}, {2, 2, 64, false}, {1, 1, 64, false}}};
+      {{4, 4, 64, false, {}}, {3, 3, 64, false, {}}, {2, 2, 64, false, {}}, {1, 1, 64, false, {}}}};
   const auto result = balanced_cuts(items, {{0, 64, 128, 192}}, {256}, 2);
   EXPECT_EQ(result[0].element_cuts, (std::vector<std::int64_t>{0, 64, 256}));
 }
@@ -78,8 +78,8 @@ TEST(Balanced, BigItemsLandOnSeparateRanks) {
 TEST(Balanced, RefinementMovesABoundaryItemAcrossBuckets) {
   // Bucket 0 (visited first) splits 5 | 5; bucket 1 then goes 1 | 9 -> loads (6, 14). Refinement
   // moves bucket 0's second item to rank 0 (11, 9), then bucket 1's first item to rank 1 (10, 10).
-  std::vector<std::vector<DpItem>> items{{{5, 5, 10, false}, {5, 5, 10, false}},
-                                         {{1, 1, 10, false}, {9, 9, 10, false}}};
+  std::vector<std::vector<DpItem>> items{{{5, 5, 10, false, {}}, {5, 5, 10, false, {}}},
+                                         {{1, 1, 10, false, {}}, {9, 9, 10, false, {}}}};
   const auto result = balanced_cuts(items, {{0, 10}, {0, 10}}, {20, 20}, 2);
   double load[2] = {0, 0};
   for (int b = 0; b < 2; ++b)
@@ -95,7 +95,7 @@ TEST(Balanced, RefinementMovesABoundaryItemAcrossBuckets) {
 TEST(Balanced, DivisibleItemFillsMemoryDeficits) {
   // Atomic item of memory 6 on some rank; a divisible item of memory 6 over 60 elements should
   // bring both ranks to 6: 0 elements go to the loaded rank, all 60 to the other.
-  std::vector<std::vector<DpItem>> items{{{6, 6, 10, false}}, {{0, 6, 60, true}}};
+  std::vector<std::vector<DpItem>> items{{{6, 6, 10, false, {}}}, {{0, 6, 60, true, {}}}};
   const auto result = balanced_cuts(items, {{0}, {0}}, {10, 60}, 2);
   const auto& atomic_cuts = result[0].element_cuts;
   const int atomic_owner = atomic_cuts[1] == 0 ? 1 : 0;
@@ -106,13 +106,43 @@ TEST(Balanced, DivisibleItemFillsMemoryDeficits) {
 
 TEST(Balanced, AdjacentDivisibleItemsAreFilledAsOneRun) {
   // Three adjacent element-wise items (memory 10 each) over three ranks: one run, one item each.
-  std::vector<std::vector<DpItem>> items{{{0, 10, 10, true}, {0, 10, 10, true}, {0, 10, 10, true}}};
+  std::vector<std::vector<DpItem>> items{
+      {{0, 10, 10, true, {}}, {0, 10, 10, true, {}}, {0, 10, 10, true, {}}}};
   const auto result = balanced_cuts(items, {{0, 64, 128}}, {192}, 3);
   EXPECT_EQ(result[0].element_cuts, (std::vector<std::int64_t>{0, 64, 128, 192}));
 }
 
+TEST(Balanced, GridCandidatesPackTasksOntoHostsAndKeepCutsMonotone) {
+  // Two buckets; with tp = 2 the grid candidates join the six DP ones. Every candidate's cuts are
+  // monotone, start at 0 and end at the bucket size.
+  std::vector<std::vector<DpItem>> items{
+      {{12, 12, 64, false, {12}}, {12, 12, 64, false, {6, 6}}, {0, 8, 64, true, {}}},
+      {{12, 12, 64, false, {12}}, {12, 12, 64, false, {6, 6}}}};
+  const auto one = balanced_cut_candidates(items, {{0, 64, 128}, {0, 64}}, {192, 128}, 2, 1);
+  const auto grid = balanced_cut_candidates(items, {{0, 64, 128}, {0, 64}}, {192, 128}, 2, 2);
+  EXPECT_EQ(one.size(), 6u);
+  ASSERT_EQ(grid.size(), 8u);
+  for (const auto& candidate : grid) {
+    ASSERT_EQ(candidate.size(), 2u);
+    for (std::size_t b = 0; b < 2; ++b) {
+      const auto& c = candidate[b].element_cuts;
+      ASSERT_EQ(c.size(), 3u);
+      EXPECT_EQ(c.front(), 0);
+      EXPECT_EQ(c.back(), b == 0 ? 192 : 128);
+      EXPECT_LE(c[0], c[1]);
+      EXPECT_LE(c[1], c[2]);
+    }
+  }
+  // The grid candidate (no caps): the {12} of bucket 0 goes to rank 0 (hosts 12, 0); the {6, 6}
+  // next to it to rank 1 (6, 6); bucket 1's {12} to rank 0 (12, 12, not 18, 6); its {6, 6} to
+  // rank 1 (12, 12). Every host ends at 12; the element-wise tail follows its neighbour.
+  const auto& g = grid[6];
+  EXPECT_EQ(g[0].element_cuts, (std::vector<std::int64_t>{0, 64, 192}));
+  EXPECT_EQ(g[1].element_cuts, (std::vector<std::int64_t>{0, 64, 128}));
+}
+
 TEST(Balanced, DivisibleItemIsSplitEvenlyWhenNothingElseExists) {
-  std::vector<std::vector<DpItem>> items{{{0, 100, 100, true}}};
+  std::vector<std::vector<DpItem>> items{{{0, 100, 100, true, {}}}};
   const auto result = balanced_cuts(items, {{0}}, {100}, 4);
   EXPECT_EQ(result[0].element_cuts, (std::vector<std::int64_t>{0, 25, 50, 75, 100}));
 }

@@ -39,6 +39,9 @@ struct DpItem {
   double memory = 0.0;     // optimizer-state bytes of the whole item
   std::int64_t numel = 0;  // element extent in the bucket (divisible items are cut in elements)
   bool divisible = false;
+  // Costs of the TP tasks the item splits into, each hosted whole on one TP rank of its DP rank;
+  // empty when the item's time is spread evenly over the TP ranks (element-wise or replicated).
+  std::vector<double> tasks;
 };
 
 struct DpBucketResult {
@@ -53,10 +56,13 @@ struct DpBucketResult {
 // balanced_cuts returns the one with the lowest max(time max/mean, memory max/mean) on the DP axis
 // (earliest on ties).
 using DpCuts = std::vector<DpBucketResult>;  // one per bucket
+// With tp > 1 one more candidate places items on the DP x TP grid directly (grid LPT: each item to
+// the DP rank where its tasks, added LPT-style to that rank's TP hosts, raise the busiest host
+// least).
 std::vector<DpCuts> balanced_cut_candidates(const std::vector<std::vector<DpItem>>& items,
                                             const std::vector<std::vector<std::int64_t>>& starts,
                                             const std::vector<std::int64_t>& bucket_numel,
-                                            int ranks);
+                                            int ranks, int tp = 1);
 DpCuts balanced_cuts(const std::vector<std::vector<DpItem>>& items,
                      const std::vector<std::vector<std::int64_t>>& starts,
                      const std::vector<std::int64_t>& bucket_numel, int ranks);

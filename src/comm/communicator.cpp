@@ -1,17 +1,14 @@
-// Argument validation and byte counting shared by every Communicator backend.
+// Argument validation shared by every Communicator backend.
 #include "canzona/comm/communicator.h"
 
 #include <algorithm>
 #include <functional>
-#include <numeric>
 #include <utility>
 
 #include "canzona/common/error.h"
 
 namespace canzona::comm {
 namespace {
-
-constexpr std::int64_t kBytesPerElement = sizeof(float);
 
 template <typename... Args>
 void require(bool ok, const char* call, const Args&... what) {
@@ -95,9 +92,7 @@ Request Communicator::reduce_scatter(std::span<const float> send, std::span<floa
           rank(), "] = ", counts[rank()]);
   require(!overlap(send.data(), send.size(), recv.data(), recv.size()), call,
           "send and recv overlap");
-  Request request = do_reduce_scatter(send, recv, counts);
-  bytes_.reduce_scatter += kBytesPerElement * (total - counts[rank()]);
-  return request;
+  return do_reduce_scatter(send, recv, counts);
 }
 
 Request Communicator::all_gather(std::span<const float> send, std::span<float> recv,
@@ -111,9 +106,7 @@ Request Communicator::all_gather(std::span<const float> send, std::span<float> r
   const bool in_place = own > 0 && send.data() == recv.data() + displs[rank()];
   require(in_place || !overlap(send.data(), send.size(), recv.data(), recv.size()), call,
           "send overlaps recv without being this rank's own segment");
-  Request request = do_all_gather(send, recv, counts, displs);
-  bytes_.all_gather += kBytesPerElement * (size() - 1) * own;
-  return request;
+  return do_all_gather(send, recv, counts, displs);
 }
 
 Request Communicator::all_to_all(std::span<const float> send,
@@ -128,12 +121,7 @@ Request Communicator::all_to_all(std::span<const float> send,
                  /*disjoint=*/true);
   require(!overlap(send.data(), send.size(), recv.data(), recv.size()), call,
           "send and recv overlap");
-  Request request = do_all_to_all(send, send_counts, send_displs, recv, recv_counts, recv_displs);
-  const std::int64_t sent =
-      std::accumulate(send_counts.begin(), send_counts.end(), std::int64_t{0}) -
-      send_counts[rank()];
-  bytes_.all_to_all += kBytesPerElement * sent;
-  return request;
+  return do_all_to_all(send, send_counts, send_displs, recv, recv_counts, recv_displs);
 }
 
 Request Communicator::all_reduce(std::span<const float> send, std::span<float> recv) {
@@ -143,11 +131,7 @@ Request Communicator::all_reduce(std::span<const float> send, std::span<float> r
   const bool in_place = send.data() == recv.data();
   require(in_place || !overlap(send.data(), send.size(), recv.data(), recv.size()), call,
           "send and recv overlap without being the same span");
-  Request request = do_all_reduce(send, recv);
-  const std::int64_t n = std::ssize(recv);
-  const std::int64_t own = n / size() + (rank() < n % size() ? 1 : 0);  // even_split(n, P)[rank]
-  bytes_.all_reduce += kBytesPerElement * ((n - own) + (size() - 1) * own);
-  return request;
+  return do_all_reduce(send, recv);
 }
 
 }  // namespace canzona::comm

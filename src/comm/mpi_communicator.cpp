@@ -89,15 +89,16 @@ std::vector<std::uint64_t> MpiCommunicator::all_gather_u64(std::uint64_t value) 
 
 Request MpiCommunicator::do_reduce_scatter(std::span<const float> send, std::span<float> recv,
                                            std::span<const std::int64_t> counts) {
+  const detail::MpiGroup group{comm_, rank_, size_};
+  std::int64_t& counter = mutable_bytes().reduce_scatter;
   if (mode_ == ReduceMode::kDeterministic) {
-    return detail::post_deterministic_reduce_scatter(comm_, rank_, size_, send, recv, counts);
+    return detail::post_deterministic_reduce_scatter(group, send, recv, counts, counter);
   }
   const char* call = "MPI_Ireduce_scatter";
   auto request = std::make_unique<detail::MpiRequest>(call);
   detail::append_mpi_ints(counts, call, request->ints);
-  check_mpi(MPI_Ireduce_scatter(detail::send_ptr(send), detail::recv_ptr(recv),
-                                request->ints.data(), MPI_FLOAT, MPI_SUM, comm_, &request->request),
-            call);
+  detail::post_ireduce_scatter(group, detail::send_ptr(send), detail::recv_ptr(recv), request->ints,
+                               &request->request, counter, call);
   return Request(std::move(request));
 }
 
@@ -108,13 +109,12 @@ Request MpiCommunicator::do_all_gather(std::span<const float> send, std::span<fl
   auto request = std::make_unique<detail::MpiRequest>(call);
   detail::append_mpi_ints(counts, call, request->ints);
   detail::append_mpi_ints(displs, call, request->ints);
-  const int* mpi_counts = request->ints.data();
-  const int* mpi_displs = mpi_counts + size_;
+  const std::span<const int> ints = request->ints;
+  const std::size_t size = static_cast<std::size_t>(size_);
   const bool in_place = !send.empty() && send.data() == recv.data() + displs[rank_];
-  check_mpi(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : detail::send_ptr(send), mpi_counts[rank_],
-                            MPI_FLOAT, detail::recv_ptr(recv), mpi_counts, mpi_displs, MPI_FLOAT,
-                            comm_, &request->request),
-            call);
+  detail::post_iallgatherv({comm_, rank_, size_}, in_place ? MPI_IN_PLACE : detail::send_ptr(send),
+                           detail::recv_ptr(recv), ints.subspan(0, size), ints.subspan(size, size),
+                           &request->request, mutable_bytes().all_gather, call);
   return Request(std::move(request));
 }
 
@@ -129,11 +129,12 @@ Request MpiCommunicator::do_all_to_all(std::span<const float> send,
   for (auto values : {send_counts, send_displs, recv_counts, recv_displs}) {
     detail::append_mpi_ints(values, call, request->ints);
   }
-  const int* ints = request->ints.data();
-  check_mpi(
-      MPI_Ialltoallv(detail::send_ptr(send), ints, ints + size_, MPI_FLOAT, detail::recv_ptr(recv),
-                     ints + 2 * size_, ints + 3 * size_, MPI_FLOAT, comm_, &request->request),
-      call);
+  const std::span<const int> ints = request->ints;
+  const std::size_t size = static_cast<std::size_t>(size_);
+  detail::post_ialltoallv({comm_, rank_, size_}, detail::send_ptr(send), ints.subspan(0, size),
+                          ints.subspan(size, size), detail::recv_ptr(recv),
+                          ints.subspan(2 * size, size), ints.subspan(3 * size, size),
+                          &request->request, mutable_bytes().all_to_all, call);
   return Request(std::move(request));
 }
 
@@ -146,20 +147,22 @@ Request MpiCommunicator::do_all_reduce(std::span<const float> send, std::span<fl
   const char* call = "MPI_Iallreduce";
   auto request = std::make_unique<detail::MpiRequest>(call);
   const bool in_place = !send.empty() && send.data() == recv.data();
-  check_mpi(MPI_Iallreduce(in_place ? MPI_IN_PLACE : detail::send_ptr(send), detail::recv_ptr(recv),
-                           detail::to_mpi_int(std::ssize(recv), call), MPI_FLOAT, MPI_SUM, comm_,
-                           &request->request),
-            call);
+  detail::post_iallreduce({comm_, rank_, size_}, in_place ? MPI_IN_PLACE : detail::send_ptr(send),
+                          detail::recv_ptr(recv), detail::to_mpi_int(std::ssize(recv), call),
+                          &request->request, mutable_bytes().all_reduce, call);
   return Request(std::move(request));
 }
 
-void MpiCommunicator::advance_all_reduces_through(const detail::DeterministicAllReduce* target) {
+bool MpiCommunicator::advance_all_reduces_through(const detail::DeterministicAllReduce* target,
+                                                  bool block) {
   while (!unadvanced_all_reduces_.empty()) {
     detail::DeterministicAllReduce* oldest = unadvanced_all_reduces_.front();
+    if (!block && !oldest->phase1_done()) return false;
     unadvanced_all_reduces_.pop_front();
     oldest->advance();
-    if (oldest == target) return;
+    if (oldest == target) return true;
   }
+  return false;
 }
 
 void MpiCommunicator::forget_all_reduce(const detail::DeterministicAllReduce* target) noexcept {

@@ -31,12 +31,13 @@ void reduce_scatter_as_alltoall(std::span<const std::int64_t> counts, int rank, 
 }
 
 // Posts the MPI_Ialltoallv described by `ints` (see reduce_scatter_as_alltoall).
-void post_alltoall(std::span<const float> send, std::vector<int>& ints, std::vector<float>& scratch,
-                   int size, MPI_Comm comm, MPI_Request* request, const char* call) {
-  const int* p = ints.data();
-  check_mpi(MPI_Ialltoallv(send_ptr(send), p, p + size, MPI_FLOAT, recv_ptr(scratch), p + 2 * size,
-                           p + 3 * size, MPI_FLOAT, comm, request),
-            call);
+void post_alltoall(const MpiGroup& group, std::span<const float> send, std::span<const int> ints,
+                   std::vector<float>& scratch, MPI_Request* request, std::int64_t& counter,
+                   const char* call) {
+  const std::size_t size = static_cast<std::size_t>(group.size);
+  post_ialltoallv(group, send_ptr(send), ints.subspan(0, size), ints.subspan(size, size),
+                  recv_ptr(scratch), ints.subspan(2 * size, size), ints.subspan(3 * size, size),
+                  request, counter, call);
 }
 
 }  // namespace
@@ -50,15 +51,17 @@ void sum_in_rank_order(const float* blocks, int num_blocks, std::int64_t block_l
   }
 }
 
-Request post_deterministic_reduce_scatter(MPI_Comm comm, int rank, int size,
-                                          std::span<const float> send, std::span<float> recv,
-                                          std::span<const std::int64_t> counts) {
+Request post_deterministic_reduce_scatter(const MpiGroup& group, std::span<const float> send,
+                                          std::span<float> recv,
+                                          std::span<const std::int64_t> counts,
+                                          std::int64_t& counter) {
   const char* call = "MPI_Ialltoallv (deterministic reduce_scatter)";
   auto request = std::make_unique<MpiRequest>(call);
-  reduce_scatter_as_alltoall(counts, rank, call, request->ints);
-  const std::int64_t own = counts[rank];
+  reduce_scatter_as_alltoall(counts, group.rank, call, request->ints);
+  const std::int64_t own = counts[group.rank];
+  const int size = group.size;
   request->scratch.resize(static_cast<std::size_t>(size * own));
-  post_alltoall(send, request->ints, request->scratch, size, comm, &request->request, call);
+  post_alltoall(group, send, request->ints, request->scratch, &request->request, counter, call);
   MpiRequest* raw = request.get();
   request->finish = [raw, recv, size, own] {
     sum_in_rank_order(raw->scratch.data(), size, own, recv.data());
@@ -81,11 +84,19 @@ DeterministicAllReduce::DeterministicAllReduce(MpiCommunicator& owner, std::span
   append_mpi_ints(displs, call, allgather_ints_);
   reduce_scatter_as_alltoall(counts, rank, call, alltoall_ints_);
   scratch_.resize(static_cast<std::size_t>(size * own_count_));
-  post_alltoall(send, alltoall_ints_, scratch_, size, owner.comm_, &phase1_, call);
+  post_alltoall({owner.comm_, rank, size}, send, alltoall_ints_, scratch_, &phase1_,
+                owner.mutable_bytes().all_reduce, call);
 }
 
 DeterministicAllReduce::~DeterministicAllReduce() {
   owner_.forget_all_reduce(this);
+}
+
+bool DeterministicAllReduce::phase1_done() {
+  int done = 0;
+  check_mpi(MPI_Test(&phase1_, &done, MPI_STATUS_IGNORE),
+            "MPI_Test(MPI_Ialltoallv, deterministic all_reduce phase 1)");
+  return done != 0;
 }
 
 void DeterministicAllReduce::advance() {
@@ -94,26 +105,24 @@ void DeterministicAllReduce::advance() {
             "MPI_Wait(MPI_Ialltoallv, deterministic all_reduce phase 1)");
   sum_in_rank_order(scratch_.data(), owner_.size_, own_count_, recv_.data() + own_offset_);
   scratch_ = {};
-  const int* counts = allgather_ints_.data();
-  check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, recv_ptr(recv_), counts,
-                            counts + owner_.size_, MPI_FLOAT, owner_.phase2_comm_, &phase2_),
-            "MPI_Iallgatherv (deterministic all_reduce phase 2)");
+  const std::span<const int> ints = allgather_ints_;
+  const std::size_t size = static_cast<std::size_t>(owner_.size_);
+  post_iallgatherv({owner_.phase2_comm_, owner_.rank_, owner_.size_}, MPI_IN_PLACE, recv_ptr(recv_),
+                   ints.subspan(0, size), ints.subspan(size, size), &phase2_,
+                   owner_.mutable_bytes().all_reduce,
+                   "MPI_Iallgatherv (deterministic all_reduce phase 2)");
 }
 
 bool DeterministicAllReduce::test() {
+  if (!advanced_ && !owner_.advance_all_reduces_through(this, /*block=*/false)) return false;
   int done = 0;
-  if (!advanced_) {
-    check_mpi(MPI_Test(&phase1_, &done, MPI_STATUS_IGNORE),
-              "MPI_Test(MPI_Ialltoallv, deterministic all_reduce phase 1)");
-    return false;
-  }
   check_mpi(MPI_Test(&phase2_, &done, MPI_STATUS_IGNORE),
             "MPI_Test(MPI_Iallgatherv, deterministic all_reduce phase 2)");
   return done != 0;
 }
 
 void DeterministicAllReduce::wait() {
-  if (!advanced_) owner_.advance_all_reduces_through(this);
+  if (!advanced_) owner_.advance_all_reduces_through(this, /*block=*/true);
   check_mpi(MPI_Wait(&phase2_, MPI_STATUS_IGNORE),
             "MPI_Wait(MPI_Iallgatherv, deterministic all_reduce phase 2)");
 }

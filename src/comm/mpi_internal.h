@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "canzona/comm/mpi_communicator.h"
+#include "mpi_calls.h"
 
 namespace canzona::comm::detail {
 
@@ -54,11 +55,19 @@ class MpiRequest final : public Request::Impl {
 };
 
 // Deterministic reduce-scatter (see mpi_communicator.h): MPI_Ialltoallv into scratch, summed in
-// rank order when waited.
-Request post_deterministic_reduce_scatter(MPI_Comm comm, int rank, int size,
-                                          std::span<const float> send, std::span<float> recv,
-                                          std::span<const std::int64_t> counts);
+// rank order when waited. The MPI_Ialltoallv's bytes go to `counter`.
+Request post_deterministic_reduce_scatter(const MpiGroup& group, std::span<const float> send,
+                                          std::span<float> recv,
+                                          std::span<const std::int64_t> counts,
+                                          std::int64_t& counter);
 
+// The two-phase all-reduce of ReduceMode::kDeterministic. Phase 1 (an MPI_Ialltoallv on the
+// owner's communicator) is posted by the constructor. *Advancing* completes phase 1, sums this
+// rank's segment in rank order and posts phase 2 (an in-place MPI_Iallgatherv on the owner's
+// phase-2 communicator). Phase-2 collectives must be posted in the same order on every rank, so an
+// all-reduce advances only after every earlier-posted one of its owner has advanced; the owner
+// keeps the not-yet-advanced ones in posting order. Both phases count into the owner's all_reduce
+// bytes when posted.
 class DeterministicAllReduce final : public Request::Impl {
  public:
   // Posts phase 1 on owner's communicator.
@@ -66,11 +75,18 @@ class DeterministicAllReduce final : public Request::Impl {
                          std::span<float> recv);
   ~DeterministicAllReduce() override;
 
-  // Waits phase 1, sums this rank's segment into recv, posts phase 2. Called once, by the owner,
-  // in posting order.
+  // True when phase 1 has completed (MPI_Test: never blocks, drives progress).
+  bool phase1_done();
+  // Completes phase 1 (MPI_Wait, immediate when phase1_done()), sums this rank's segment into
+  // recv, posts phase 2. Called once, by the owner, in posting order.
   void advance();
+
+  // Advances the owner's earlier all-reduces and this one, blocking on their phase 1, then waits
+  // for phase 2.
   void wait() override;
-  // MPI_Test of the phase in flight; phase 2 is still posted only by advance(), in posting order.
+  // Never blocks: advances the owner's earlier all-reduces and this one as far as their phase 1
+  // has completed (stopping at the first that has not), then tests phase 2. True only once phase
+  // 2 has completed.
   bool test() override;
 
  private:

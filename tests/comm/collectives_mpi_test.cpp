@@ -194,14 +194,18 @@ TEST_P(Collectives, TestDrivesRequestsToCompletionBeforeWait) {
   std::vector<float> shard(counts[me]);
   Request reduce = comm_.all_reduce(a, c);
   Request scatter = comm_.reduce_scatter(b, shard, counts);
-  // The reduce-scatter completes by test() alone (bounded spin); the all-reduce may need wait()
-  // for its second phase in deterministic mode, so it only has to stay consistent.
-  bool done = false;
-  for (int spin = 0; spin < 10'000'000 && !done; ++spin) {
-    reduce.test();
-    done = scatter.test();
+  // Both complete by test() alone (bounded spin, no timing): in deterministic mode test() also
+  // posts the all-reduce's second phase.
+  bool scatter_done = false;
+  bool reduce_done = false;
+  for (int spin = 0; spin < 10'000'000 && !(scatter_done && reduce_done); ++spin) {
+    reduce_done = reduce_done || reduce.test();
+    scatter_done = scatter_done || scatter.test();
   }
-  EXPECT_TRUE(done);
+  EXPECT_TRUE(scatter_done);
+  EXPECT_TRUE(reduce_done);
+  EXPECT_EQ(comm_.bytes().all_reduce, 4 * ((n - counts[me]) + (P - 1) * counts[me]))
+      << "both phases counted before wait()";
   EXPECT_TRUE(scatter.pending());  // still owned until waited
   scatter.wait();
   reduce.wait();

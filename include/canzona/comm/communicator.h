@@ -14,18 +14,22 @@
 // a buffer of the wrong size, overlapping send and receive buffers) throw canzona::Error before
 // anything is posted. Backend failures throw canzona::Error naming the backend call.
 //
-// Byte counters (CommBytes) count, per collective kind, the bytes of this rank's data that must
-// reach other ranks when every block travels straight to its destination. They depend only on the
-// call's arguments, not on the backend's algorithm or the ReduceMode; with P = size(), n = element
-// count and 4 bytes per element:
-//   reduce_scatter(counts)  4 * (sum(counts) - counts[rank])    every other rank's block, once
-//   all_gather(counts)      4 * (P - 1) * counts[rank]          own block to every other rank
-//   all_to_all(send_counts) 4 * sum over r != rank of send_counts[r]
-//   all_reduce(n)           4 * ((n - c[rank]) + (P - 1) * c[rank]), c = even_split(n, P):
-//                           a reduce-scatter over the even split followed by an all-gather.
-// Summed over ranks, an all-reduce of n elements counts 2(P-1)n * 4 bytes and a reduce-scatter
-// (P-1)n * 4, so the ratio of the gradient-sync strategies is visible. barrier() and
-// all_gather_u64() are control traffic and are not counted. Counters grow when a call is posted.
+// Byte counters (CommBytes) are kept per Communicator-level operation kind (reduce_scatter,
+// all_gather, all_reduce, all_to_all) and counted by the backend from what it actually hands its
+// transport, not from the public call's arguments: when the backend makes each transport call, it
+// adds the bytes of this rank's send arguments destined to other ranks (4 bytes per element) to
+// the counter of the operation that call serves; an operation built from several transport calls
+// (a deterministic all-reduce) counts each. MpiCommunicator states its exact definition per MPI
+// call (mpi_communicator.h); for its reduce_scatter, all_gather and all_to_all it comes to, with
+// P = size() and me = rank():
+//   reduce_scatter(counts)  4 * (sum(counts) - counts[me])   every other rank's block, once
+//   all_gather(counts)      4 * (P - 1) * counts[me]         own block to every other rank
+//   all_to_all(send_counts) 4 * sum over r != me of send_counts[r]
+// and for all_reduce(n) to 4 * ((n - c[me]) + (P - 1) * c[me]), c = even_split(n, P), summed over
+// ranks 2(P-1)n * 4 bytes against (P-1)n * 4 for a reduce-scatter. barrier() and all_gather_u64()
+// are control traffic and are not counted. A counter grows when its transport call is made (for
+// most operations when posted; phase 2 of a deterministic all-reduce when test() or wait() posts
+// it), so read counters after waiting the requests of interest.
 #pragma once
 
 #include <cstdint>
@@ -59,8 +63,8 @@ struct CommBytes {
 // Throws canzona::Error when n < 0 or parts < 1.
 std::vector<std::int64_t> even_split(std::int64_t n, int parts);
 
-// Public calls validate their arguments and count bytes, then call the backend's do_* method
-// (which may assume valid arguments).
+// Public calls validate their arguments, then call the backend's do_* method, which may assume
+// valid arguments and counts the bytes it hands its transport into mutable_bytes().
 class Communicator {
  public:
   Communicator() = default;
@@ -104,11 +108,14 @@ class Communicator {
   // before the first collective.
   virtual std::vector<std::uint64_t> all_gather_u64(std::uint64_t value) = 0;
 
-  // Bytes posted so far on this communicator, as defined above.
+  // Bytes handed to the transport so far on this communicator, as defined above.
   const CommBytes& bytes() const { return bytes_; }
   void reset_bytes() { bytes_ = CommBytes{}; }
 
  protected:
+  // The counters a backend adds to when it makes a transport call.
+  CommBytes& mutable_bytes() { return bytes_; }
+
   virtual Request do_reduce_scatter(std::span<const float> send, std::span<float> recv,
                                     std::span<const std::int64_t> counts) = 0;
   virtual Request do_all_gather(std::span<const float> send, std::span<float> recv,

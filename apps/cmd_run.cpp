@@ -134,6 +134,7 @@ void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
   sub->add_option("--trace", f.trace, "Write a Chrome trace (Perfetto) to FILE");
   sub->add_option("--json", f.json, "Write timings, bytes and verification as JSON to FILE");
   sub->add_option("--test-perturb-plan-rank", o.perturb_plan_rank)->group("");
+  sub->add_option("--test-corrupt-rank", o.corrupt_rank)->group("");
 }
 
 }  // namespace

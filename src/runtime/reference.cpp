@@ -1,5 +1,7 @@
 #include "canzona/runtime/reference.h"
 
+#include <cmath>
+
 #include "canzona/common/error.h"
 #include "canzona/runtime/shard.h"
 #include "canzona/runtime/synthetic.h"
@@ -82,19 +84,28 @@ void Reference::run_until(int step_number) {
 }
 
 void Reference::step(int step_number) {
-  std::vector<std::vector<float>> grads(model_.params.size());
-  std::vector<float> contribution;
+  std::vector<std::vector<float>>& grads = grads_;
+  grads.resize(model_.params.size());
+  abs_sums_.resize(model_.params.size());
+  std::vector<float> local;
+  // Megatron's gradient_scaling_factor, written here independently of the runtime: 1/DP in fp32.
+  const float scale = 1.0f / static_cast<float>(options_.dp);
   for (std::size_t p = 0; p < model_.params.size(); ++p) {
     const model::ParamSpec& spec = model_.params[p];
     std::vector<float>& sum = grads[p];
-    sum.resize(static_cast<std::size_t>(spec.numel()));
-    contribution.resize(sum.size());
-    // The reduced gradient: contributions summed in DP rank order, as kDeterministic does.
+    std::vector<float>& abs_sum = abs_sums_[p];
+    sum.assign(static_cast<std::size_t>(spec.numel()), 0.0f);
+    abs_sum.assign(sum.size(), 0.0f);
+    local.resize(sum.size());
+    // The reduced gradient: scaled local gradients summed in DP rank order, as kDeterministic
+    // does: ((x_0 + x_1) + x_2) + ...
     for (int d = 0; d < options_.dp; ++d) {
-      fill_grad(spec, static_cast<int>(p), 1, 0, options_.seed, step_number, d, options_.dp,
-                d == 0 ? std::span<float>(sum) : std::span<float>(contribution));
-      if (d > 0)
-        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += contribution[i];
+      fill_grad(spec, static_cast<int>(p), 1, 0, options_.seed, step_number, d, local);
+      for (std::size_t i = 0; i < sum.size(); ++i) {
+        const float x = local[i] * scale;
+        sum[i] = d == 0 ? x : sum[i] + x;
+        abs_sum[i] += std::fabs(x);
+      }
     }
   }
   for (auto& task : tasks_) {

@@ -24,6 +24,13 @@ const StrategyResult* find(const CompareResult& r, plan::Strategy s) {
   return nullptr;
 }
 
+nlohmann::json phase_json(const PhaseBytes& b) {
+  return {{"grad_sync", b.grad_sync},
+          {"optimizer", b.optimizer},
+          {"param_sync", b.param_sync},
+          {"total", b.total()}};
+}
+
 nlohmann::json bytes_json(const comm::CommBytes& b) {
   return {{"reduce_scatter", b.reduce_scatter},
           {"all_gather", b.all_gather},
@@ -50,17 +57,18 @@ std::string format_report(const CompareResult& r) {
       r.strategies.empty() ? 0 : r.strategies[0].buckets,
       o.pipeline ? "TP pipeline on" : "TP pipeline off (groups one after another)");
   out +=
-      "medians over timed steps of the slowest rank, ms; bytes per step summed over ranks, MiB\n";
-  out +=
-      line("%-10s %8s %8s %8s %9s %8s %8s %8s %8s  %8s %8s %8s %8s\n", "strategy", "step", "fwd",
-           "bwd", "grad-sync", "opt", "opt-comp", "opt-comm", "par-sync", "RS", "AG", "AR", "A2A");
+      "medians over timed steps of the slowest rank, ms; bytes per step summed over ranks, MiB: "
+      "DP grad-sync + param-sync = DP total, TP (optimizer)\n";
+  out += line("%-10s %8s %8s %8s %9s %8s %8s %8s %8s  %8s %8s %8s %8s\n", "strategy", "step", "fwd",
+              "bwd", "grad-sync", "opt", "opt-comp", "opt-comm", "par-sync", "DP grad", "DP param",
+              "DP total", "TP");
   for (const StrategyResult& s : r.strategies) {
     const StepTimes& m = s.median;
-    const comm::CommBytes b = s.bytes();
+    const PhaseBytes& dp = s.dp_phase_bytes;
     out += line("%-10s %8.2f %8.2f %8.2f %9.2f %8.2f %8.2f %8.2f %8.2f  %8.3f %8.3f %8.3f %8.3f\n",
                 plan::to_string(s.strategy), m.step, m.forward, m.backward, m.grad_sync, m.opt,
-                m.opt_compute, m.opt_comm, m.param_sync, mib(b.reduce_scatter), mib(b.all_gather),
-                mib(b.all_reduce), mib(b.all_to_all));
+                m.opt_compute, m.opt_comm, m.param_sync, mib(dp.grad_sync), mib(dp.param_sync),
+                mib(dp.total()), mib(s.tp_phase_bytes.total()));
   }
   out +=
       "per-rank busy, thread CPU ms per step (optimizer | all compute): max / mean; plan: "
@@ -90,26 +98,32 @@ std::string format_report(const CompareResult& r) {
   const StrategyResult* sc = find(r, plan::Strategy::kSc);
   const StrategyResult* lb = find(r, plan::Strategy::kLbAsc);
   if (sc && lb && lb->median.opt > 0) {
-    const double sc_sync = static_cast<double>(sc->dp_bytes.all_reduce);
-    const double lb_sync = static_cast<double>(lb->dp_bytes.reduce_scatter);
+    const double sc_dp = static_cast<double>(sc->dp_phase_bytes.total());
+    const double lb_dp = static_cast<double>(lb->dp_phase_bytes.total());
     out += line("lb-asc vs sc: optimizer step %.2fx faster (%.2f vs %.2f ms)",
                 sc->median.opt / lb->median.opt, lb->median.opt, sc->median.opt);
-    if (sc_sync > 0)
-      out += line("; DP gradient-sync bytes %.3fx (%.3f vs %.3f MiB)", lb_sync / sc_sync,
-                  lb_sync / 1048576.0, sc_sync / 1048576.0);
+    if (sc_dp > 0)
+      out += line("; DP bytes per step (gradient + parameter sync) %.3fx (%.3f vs %.3f MiB)",
+                  lb_dp / sc_dp, lb_dp / 1048576.0, sc_dp / 1048576.0);
     out += "\n";
   }
   if (r.verify.ran) {
-    if (r.verify.bitwise)
+    const VerifyResult& v = r.verify;
+    if (v.bitwise)
       out += line(
           "verify: bitwise identical to the single-process reference and across the %zu "
-          "strateg%s (%lld elements per replica, every DP replica)\n",
+          "strateg%s: final params (%lld elements per replica, every DP replica) and the last "
+          "reduced gradients (%lld elements)\n",
           r.strategies.size(), r.strategies.size() == 1 ? "y" : "ies",
-          static_cast<long long>(r.verify.elements));
+          static_cast<long long>(v.elements), static_cast<long long>(v.grad_elements));
     else
-      out += line("verify: %s; max |diff| %.3g; first mismatch: %s\n",
-                  r.verify.passed ? "within tolerance (native reduction), not bitwise" : "FAILED",
-                  r.verify.max_abs_diff, r.verify.first_mismatch.c_str());
+      out += line(
+          "verify: %s; %lld of %lld param and %lld gradient elements compared; max |diff| "
+          "params %.3g, gradients %.3g; first mismatch: %s\n",
+          v.passed ? "within the native-reduction bounds, not bitwise" : "FAILED",
+          static_cast<long long>(v.elements), static_cast<long long>(v.expected_elements),
+          static_cast<long long>(v.grad_elements), v.max_abs_diff, v.grad_max_abs_diff,
+          v.first_mismatch.c_str());
   }
   return out;
 }
@@ -145,6 +159,8 @@ nlohmann::json report_json(const CompareResult& r) {
                                                {"bytes", bytes_json(s.bytes())},
                                                {"dp_bytes", bytes_json(s.dp_bytes)},
                                                {"tp_bytes", bytes_json(s.tp_bytes)},
+                                               {"dp_phase_bytes", phase_json(s.dp_phase_bytes)},
+                                               {"tp_phase_bytes", phase_json(s.tp_phase_bytes)},
                                                {"plan_hash", hash},
                                                {"buckets", s.buckets},
                                                {"micro_groups", s.micro_groups},
@@ -157,6 +173,10 @@ nlohmann::json report_json(const CompareResult& r) {
                  {"bitwise", r.verify.bitwise},
                  {"passed", r.verify.passed},
                  {"max_abs_diff", r.verify.max_abs_diff},
+                 {"grad_max_abs_diff", r.verify.grad_max_abs_diff},
+                 {"elements", r.verify.elements},
+                 {"grad_elements", r.verify.grad_elements},
+                 {"expected_elements", r.verify.expected_elements},
                  {"first_mismatch", r.verify.first_mismatch}};
   return j;
 }

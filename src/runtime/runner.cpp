@@ -2,6 +2,8 @@
 // runner_setup.cpp, the TP exchanges in tp_exchange.cpp.
 #include "canzona/runtime/runner.h"
 
+#include <functional>
+
 #include "canzona/common/error.h"
 #include "canzona/runtime/synthetic.h"
 #include "runner_impl.h"
@@ -44,19 +46,28 @@ void StrategyRunner::Impl::forward(int step_number, StepTimes& times) {
   }
 }
 
+void StrategyRunner::Impl::drive_grad_sync() {
+  for (Pending& pending : grad_sync)
+    if (pending.request.pending()) pending.request.test();
+}
+
 void StrategyRunner::Impl::backward(int step_number, StepTimes& times) {
   TraceScope span(trace, "phase", str("backward ", step_number));
   const auto& buckets = stage.layout.buckets;
+  const float scale = grad_scale(dp);
+  const std::function<void()> drive = [this] { drive_grad_sync(); };
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     const double t0 = wall_ms();
     for (const layout::Slot& slot : buckets[b].slots)
       fill_grad(model.params[slot.param], slot.param, tp, tp_rank, options.seed, step_number,
-                dp_rank, dp,
+                dp_rank,
                 std::span<float>(grads.data() + place[slot.param].offset,
                                  static_cast<std::size_t>(slot.numel)));
-    workload.run(backward_flops[b]);
+    workload.run(backward_flops[b], drive);
     const std::span<float> bucket(grads.data() + buckets[b].offset,
                                   static_cast<std::size_t>(buckets[b].numel));
+    if (dp > 1)
+      for (float& g : bucket) g *= scale;
     Pending& pending = grad_sync[b];
     pending.posted_us = trace.now_us();
     if (reduce_scatter) {
@@ -70,6 +81,7 @@ void StrategyRunner::Impl::backward(int step_number, StepTimes& times) {
       pending.name = str("bucket ", b, " all-reduce");
       pending.request = grid.dp().all_reduce(bucket, bucket);
     }
+    drive_grad_sync();
     times.backward += wall_ms() - t0;
   }
 }
@@ -179,6 +191,13 @@ StrategyRunner::StrategyRunner(comm::Grid& grid, const model::ModelSpec& model,
 // the buffers they use are freed (Impl declares the buffers first).
 StrategyRunner::~StrategyRunner() = default;
 
+PhaseBytes& PhaseBytes::operator+=(const PhaseBytes& other) {
+  grad_sync += other.grad_sync;
+  optimizer += other.optimizer;
+  param_sync += other.param_sync;
+  return *this;
+}
+
 StepTimes StrategyRunner::step(int step_number) {
   Impl& s = *impl_;
   TraceScope span(s.trace, "step", str(plan::to_string(s.strategy), " step ", step_number));
@@ -186,17 +205,38 @@ StepTimes StrategyRunner::step(int step_number) {
   const double wall0 = wall_ms();
   const double cpu0 = thread_cpu_ms();
   const double wait_cpu0 = s.clock.wait_cpu_ms;
+  comm::Communicator& dp = s.grid.dp();
+  comm::Communicator& tp = s.grid.tp();
+  std::int64_t dp0 = dp.bytes().total(), tp0 = tp.bytes().total();
+  // Moves the bytes posted since the last call into `dp_phase` / `tp_phase`.
+  auto account = [&](std::int64_t& dp_phase, std::int64_t& tp_phase) {
+    dp_phase = dp.bytes().total() - dp0;
+    tp_phase = tp.bytes().total() - tp0;
+    dp0 = dp.bytes().total();
+    tp0 = tp.bytes().total();
+  };
+  s.step_bytes = StepBytes{};
   s.forward(step_number, times);
+  std::int64_t forward_dp = 0, forward_tp = 0;  // nothing is posted in the forward
+  account(forward_dp, forward_tp);
+  CANZONA_CHECK(forward_dp == 0 && forward_tp == 0, "the forward posted a collective");
   s.backward(step_number, times);
   {
     TraceScope sync(s.trace, "phase", "gradient sync");
     for (Pending& pending : s.grad_sync) s.wait(pending, times.grad_sync);
   }
+  account(s.step_bytes.dp.grad_sync, s.step_bytes.tp.grad_sync);
   s.optimizer_step(times);
+  account(s.step_bytes.dp.optimizer, s.step_bytes.tp.optimizer);
   s.sync_params(times);
+  account(s.step_bytes.dp.param_sync, s.step_bytes.tp.param_sync);
   times.step = wall_ms() - wall0;
   times.busy_cpu = (thread_cpu_ms() - cpu0) - (s.clock.wait_cpu_ms - wait_cpu0);
   return times;
+}
+
+const StepBytes& StrategyRunner::last_step_bytes() const {
+  return impl_->step_bytes;
 }
 
 void StrategyRunner::finish() {
@@ -206,6 +246,24 @@ void StrategyRunner::finish() {
 
 std::span<const float> StrategyRunner::params() const {
   return impl_->params;
+}
+
+bool StrategyRunner::grads_sharded() const {
+  return impl_->reduce_scatter;
+}
+
+std::vector<StrategyRunner::GradRange> StrategyRunner::reduced_grads() const {
+  const Impl& s = *impl_;
+  if (!s.reduce_scatter) return {GradRange{0, s.grads}};
+  std::vector<GradRange> ranges;
+  const auto& buckets = s.stage.layout.buckets;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    const std::int64_t count = s.counts[b][s.dp_rank];
+    ranges.push_back(GradRange{buckets[b].offset + s.displs[b][s.dp_rank],
+                               std::span<const float>(s.shard.data() + s.shard_offset[b],
+                                                      static_cast<std::size_t>(count))});
+  }
+  return ranges;
 }
 
 const plan::StagePlan& StrategyRunner::stage() const {

@@ -130,6 +130,7 @@ struct StrategyRunner::Impl {
   std::vector<double> forward_flops, backward_flops;  // [bucket] simulated compute
   Workload workload;
   PhaseClock clock;
+  StepBytes step_bytes;  // of the last step
 
   Impl(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
        const RunOptions& options, Trace& trace);
@@ -169,6 +170,8 @@ struct StrategyRunner::Impl {
   void wait(Pending& pending, double& exposed_ms);
   void forward(int step, StepTimes& times);
   void backward(int step, StepTimes& times);
+  // Request::test() on every gradient collective in flight (progress during backward).
+  void drive_grad_sync();
   void optimizer_step(StepTimes& times);
   void sync_params(StepTimes& times);
 };

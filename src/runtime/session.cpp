@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <memory>
+#include <utility>
 
 #include "canzona/plan/metrics.h"
 #include "canzona/runtime/reference.h"
@@ -47,16 +49,39 @@ comm::CommBytes per_step(comm::CommBytes b, int steps) {
   return b;
 }
 
+std::vector<double> phase_values(const PhaseBytes& b) {
+  return {static_cast<double>(b.grad_sync), static_cast<double>(b.optimizer),
+          static_cast<double>(b.param_sync)};
+}
+
+PhaseBytes phase_from(const std::vector<double>& v, std::size_t at) {
+  PhaseBytes b;
+  b.grad_sync = static_cast<std::int64_t>(v[at]);
+  b.optimizer = static_cast<std::int64_t>(v[at + 1]);
+  b.param_sync = static_cast<std::int64_t>(v[at + 2]);
+  return b;
+}
+
+PhaseBytes per_step(PhaseBytes b, int steps) {
+  b.grad_sync /= steps;
+  b.optimizer /= steps;
+  b.param_sync /= steps;
+  return b;
+}
+
 // Gathers every rank's timed steps, CPU times, state and bytes to world rank 0 and reduces them.
+// `dp_phase` / `tp_phase` are this rank's bytes by phase summed over the timed steps.
 void summarize(comm::Grid& grid, const std::vector<StepTimes>& steps, double state_bytes,
                const comm::CommBytes& dp_bytes, const comm::CommBytes& tp_bytes,
-               StrategyResult& out) {
+               const PhaseBytes& dp_phase, const PhaseBytes& tp_phase, StrategyResult& out) {
   std::vector<double> mine;
   for (const StepTimes& t : steps)
     for (auto field : kFields) mine.push_back(t.*field);
   mine.push_back(state_bytes);
   for (double v : bytes_values(dp_bytes)) mine.push_back(v);
   for (double v : bytes_values(tp_bytes)) mine.push_back(v);
+  for (double v : phase_values(dp_phase)) mine.push_back(v);
+  for (double v : phase_values(tp_phase)) mine.push_back(v);
   const std::vector<std::string> all = gather_bytes_to_root(grid.world(), pack_doubles(mine));
   if (all.empty()) return;
   const std::size_t n = steps.size();
@@ -80,14 +105,13 @@ void summarize(comm::Grid& grid, const std::vector<StepTimes>& steps, double sta
     out.state_mb.push_back(r[n * f] / (1024.0 * 1024.0));
     out.dp_bytes += bytes_from(r, n * f + 1);
     out.tp_bytes += bytes_from(r, n * f + 5);
+    out.dp_phase_bytes += phase_from(r, n * f + 9);
+    out.tp_phase_bytes += phase_from(r, n * f + 12);
   }
+  out.dp_phase_bytes = per_step(out.dp_phase_bytes, static_cast<int>(n));
+  out.tp_phase_bytes = per_step(out.tp_phase_bytes, static_cast<int>(n));
   out.dp_bytes = per_step(out.dp_bytes, static_cast<int>(n));
   out.tp_bytes = per_step(out.tp_bytes, static_cast<int>(n));
-}
-
-// World rank 0's value of `flag`, on every rank.
-bool agreed_flag(comm::Communicator& world, bool flag) {
-  return world.all_gather_u64(flag ? 1 : 0)[0] != 0;
 }
 
 }  // namespace
@@ -98,13 +122,161 @@ comm::CommBytes StrategyResult::bytes() const {
   return b;
 }
 
+namespace {
+
+// --verify on world rank 0 (VerifyResult's contract); the gathers are collective, so every rank
+// calls check() for every strategy.
+class Verifier {
+ public:
+  Verifier(const model::ModelSpec& model, const RunOptions& options, const SessionOptions& session)
+      : model_(model), options_(options), session_(session) {
+    result_.ran = true;
+    result_.expected_elements = model.total_numel();
+  }
+
+  void check(comm::Grid& grid, const plan::Plan& plan, const StrategyRunner& runner) {
+    const bool root = grid.world().rank() == 0;
+    if (root && !reference_) {
+      reference_ = std::make_unique<Reference>(model_, options_);
+      reference_->run_until(options_.total_steps());
+    }
+    const layout::Layout& layout = plan.stages[0].layout;
+    const std::string name = plan::to_string(plan.options.strategy);
+    std::vector<float> local(runner.params().begin(), runner.params().end());
+    if (grid.world().rank() == options_.corrupt_rank && !layout.buckets.empty() &&
+        !layout.buckets[0].slots.empty()) {
+      float& x = local[static_cast<std::size_t>(layout.buckets[0].offset +
+                                                layout.buckets[0].slots[0].offset)];
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, &x, sizeof(bits));
+      bits ^= 1u;
+      std::memcpy(&x, &bits, sizeof(bits));
+    }
+    for (int d = 0; d < grid.shape().dp; ++d) {
+      std::vector<std::vector<float>> got = gather_replica(grid, model_, layout, local, d);
+      if (!root) continue;
+      const std::string where = str(name, ", DP replica ", d);
+      check_params(where + " vs the single-process reference", got, reference_->params());
+      if (!first_.empty()) check_params(where + " vs " + first_name_, got, first_);
+      if (first_.empty() && d == 0) {
+        first_ = std::move(got);
+        first_name_ = name;
+      }
+    }
+    std::vector<std::pair<std::int64_t, std::span<const float>>> ranges;
+    for (const StrategyRunner::GradRange& r : runner.reduced_grads())
+      ranges.emplace_back(r.offset, r.values);
+    const bool sharded = runner.grads_sharded();
+    const auto views = gather_reduced_grads(grid, model_, layout, ranges, sharded);
+    for (std::size_t v = 0; v < views.size(); ++v) {
+      const std::string where = sharded ? str(name, " reduced gradient (DP shards)")
+                                        : str(name, " reduced gradient, DP replica ", v);
+      check_grads(where, views[v]);
+    }
+  }
+
+  // The result, agreed on every rank (collective).
+  VerifyResult finish(comm::Communicator& world) {
+    VerifyResult& v = result_;
+    const bool complete =
+        v.elements == v.expected_elements && v.grad_elements == v.expected_elements;
+    const bool native = options_.reduce_mode == comm::ReduceMode::kNative;
+    v.bitwise = complete && !worst_.found && bitwise_native_;
+    v.passed = complete && !worst_.found && !params_beyond_tolerance_ && (native || v.bitwise);
+    if (worst_.found)
+      v.first_mismatch = worst_where_ + ": " + worst_.describe();
+    else if (!complete)
+      v.first_mismatch = str("compared ", v.elements, " param and ", v.grad_elements,
+                             " gradient elements per replica; the model has ", v.expected_elements);
+    else if (params_beyond_tolerance_)
+      v.first_mismatch = params_beyond_where_;
+    else if (!v.bitwise)
+      v.first_mismatch = first_difference_;
+    v.bitwise = agreed(world, v.bitwise);
+    v.passed = agreed(world, v.passed);
+    return v;
+  }
+
+ private:
+  // World rank 0's value of `flag`, on every rank.
+  static bool agreed(comm::Communicator& world, bool flag) {
+    return world.all_gather_u64(flag ? 1 : 0)[0] != 0;
+  }
+
+  void note(const std::string& where, const Mismatch& m) {
+    if (m.found && !worst_.found) {
+      worst_ = m;
+      worst_where_ = where;
+    }
+  }
+
+  // Bitwise under kDeterministic. Under kNative bits may differ: the worst |difference| must stay
+  // within verify_tolerance, and size mismatches still fail.
+  void check_params(const std::string& where, const std::vector<std::vector<float>>& got,
+                    const std::vector<std::vector<float>>& want) {
+    const Mismatch m = compare_params(model_, got, want);
+    result_.elements = params_compared_ ? std::min(result_.elements, m.elements) : m.elements;
+    params_compared_ = true;
+    result_.max_abs_diff = std::max(result_.max_abs_diff, m.max_abs_diff);
+    if (options_.reduce_mode == comm::ReduceMode::kDeterministic || !m.problem.empty()) {
+      note(where, m);
+      return;
+    }
+    if (m.found && bitwise_native_) {
+      bitwise_native_ = false;
+      first_difference_ = str(where, ": ", m.describe());
+    }
+    if (m.max_abs_diff > session_.verify_tolerance && !params_beyond_tolerance_) {
+      params_beyond_tolerance_ = true;
+      params_beyond_where_ = str(where, ": max |diff| ", m.max_abs_diff, " > tolerance ",
+                                 session_.verify_tolerance, "; first differing ", m.describe());
+    }
+  }
+
+  void check_grads(const std::string& where, const std::vector<std::vector<float>>& got) {
+    Tolerance tolerance;
+    if (options_.reduce_mode == comm::ReduceMode::kNative) {
+      tolerance.scale = &reference_->grad_abs_sums();
+      tolerance.factor = native_sum_factor(options_.dp);
+    }
+    const Mismatch m = compare_params(model_, got, reference_->grads(), tolerance);
+    result_.grad_elements =
+        grads_compared_ ? std::min(result_.grad_elements, m.elements) : m.elements;
+    grads_compared_ = true;
+    result_.grad_max_abs_diff = std::max(result_.grad_max_abs_diff, m.max_abs_diff);
+    if (m.found) {
+      note(where + " vs the reference", m);
+    } else if (m.not_bitwise > 0 && bitwise_native_) {
+      bitwise_native_ = false;  // within the bound, but not bit for bit
+      first_difference_ = str(where, ": ", m.not_bitwise, " elements differ within the bound");
+    }
+  }
+
+  const model::ModelSpec& model_;
+  const RunOptions& options_;
+  const SessionOptions& session_;
+  std::unique_ptr<Reference> reference_;   // root only
+  std::vector<std::vector<float>> first_;  // root: replica 0 of the first strategy
+  std::string first_name_;
+  Mismatch worst_;  // the first mismatch beyond what the mode allows
+  std::string worst_where_;
+  bool bitwise_native_ = true;    // kNative: no element differed at all
+  std::string first_difference_;  // kNative: where the first allowed difference was
+  bool params_beyond_tolerance_ = false;
+  std::string params_beyond_where_;
+  bool params_compared_ = false;  // result_.elements is the fewest over comparisons
+  bool grads_compared_ = false;
+  VerifyResult result_;
+};
+
+}  // namespace
+
 CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
                              const RunOptions& options,
                              const std::vector<plan::Strategy>& strategies,
                              const SessionOptions& session) {
   validate(options);
   comm::Communicator& world = grid.world();
-  const bool root = world.rank() == 0;
   CompareResult result;
   result.options = options;
   result.model_name = model.name;
@@ -114,11 +286,8 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
   world.barrier();
   trace.reset_epoch();
 
-  std::unique_ptr<Reference> reference;
-  std::vector<std::vector<float>> first;  // root: replica 0 of the first strategy
-  std::string first_name;
-  Mismatch worst;
-  std::string worst_where;
+  std::unique_ptr<Verifier> verifier;
+  if (session.verify) verifier = std::make_unique<Verifier>(model, options, session);
   for (plan::Strategy strategy : strategies) {
     plan::PlanOptions plan_opts = plan_options(options, strategy);
     if (world.rank() == options.perturb_plan_rank)
@@ -145,61 +314,25 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
     world.barrier();
     std::vector<StepTimes> timed;
     comm::CommBytes dp0, tp0;
+    PhaseBytes dp_phase, tp_phase;
     for (int s = 1; s <= options.total_steps(); ++s) {
       if (s == options.warmup + 1) {
         dp0 = grid.dp().bytes();
         tp0 = grid.tp().bytes();
       }
       const StepTimes t = runner.step(s);
-      if (s > options.warmup) timed.push_back(t);
+      if (s <= options.warmup) continue;
+      timed.push_back(t);
+      dp_phase += runner.last_step_bytes().dp;
+      tp_phase += runner.last_step_bytes().tp;
     }
     runner.finish();
     summarize(grid, timed, static_cast<double>(runner.state_bytes()), grid.dp().bytes() - dp0,
-              grid.tp().bytes() - tp0, sr);
-
-    if (session.verify) {
-      if (root && !reference) {
-        reference = std::make_unique<Reference>(model, options);
-        reference->run_until(options.total_steps());
-      }
-      for (int d = 0; d < options.dp; ++d) {
-        std::vector<std::vector<float>> got =
-            gather_replica(grid, model, plan.stages[0].layout, runner.params(), d);
-        if (!root) continue;
-        const std::string where = str(plan::to_string(strategy), ", DP replica ", d);
-        const Mismatch vs_ref = compare_params(model, got, reference->params());
-        result.verify.elements = vs_ref.elements;
-        if (vs_ref.found && !worst.found) {
-          worst = vs_ref;
-          worst_where = where + " vs the single-process reference";
-        }
-        worst.max_abs_diff = std::max(worst.max_abs_diff, vs_ref.max_abs_diff);
-        if (!first.empty()) {
-          const Mismatch vs_first = compare_params(model, got, first);
-          if (vs_first.found && !worst.found) {
-            worst = vs_first;
-            worst_where = where + " vs " + first_name;
-          }
-          worst.max_abs_diff = std::max(worst.max_abs_diff, vs_first.max_abs_diff);
-        }
-        if (first.empty() && d == 0) {
-          first = std::move(got);
-          first_name = plan::to_string(strategy);
-        }
-      }
-    }
+              grid.tp().bytes() - tp0, dp_phase, tp_phase, sr);
+    if (verifier) verifier->check(grid, plan, runner);
     result.strategies.push_back(std::move(sr));
   }
-  if (session.verify) {
-    VerifyResult& v = result.verify;
-    v.bitwise = !worst.found;
-    v.max_abs_diff = worst.max_abs_diff;
-    if (worst.found) v.first_mismatch = worst_where + ": " + worst.describe();
-    v.passed = v.bitwise || (options.reduce_mode == comm::ReduceMode::kNative &&
-                             v.max_abs_diff <= session.verify_tolerance);
-    v.bitwise = agreed_flag(world, v.bitwise);
-    v.passed = agreed_flag(world, v.passed);
-  }
+  if (verifier) result.verify = verifier->finish(world);
   if (!session.trace_path.empty()) write_chrome_trace(grid, trace, session.trace_path);
   return result;
 }

@@ -74,13 +74,12 @@ void fill_init(const model::ParamSpec& param, int param_index, int tp, int tp_ra
 }
 
 void fill_grad(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
-               std::uint64_t seed, int step, int dp_rank, int dp, std::span<float> out) {
+               std::uint64_t seed, int step, int dp_rank, std::span<float> out) {
   CANZONA_CHECK_EQ(static_cast<std::int64_t>(out.size()), param.local_numel(tp));
   CANZONA_CHECK(step >= 1, "gradient step ", step);
   const std::uint64_t key = grad_key(seed, step, dp_rank, param_index);
-  const float scale = grad_scale(dp);
   for_each_local(param, tp, tp_rank,
-                 [&](std::int64_t i, std::int64_t g) { out[i] = unit_value(key, g) * scale; });
+                 [&](std::int64_t i, std::int64_t g) { out[i] = unit_value(key, g); });
 }
 
 }  // namespace canzona::runtime

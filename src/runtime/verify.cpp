@@ -7,6 +7,7 @@
 
 #include "canzona/common/error.h"
 #include "canzona/runtime/shard.h"
+#include "gather_bytes.h"
 
 namespace canzona::runtime {
 
@@ -52,8 +53,86 @@ std::vector<std::vector<float>> gather_replica(comm::Grid& grid, const model::Mo
   return global;
 }
 
+namespace {
+
+std::string pack_ranges(
+    const std::vector<std::pair<std::int64_t, std::span<const float>>>& ranges) {
+  std::string bytes;
+  for (const auto& [offset, values] : ranges) {
+    const std::int64_t header[2] = {offset, static_cast<std::int64_t>(values.size())};
+    bytes.append(reinterpret_cast<const char*>(header), sizeof(header));
+    bytes.append(reinterpret_cast<const char*>(values.data()), values.size_bytes());
+  }
+  return bytes;
+}
+
+// Writes the ranges packed in `bytes` into `local` (layout order) and counts each element's
+// holders in `held`.
+void unpack_ranges(const std::string& bytes, std::vector<float>& local, std::vector<int>& held) {
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    std::int64_t header[2];
+    CANZONA_CHECK(at + sizeof(header) <= bytes.size(), "truncated gradient ranges");
+    std::memcpy(header, bytes.data() + at, sizeof(header));
+    at += sizeof(header);
+    const auto [offset, count] = std::pair{header[0], header[1]};
+    CANZONA_CHECK(offset >= 0 && count >= 0 && offset + count <= std::ssize(local),
+                  "gradient range [", offset, ", ", offset + count, ") outside the layout");
+    CANZONA_CHECK(at + count * sizeof(float) <= bytes.size(), "truncated gradient ranges");
+    std::memcpy(local.data() + offset, bytes.data() + at, count * sizeof(float));
+    at += count * sizeof(float);
+    for (std::int64_t i = offset; i < offset + count; ++i) ++held[i];
+  }
+}
+
+}  // namespace
+
+std::vector<std::vector<std::vector<float>>> gather_reduced_grads(
+    comm::Grid& grid, const model::ModelSpec& model, const layout::Layout& layout,
+    const std::vector<std::pair<std::int64_t, std::span<const float>>>& ranges, bool sharded) {
+  const std::vector<std::string> blobs = gather_bytes_to_root(grid.world(), pack_ranges(ranges));
+  std::vector<std::vector<std::vector<float>>> views;
+  if (blobs.empty()) return views;
+  const comm::GridShape shape = grid.shape();
+  const int num_views = sharded ? 1 : shape.dp;
+  for (int v = 0; v < num_views; ++v) {
+    std::vector<std::vector<float>>& global = views.emplace_back(model.params.size());
+    std::vector<std::vector<float>> local(shape.tp);  // [tp rank] (layout.numel)
+    for (int t = 0; t < shape.tp; ++t) {
+      local[t].assign(static_cast<std::size_t>(layout.numel), 0.0f);
+      std::vector<int> held(static_cast<std::size_t>(layout.numel), 0);
+      for (int d = sharded ? 0 : v; d < (sharded ? shape.dp : v + 1); ++d)
+        unpack_ranges(blobs[comm::grid_rank(shape, comm::GridCoord{0, d, t})], local[t], held);
+      for (const layout::Bucket& bucket : layout.buckets)
+        for (const layout::Slot& slot : bucket.slots)
+          for (std::int64_t i = 0; i < slot.numel; ++i)
+            CANZONA_CHECK(held[bucket.offset + slot.offset + i] == 1, "param '",
+                          model.params[slot.param].name, "' local element ", i, " of TP rank ", t,
+                          " is held by ", held[bucket.offset + slot.offset + i],
+                          " DP ranks after the gradient sync, not 1");
+    }
+    for (const layout::Bucket& bucket : layout.buckets)
+      for (const layout::Slot& slot : bucket.slots) {
+        const model::ParamSpec& p = model.params[slot.param];
+        std::vector<float>& out = global[slot.param];
+        out.assign(static_cast<std::size_t>(p.numel()), 0.0f);
+        for (int t = 0; t < shape.tp; ++t)
+          local_to_task(shard_map(p, -1, shape.tp, t),
+                        local[t].data() + bucket.offset + slot.offset, out.data());
+      }
+  }
+  return views;
+}
+
+double native_sum_factor(int summands) {
+  const double n = summands - 1;
+  const double u = std::ldexp(1.0, -24);
+  return 2.0 * n * u / (1.0 - n * u) * 1.01;
+}
+
 std::string Mismatch::describe() const {
   if (!found) return "";
+  if (!problem.empty()) return str("param '", param, "': ", problem);
   std::uint32_t got_bits = 0, want_bits = 0;
   std::memcpy(&got_bits, &got, sizeof(got));
   std::memcpy(&want_bits, &want, sizeof(want));
@@ -65,20 +144,32 @@ std::string Mismatch::describe() const {
 }
 
 Mismatch compare_params(const model::ModelSpec& model, const std::vector<std::vector<float>>& got,
-                        const std::vector<std::vector<float>>& want) {
+                        const std::vector<std::vector<float>>& want, Tolerance tolerance) {
   Mismatch m;
-  for (std::size_t p = 0; p < model.params.size() && p < got.size() && p < want.size(); ++p) {
-    const std::vector<float>& a = got[p];
-    const std::vector<float>& b = want[p];
-    if (a.empty() || b.empty()) continue;
-    CANZONA_CHECK_EQ(a.size(), b.size());
+  for (std::size_t p = 0; p < model.params.size(); ++p) {
+    static const std::vector<float> kNone;
+    const std::vector<float>& a = p < got.size() ? got[p] : kNone;
+    const std::vector<float>& b = p < want.size() ? want[p] : kNone;
+    if (a.size() != b.size()) {
+      if (!m.found) {
+        m.found = true;
+        m.param = model.params[p].name;
+        m.problem = str("got ", a.size(), " elements, want ", b.size());
+      }
+      continue;
+    }
     m.elements += static_cast<std::int64_t>(a.size());
     if (std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0) continue;
+    const std::vector<float>* scale = tolerance.scale ? &tolerance.scale->at(p) : nullptr;
+    if (scale) CANZONA_CHECK_EQ(scale->size(), a.size());
     for (std::size_t i = 0; i < a.size(); ++i) {
       if (std::memcmp(&a[i], &b[i], sizeof(float)) == 0) continue;
+      ++m.not_bitwise;
       const double diff = std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
       m.max_abs_diff = std::isnan(diff) ? INFINITY : std::max(m.max_abs_diff, diff);
-      if (m.found) continue;
+      const bool within =
+          scale && diff <= tolerance.factor * static_cast<double>((*scale)[i]);  // NaN: false
+      if (within || m.found) continue;
       m.found = true;
       m.param = model.params[p].name;
       m.element = static_cast<std::int64_t>(i);

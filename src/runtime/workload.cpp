@@ -22,13 +22,15 @@ Workload::Workload() : a_(kSide * kSide), b_(kSide * kSide), c_(kSide * kSide, 0
   }
 }
 
-void Workload::run(double flops) {
+void Workload::run(double flops, const std::function<void()>& between) {
   const long calls = calls_for(flops);
   const auto a = optim::matrix_view(a_.data(), kSide, kSide);
   const auto b = optim::matrix_view(b_.data(), kSide, kSide);
   const auto c = optim::matrix_view(c_.data(), kSide, kSide);
-  for (long i = 0; i < calls; ++i)
+  for (long i = 0; i < calls; ++i) {
     optim::gemm(optim::Trans::kNo, optim::Trans::kNo, 1.0f, a, b, 0.0f, c);
+    if (between) between();
+  }
 }
 
 double Workload::executed_flops(double flops) {

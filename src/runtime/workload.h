@@ -2,6 +2,7 @@
 // collectives posted during the backward overlap something real (RunOptions file comment).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 namespace canzona::runtime {
@@ -12,8 +13,9 @@ class Workload {
 
   Workload();
   // Runs round(flops / (2 kSide^3)) sgemms; 0 does nothing. The result is kept in a scratch
-  // matrix nobody reads (the work is what matters).
-  void run(double flops);
+  // matrix nobody reads (the work is what matters). `between`, when set, runs after each sgemm
+  // (the caller drives its collectives in flight there).
+  void run(double flops, const std::function<void()>& between = {});
   // FLOPs actually executed for a request.
   static double executed_flops(double flops);
 

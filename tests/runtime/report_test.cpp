@@ -20,10 +20,15 @@ CompareResult sample() {
     sr.strategy = s;
     sr.median.opt = s == plan::Strategy::kSc ? 20.0 : 10.0;
     sr.median.step = 30.0;
-    if (s == plan::Strategy::kSc)
+    if (s == plan::Strategy::kSc) {
       sr.dp_bytes.all_reduce = 4096;
-    else
+      sr.dp_phase_bytes.grad_sync = 4096;
+    } else {
       sr.dp_bytes.reduce_scatter = 2048;
+      sr.dp_bytes.all_gather = 2048;
+      sr.dp_phase_bytes.grad_sync = 2048;
+      sr.dp_phase_bytes.param_sync = 1024;  // not the real ratio: totals must add both phases
+    }
     sr.opt_cpu_ms = {9.0, 10.0};
     sr.busy_cpu_ms = {12.0, 13.0};
     r.strategies.push_back(sr);
@@ -45,12 +50,18 @@ TEST(ReportJson, HasTheIssueKeys) {
   }
   EXPECT_EQ(j.at("verify").at("bitwise"), true);
   EXPECT_EQ(j.at("strategies").at("lb-asc").at("bytes").at("reduce_scatter"), 2048);
+  const nlohmann::json& phases = j.at("strategies").at("lb-asc").at("dp_phase_bytes");
+  EXPECT_EQ(phases.at("grad_sync"), 2048);
+  EXPECT_EQ(phases.at("param_sync"), 1024);
+  EXPECT_EQ(phases.at("optimizer"), 0);
+  EXPECT_EQ(phases.at("total"), 3072);
 }
 
 TEST(ReportTable, PrintsTheLbAscRatios) {
   const std::string table = format_report(sample());
   EXPECT_NE(table.find("optimizer step 2.00x faster"), std::string::npos) << table;
-  EXPECT_NE(table.find("bytes 0.500x"), std::string::npos) << table;
+  // DP bytes per step: (2048 + 1024) / 4096, gradient and parameter sync together.
+  EXPECT_NE(table.find("(gradient + parameter sync) 0.750x"), std::string::npos) << table;
   EXPECT_NE(table.find("bitwise identical"), std::string::npos) << table;
 }
 

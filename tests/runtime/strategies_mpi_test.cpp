@@ -1,6 +1,9 @@
 // The four strategies on real ranks: every optimizer, every grid shape, bitwise equal to the
-// single-process reference and to each other (design.md section 5). Suites are named for the
-// grid they need (Dp2Tp1, Dp1Tp2, Dp2Tp2); CMakeLists runs each at its world size with a filter.
+// single-process reference and to each other, final params and last reduced gradients alike
+// (design.md section 5). Suites are named for the grid they need (Dp2Tp1, Dp1Tp2, Dp2Tp2, Dp3Tp1,
+// Dp3Tp2, Dp4Tp2); CMakeLists runs each at its world size with a filter, and a wrong world size
+// fails the test. DP >= 3 matters: a sum of two floats has the same bits in either order, so
+// rank-order bugs in the reductions only show from three summands on.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -45,36 +48,57 @@ CompareResult run_all(comm::Grid& grid, const model::ModelSpec& model, const Run
   return run_strategies(grid, model, o, strategies, session);
 }
 
+// The grid; a world of another size fails the test (ctest would count a skip as a pass).
+std::unique_ptr<comm::Grid> make_grid(int dp, int tp,
+                                      comm::ReduceMode mode = comm::ReduceMode::kDeterministic) {
+  try {
+    return comm::make_mpi_grid(dp, tp, 1, mode);
+  } catch (const UsageError& e) {
+    ADD_FAILURE() << "needs " << dp * tp << " ranks: " << e.what();
+    return nullptr;
+  }
+}
+
+#define GRID_OR_FAIL(g, ...)       \
+  auto g = make_grid(__VA_ARGS__); \
+  if (!(g)) return
+
+void expect_complete_and_bitwise(const CompareResult& r, const model::ModelSpec& model,
+                                 comm::Grid& grid) {
+  EXPECT_TRUE(r.verify.ran);
+  EXPECT_TRUE(r.verify.bitwise) << r.verify.first_mismatch;
+  EXPECT_TRUE(r.verify.passed) << r.verify.first_mismatch;
+  if (grid.world().rank() != 0) return;
+  // Every element of the model was compared, params and gradients.
+  EXPECT_EQ(r.verify.elements, model.total_numel());
+  EXPECT_EQ(r.verify.grad_elements, model.total_numel());
+}
+
 class GridTest : public ::testing::TestWithParam<std::string> {
  protected:
-  // Builds the grid, or returns null when the world has another size (the test is skipped).
-  std::unique_ptr<comm::Grid> grid(int dp, int tp) {
-    auto g = std::unique_ptr<comm::Grid>();
-    try {
-      g = comm::make_mpi_grid(dp, tp, 1, comm::ReduceMode::kDeterministic);
-    } catch (const UsageError&) {
-    }
-    return g;
-  }
-
   void expect_bitwise(int dp, int tp) {
-    auto g = grid(dp, tp);
-    if (!g) GTEST_SKIP() << "needs " << dp * tp << " ranks";
+    GRID_OR_FAIL(g, dp, tp);
     const RunOptions qwen = qwen_options(dp, tp, GetParam());
-    const CompareResult a = run_all(*g, load_model(qwen), qwen);
-    EXPECT_TRUE(a.verify.bitwise) << a.verify.first_mismatch;
+    const model::ModelSpec qwen_model = load_model(qwen);
+    const CompareResult a = run_all(*g, qwen_model, qwen);
+    expect_complete_and_bitwise(a, qwen_model, *g);
     ASSERT_EQ(a.strategies.size(), 4u);
+    EXPECT_GT(a.strategies[0].buckets, 1);
 
     RunOptions toy = quick_options(dp, tp, GetParam());
     toy.bucket_size = 2048;
     const CompareResult b = run_all(*g, testing::toy_model(), toy);
-    EXPECT_TRUE(b.verify.bitwise) << b.verify.first_mismatch;
+    expect_complete_and_bitwise(b, testing::toy_model(), *g);
+    EXPECT_GT(b.strategies[0].buckets, 1);
   }
 };
 
 class Dp2Tp1 : public GridTest {};
 class Dp1Tp2 : public GridTest {};
 class Dp2Tp2 : public GridTest {};
+class Dp3Tp1 : public GridTest {};
+class Dp3Tp2 : public GridTest {};
+class Dp4Tp2 : public GridTest {};
 
 TEST_P(Dp2Tp1, AllStrategiesMatchTheReferenceBitwise) {
   expect_bitwise(2, 1);
@@ -85,20 +109,23 @@ TEST_P(Dp1Tp2, AllStrategiesMatchTheReferenceBitwise) {
 TEST_P(Dp2Tp2, AllStrategiesMatchTheReferenceBitwise) {
   expect_bitwise(2, 2);
 }
+TEST_P(Dp3Tp1, AllStrategiesMatchTheReferenceBitwise) {
+  expect_bitwise(3, 1);
+}
+TEST_P(Dp3Tp2, AllStrategiesMatchTheReferenceBitwise) {
+  expect_bitwise(3, 2);
+}
+TEST_P(Dp4Tp2, AllStrategiesMatchTheReferenceBitwise) {
+  expect_bitwise(4, 2);
+}
 
 const auto kOptimizers = ::testing::Values("muon", "shampoo", "soap");
 INSTANTIATE_TEST_SUITE_P(Optimizers, Dp2Tp1, kOptimizers);
 INSTANTIATE_TEST_SUITE_P(Optimizers, Dp1Tp2, kOptimizers);
 INSTANTIATE_TEST_SUITE_P(Optimizers, Dp2Tp2, kOptimizers);
-
-// Returns the grid or skips.
-#define GRID_OR_SKIP(g, dp, tp)                                           \
-  std::unique_ptr<comm::Grid> g;                                          \
-  try {                                                                   \
-    g = comm::make_mpi_grid(dp, tp, 1, comm::ReduceMode::kDeterministic); \
-  } catch (const UsageError&) {                                           \
-    GTEST_SKIP() << "needs " << (dp) * (tp) << " ranks";                  \
-  }
+INSTANTIATE_TEST_SUITE_P(Optimizers, Dp3Tp1, kOptimizers);
+INSTANTIATE_TEST_SUITE_P(Optimizers, Dp3Tp2, kOptimizers);
+INSTANTIATE_TEST_SUITE_P(Optimizers, Dp4Tp2, kOptimizers);
 
 const StrategyResult& result_of(const CompareResult& r, Strategy s) {
   for (const StrategyResult& x : r.strategies)
@@ -106,27 +133,41 @@ const StrategyResult& result_of(const CompareResult& r, Strategy s) {
   throw Error("strategy missing");
 }
 
-TEST(Dp2Tp1Protocol, ReduceScatterMovesHalfTheAllReduceBytes) {
-  GRID_OR_SKIP(g, 2, 1);
+// Bytes per step by phase, derived by hand for DP = 2 (P = 2, B = the layout's bytes): an
+// All-Reduce hands MPI B/2 (phase 1, the other rank's half) + B/2 (phase 2, its own half) per rank,
+// so 2B summed over ranks; a Reduce-Scatter hands the other rank's block, B summed over ranks, and
+// the All-Gather the same again in the parameter sync: the DP totals are equal. layerwise adds an
+// All-Gather-v of the owned params (B minus padding) on top of its All-Reduce.
+TEST(Dp2Tp1Protocol, DpTotalsCountGradientAndParameterSync) {
+  GRID_OR_FAIL(g, 2, 1);
   const RunOptions o = qwen_options(2, 1, "muon");
   const CompareResult r = run_all(*g, load_model(o), o);
   if (g->world().rank() != 0) return;
   const StrategyResult& sc = result_of(r, Strategy::kSc);
   const StrategyResult& layerwise = result_of(r, Strategy::kLayerwise);
   const StrategyResult& lb = result_of(r, Strategy::kLbAsc);
-  EXPECT_GT(sc.dp_bytes.all_reduce, 0);
-  EXPECT_EQ(sc.dp_bytes.all_reduce, layerwise.dp_bytes.all_reduce);
-  EXPECT_EQ(2 * lb.dp_bytes.reduce_scatter, sc.dp_bytes.all_reduce);
-  EXPECT_EQ(lb.dp_bytes.all_gather, lb.dp_bytes.reduce_scatter);
-  EXPECT_EQ(sc.dp_bytes.all_gather, 0);
-  EXPECT_GT(layerwise.dp_bytes.all_gather, 0);  // updated params inside the step
-  EXPECT_EQ(lb.tp_bytes.total(), 0);            // tp = 1: no all-to-all
+  const plan::Plan plan = plan::make_plan(load_model(o), plan_options(o, Strategy::kLbAsc));
+  const std::int64_t layout_bytes = 4 * plan.stages[0].layout.numel;
+  EXPECT_EQ(sc.dp_phase_bytes.grad_sync, 2 * layout_bytes);
+  EXPECT_EQ(sc.dp_phase_bytes.param_sync, 0);
+  EXPECT_EQ(lb.dp_phase_bytes.grad_sync, layout_bytes);
+  EXPECT_EQ(lb.dp_phase_bytes.param_sync, layout_bytes);
+  EXPECT_EQ(lb.dp_phase_bytes.total(), sc.dp_phase_bytes.total());
+  EXPECT_EQ(layerwise.dp_phase_bytes.grad_sync, sc.dp_phase_bytes.grad_sync);
+  EXPECT_GT(layerwise.dp_phase_bytes.param_sync, 0);
+  EXPECT_LE(layerwise.dp_phase_bytes.param_sync, layout_bytes);
+  for (const StrategyResult& s : r.strategies) {
+    EXPECT_EQ(s.dp_phase_bytes.optimizer, 0) << plan::to_string(s.strategy);
+    EXPECT_EQ(s.tp_phase_bytes.total(), 0) << plan::to_string(s.strategy);  // tp = 1
+    // The by-kind counters and the by-phase ones count the same bytes.
+    EXPECT_EQ(s.dp_bytes.total(), s.dp_phase_bytes.total()) << plan::to_string(s.strategy);
+  }
   // Ownership halves the optimizer state.
   EXPECT_LT(lb.state_mb[0], 0.75 * sc.state_mb[0]);
 }
 
 TEST(Dp1Tp2Protocol, HostedTasksUseAllToAllAndRedundantOnesAllGather) {
-  GRID_OR_SKIP(g, 1, 2);
+  GRID_OR_FAIL(g, 1, 2);
   const RunOptions o = qwen_options(1, 2, "muon");
   const CompareResult r = run_all(*g, load_model(o), o);
   if (g->world().rank() != 0) return;
@@ -140,7 +181,7 @@ TEST(Dp1Tp2Protocol, HostedTasksUseAllToAllAndRedundantOnesAllGather) {
 }
 
 TEST(Dp2Tp2Pipeline, SequentialGroupsGiveTheSameBits) {
-  GRID_OR_SKIP(g, 2, 2);
+  GRID_OR_FAIL(g, 2, 2);
   RunOptions o = qwen_options(2, 2, "muon");
   o.cmax_mb = 0.1;  // many small micro groups
   o.pipeline = false;
@@ -151,17 +192,46 @@ TEST(Dp2Tp2Pipeline, SequentialGroupsGiveTheSameBits) {
   }
 }
 
-TEST(Dp2Tp2Native, NativeReductionStaysWithinTolerance) {
-  std::unique_ptr<comm::Grid> g;
-  try {
-    g = comm::make_mpi_grid(2, 2, 1, comm::ReduceMode::kNative);
-  } catch (const UsageError&) {
-    GTEST_SKIP() << "needs 4 ranks";
-  }
-  RunOptions o = qwen_options(2, 2, "muon");
+// Native reduction: the reduced gradients must lie within 2 gamma(P-1) sum|x| of the
+// deterministic reference (verify.h), at DP = 2 and DP = 3 (where MPI's order can differ from
+// rank order), every element compared.
+void expect_native_within_bounds(int dp, int tp) {
+  GRID_OR_FAIL(g, dp, tp, comm::ReduceMode::kNative);
+  RunOptions o = qwen_options(dp, tp, "muon");
   o.reduce_mode = comm::ReduceMode::kNative;
-  const CompareResult r = run_all(*g, load_model(o), o, {Strategy::kSc, Strategy::kLbAsc});
+  const model::ModelSpec model = load_model(o);
+  const CompareResult r = run_all(*g, model, o, {Strategy::kSc, Strategy::kLbAsc});
   EXPECT_TRUE(r.verify.passed) << r.verify.first_mismatch;
+  if (g->world().rank() != 0) return;
+  EXPECT_EQ(r.verify.grad_elements, model.total_numel());
+  EXPECT_EQ(r.verify.elements, model.total_numel());
+}
+
+TEST(Dp2Tp2Native, NativeReductionStaysWithinTheSummationBound) {
+  expect_native_within_bounds(2, 2);
+}
+TEST(Dp3Tp1Native, NativeReductionStaysWithinTheSummationBound) {
+  expect_native_within_bounds(3, 1);
+}
+
+// A one-bit corruption of one element on the last rank must be found, named and fail --verify.
+void expect_corruption_found(int dp, int tp) {
+  GRID_OR_FAIL(g, dp, tp);
+  RunOptions o = qwen_options(dp, tp, "muon");
+  o.corrupt_rank = g->world().size() - 1;
+  const CompareResult r = run_all(*g, load_model(o), o, {Strategy::kLbAsc});
+  EXPECT_FALSE(r.verify.bitwise);
+  EXPECT_FALSE(r.verify.passed);
+  if (g->world().rank() != 0) return;
+  const int replica = comm::grid_coord(g->shape(), o.corrupt_rank).dp;
+  EXPECT_NE(r.verify.first_mismatch.find(
+                str("lb-asc, DP replica ", replica, " vs the single-process reference: param '")),
+            std::string::npos)
+      << r.verify.first_mismatch;
+}
+
+TEST(Dp3Tp2Verify, OneFlippedBitOnOneRankIsFound) {
+  expect_corruption_found(3, 2);
 }
 
 }  // namespace

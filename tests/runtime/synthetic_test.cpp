@@ -1,10 +1,11 @@
 // Synthetic values: pure functions of the counter, in [-1, 1), TP shards equal to slices of the
-// global tensor, one place dividing by DP.
+// global tensor, unscaled (the runtime divides by DP), float(1/DP) pinned by its bits.
 #include "canzona/runtime/synthetic.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "toy_model.h"
 
@@ -39,10 +40,10 @@ TEST(Synthetic, TpShardsAreSlicesOfTheGlobalTensor) {
   for (std::size_t i = 0; i < m.params.size(); ++i) {
     const model::ParamSpec& p = m.params[i];
     std::vector<float> global(static_cast<std::size_t>(p.numel()));
-    fill_grad(p, static_cast<int>(i), 1, 0, 3, 2, 1, 2, global);
+    fill_grad(p, static_cast<int>(i), 1, 0, 3, 2, 1, global);
     for (int t = 0; t < 2; ++t) {
       std::vector<float> local(static_cast<std::size_t>(p.local_numel(2)));
-      fill_grad(p, static_cast<int>(i), 2, t, 3, 2, 1, 2, local);
+      fill_grad(p, static_cast<int>(i), 2, t, 3, 2, 1, local);
       const std::int64_t cols = p.cols();
       for (std::size_t k = 0; k < local.size(); ++k) {
         std::int64_t g = static_cast<std::int64_t>(k);
@@ -57,13 +58,25 @@ TEST(Synthetic, TpShardsAreSlicesOfTheGlobalTensor) {
   }
 }
 
-TEST(Synthetic, GradientsAreScaledByOneOverDp) {
+// The local gradient is the unit value itself; averaging is the runtime's job (synthetic.h).
+TEST(Synthetic, GradientsAreUnscaledUnitValues) {
   const model::ModelSpec m = testing::toy_model();
   const model::ParamSpec& p = m.params[1];
-  std::vector<float> unscaled(32), scaled(32);
-  fill_grad(p, 1, 1, 0, 9, 1, 2, 1, unscaled);
-  fill_grad(p, 1, 1, 0, 9, 1, 2, 3, scaled);
-  for (std::size_t k = 0; k < 32; ++k) EXPECT_EQ(scaled[k], unscaled[k] * (1.0f / 3.0f));
+  std::vector<float> grad(32);
+  fill_grad(p, 1, 1, 0, 9, 1, 2, grad);
+  for (std::size_t k = 0; k < 32; ++k)
+    EXPECT_EQ(grad[k], unit_value(grad_key(9, 1, 2, 1), static_cast<std::int64_t>(k)));
+}
+
+// float(1 / DP), written out: 1/2 and 1/4 are exact, 1/3 rounds to 0x3eaaaaab.
+TEST(Synthetic, GradScaleIsTheFloatReciprocalOfDp) {
+  EXPECT_EQ(grad_scale(1), 1.0f);
+  EXPECT_EQ(grad_scale(2), 0.5f);
+  EXPECT_EQ(grad_scale(4), 0.25f);
+  const float third = grad_scale(3);
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &third, sizeof(bits));
+  EXPECT_EQ(bits, 0x3eaaaaabu);
 }
 
 TEST(Synthetic, InitKeepsNormsNearOne) {

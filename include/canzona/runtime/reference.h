@@ -1,7 +1,8 @@
 // The single-process reference every strategy is checked against (design.md section 5).
 //
 // It holds every param at its global shape, starts from the synthetic init, and per step forms
-// the reduced gradient sum_d (u_d / DP) in rank order d = 0..DP-1 in fp32 (synthetic.h), then
+// the reduced gradient sum_d (u_d * float(1/DP)) in rank order d = 0..DP-1 in fp32 (synthetic.h),
+// scaling each local gradient itself (not through the runtime's code), then
 // calls the same optimizer the distributed runtime calls on the same full matrices: one matrix
 // optimizer instance per task (the whole param, or each piece with ParamInfo::full_rows/full_cols
 // of the whole param), AdamW on each element-wise param. Task names and shapes come from
@@ -44,6 +45,11 @@ class Reference {
   int steps_taken() const { return steps_taken_; }
   // [param] global row-major tensor.
   const std::vector<std::vector<float>>& params() const { return params_; }
+  // [param] global row-major reduced gradient of the last step taken (empty before the first).
+  const std::vector<std::vector<float>>& grads() const { return grads_; }
+  // [param] sum over DP ranks of |scaled local gradient| of the last step: the scale of the
+  // rounding error any summation order can make (see verify.h).
+  const std::vector<std::vector<float>>& grad_abs_sums() const { return abs_sums_; }
 
  private:
   void step(int step);
@@ -51,6 +57,8 @@ class Reference {
   const model::ModelSpec& model_;
   RunOptions options_;
   std::vector<std::vector<float>> params_;
+  std::vector<std::vector<float>> grads_;     // [param] last step's reduced gradient
+  std::vector<std::vector<float>> abs_sums_;  // [param] last step's sum of |contributions|
   struct TaskState;
   std::vector<std::unique_ptr<TaskState>> tasks_;
   std::vector<std::unique_ptr<optim::Optimizer>> elementwise_;  // [param] or null

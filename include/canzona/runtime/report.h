@@ -7,11 +7,16 @@
 //                              "opt_cpu_ms": [per rank], "busy_cpu_ms": [per rank],
 //                              "bytes": {"reduce_scatter", "all_gather", "all_reduce",
 //                                        "all_to_all"},
-//                              "dp_bytes": {...}, "tp_bytes": {...}, "plan_hash", "buckets",
+//                              "dp_bytes": {...}, "tp_bytes": {...},
+//                              "dp_phase_bytes": {"grad_sync", "optimizer", "param_sync",
+//                                                 "total"},
+//                              "tp_phase_bytes": {...}, "plan_hash", "buckets",
 //                              "micro_groups", "predicted_flops_max", "predicted_flops_mean"}},
-//    "verify": {"ran", "bitwise", "passed", "max_abs_diff", "first_mismatch"}}
+//    "verify": {"ran", "bitwise", "passed", "max_abs_diff", "grad_max_abs_diff",
+//               "elements", "grad_elements", "expected_elements", "first_mismatch"}}
 // Times are medians over the timed steps of the per-step maximum over ranks (ms); CPU times are
-// per rank medians; bytes are per step, summed over ranks, DP plus TP communicators.
+// per rank medians; bytes are per step, summed over ranks ("bytes": DP plus TP communicators by
+// collective kind; "*_phase_bytes": per communicator by the phase that posted them).
 #pragma once
 
 #include <nlohmann/json.hpp>

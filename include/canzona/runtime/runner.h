@@ -11,9 +11,11 @@
 //
 // One step, in order: forward (per bucket in forward order: wait for the bucket's parameter
 // All-Gather if one is in flight, then simulated compute), backward (per bucket in buffer order:
-// synthetic gradients, simulated compute, then post the bucket's Reduce-Scatter or All-Reduce, so
-// the collective overlaps the next bucket's compute), gradient sync (wait for all of them),
-// optimizer, parameter sync. Strategies (design.md section 1 table):
+// synthetic gradients, simulated compute, then scale the bucket by 1/DP (Megatron's
+// gradient_scaling_factor; the only place gradients are averaged) and post its Reduce-Scatter or
+// All-Reduce, so the collective overlaps the next bucket's compute; between the compute's sgemms
+// every strategy drives its collectives in flight with Request::test() alike), gradient sync
+// (wait for all of them), optimizer, parameter sync. Strategies (design.md section 1 table):
 //   sc          All-Reduce; every rank computes every task; TP-split tasks: one fused TP
 //               All-Gather of the gradient shards, every TP rank computes the full update.
 //   layerwise   All-Reduce; the owning DP rank computes (TP as sc); then one All-Gather-v over DP
@@ -29,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "canzona/comm/grid.h"
 #include "canzona/model/spec.h"
@@ -53,6 +56,26 @@ struct StepTimes {
   double busy_cpu = 0.0;     // thread CPU time of all compute (waits excluded)
 };
 
+// Bytes one rank posted on one communicator during one step, by the phase that posted them
+// (counters as comm::Communicator defines them: what this rank handed MPI for other ranks).
+// grad_sync: the backward window and the gradient-sync wait (Reduce-Scatter / All-Reduce, both
+// phases of the deterministic All-Reduce); optimizer: the optimizer step (TP All-Gather of
+// gradient shards, micro-group All-to-Alls); param_sync: the parameter sync (asc/lb-asc bucket
+// All-Gathers, layerwise All-Gather-v).
+struct PhaseBytes {
+  std::int64_t grad_sync = 0;
+  std::int64_t optimizer = 0;
+  std::int64_t param_sync = 0;
+
+  std::int64_t total() const { return grad_sync + optimizer + param_sync; }
+  PhaseBytes& operator+=(const PhaseBytes& other);
+};
+
+struct StepBytes {
+  PhaseBytes dp;  // on grid.dp()
+  PhaseBytes tp;  // on grid.tp()
+};
+
 class StrategyRunner {
  public:
   // Collective over grid.dp() and grid.tp(). Needs a plan made for this model with pp == 1 and
@@ -67,11 +90,24 @@ class StrategyRunner {
 
   // Runs training step `step` (1-based; called with 1, 2, 3, ...).
   StepTimes step(int step);
+  // Bytes the last step() posted, by phase.
+  const StepBytes& last_step_bytes() const;
   // Waits for parameter syncs still in flight; afterwards params() is final.
   void finish();
 
   // This rank's model params in layout order (TP-local shapes).
   std::span<const float> params() const;
+  // The reduced gradient of the last step where this rank holds it, in layout order (TP-local
+  // shapes): All-Reduce strategies hold every element of the layout (one range); Reduce-Scatter
+  // strategies hold their shard of each bucket. Each range is {layout offset, values}.
+  struct GradRange {
+    std::int64_t offset = 0;
+    std::span<const float> values;
+  };
+  std::vector<GradRange> reduced_grads() const;
+  // True when reduced_grads() holds this rank's DP shards (Reduce-Scatter strategies), false when
+  // it holds the whole reduced gradient (All-Reduce strategies).
+  bool grads_sharded() const;
   const plan::StagePlan& stage() const;
   // Bytes of optimizer state and main params this rank holds.
   std::int64_t state_bytes() const;

@@ -39,8 +39,8 @@ void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
 void check_plan_agreement(comm::Communicator& world, const plan::Plan& plan);
 
 struct SessionOptions {
-  bool verify = false;             // compare final params with the reference and across runs
-  double verify_tolerance = 1e-4;  // max |difference| accepted under ReduceMode::kNative
+  bool verify = false;             // compare final params and last reduced gradients (below)
+  double verify_tolerance = 1e-4;  // max |difference| of final params accepted under kNative
   std::string trace_path;          // Chrome trace; empty = none
 };
 
@@ -54,8 +54,10 @@ struct StrategyResult {
   std::vector<double> opt_cpu_ms;       // [world rank] median optimizer CPU per step
   std::vector<double> busy_cpu_ms;      // [world rank] median compute CPU per step
   std::vector<double> state_mb;         // [world rank] optimizer state + main params, MiB
-  comm::CommBytes dp_bytes;             // per step, summed over ranks
-  comm::CommBytes tp_bytes;             // per step, summed over ranks
+  comm::CommBytes dp_bytes;             // per step, summed over ranks, by collective kind
+  comm::CommBytes tp_bytes;             // per step, summed over ranks, by collective kind
+  PhaseBytes dp_phase_bytes;            // per step, summed over ranks, by phase
+  PhaseBytes tp_phase_bytes;            // per step, summed over ranks, by phase
   double predicted_flops_max = 0.0;     // plan metrics: optimizer FLOPs of the busiest rank
   double predicted_flops_mean = 0.0;    // and of the mean rank, per step
   std::vector<double> predicted_flops;  // [world rank] plan metrics, per step
@@ -63,13 +65,24 @@ struct StrategyResult {
   comm::CommBytes bytes() const;  // dp_bytes + tp_bytes
 };
 
+// --verify. Final params: every strategy, every DP replica, compared with the single-process
+// Reference and with the first strategy: bitwise under kDeterministic; under kNative within
+// SessionOptions::verify_tolerance (absolute; a sanity bound, the optimizers amplify rounding).
+// Reduced gradients of the last step (where the runtime holds them: every DP replica for
+// All-Reduce strategies, the assembled shards for Reduce-Scatter ones) compared with the
+// Reference's: bitwise under kDeterministic; under kNative within native_sum_factor(dp) x
+// sum_d |x_d| per element (verify.h), a bound any summation order meets and a gradient not
+// averaged by 1/DP misses. `passed` also needs every element of the model compared.
 struct VerifyResult {
   bool ran = false;
-  bool bitwise = false;  // every strategy, every DP replica, every element identical
-  bool passed = false;   // bitwise, or within tolerance under kNative
-  double max_abs_diff = 0.0;
-  std::string first_mismatch;  // "" when bitwise
-  std::int64_t elements = 0;   // elements compared per replica
+  bool bitwise = false;       // params and gradients: every strategy, every replica, every element
+  bool passed = false;        // bitwise, or within the bounds above under kNative
+  double max_abs_diff = 0.0;  // final params
+  double grad_max_abs_diff = 0.0;      // reduced gradients
+  std::string first_mismatch;          // "" when bitwise; else where and what
+  std::int64_t elements = 0;           // param elements compared per replica (== model numel)
+  std::int64_t grad_elements = 0;      // gradient elements compared per view (== model numel)
+  std::int64_t expected_elements = 0;  // the model's numel
 };
 
 struct CompareResult {

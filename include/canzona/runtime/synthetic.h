@@ -7,12 +7,12 @@
 // u in [-1, 1) exactly (u = k / 2^23 - 1, k in [0, 2^24)).
 //
 //   init value:     0.02 u (2-D params) or 1 + 0.02 u (1-D params, norm weights), step 0
-//   gradient value: u * (1 / DP) for (step >= 1, DP rank d)
+//   gradient value: u for (step >= 1, DP rank d): the local gradient before any averaging
 //
-// Averaging by 1/DP happens here and nowhere else: each DP rank's local gradient is scaled before
-// the reduction (Megatron's gradient_scaling_factor), so the reduced gradient is
-// sum_d (u_d * (1/DP)) summed in rank order d = 0..DP-1 in fp32, which is exactly what
-// ReduceMode::kDeterministic forms and what the reference computes.
+// Averaging by 1/DP is not done here: the runtime multiplies each bucket by grad_scale(DP) right
+// before posting its collective (Megatron's gradient_scaling_factor), so the reduced gradient is
+// sum_d (u_d * float(1/DP)) summed in rank order d = 0..DP-1 in fp32, which is what
+// ReduceMode::kDeterministic forms and what the reference computes on its own.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +39,8 @@ float grad_scale(int dp);
 void fill_init(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
                std::uint64_t seed, std::span<float> out);
 
-// Same for DP rank dp_rank's gradient at `step` (>= 1), already multiplied by grad_scale(dp).
+// Same for DP rank dp_rank's local gradient at `step` (>= 1), not yet scaled by grad_scale(dp).
 void fill_grad(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
-               std::uint64_t seed, int step, int dp_rank, int dp, std::span<float> out);
+               std::uint64_t seed, int step, int dp_rank, std::span<float> out);
 
 }  // namespace canzona::runtime

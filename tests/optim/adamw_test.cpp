@@ -1,29 +1,55 @@
 // AdamW against its closed form, over several steps, and sliced: a tensor updated in any number
-// of contiguous slices gets the same bits as updated whole.
+// of contiguous slices gets the same bits as updated whole. The references run on PyTorch's
+// published defaults (published.h), never on values read from the code under test.
 #include "canzona/optim/adamw.h"
 
 #include <gtest/gtest.h>
 
 #include "canzona/common/error.h"
+#include "published.h"
 #include "test_util.h"
 
 namespace canzona::optim {
 namespace {
 
-AdamWOptions options() {
-  AdamWOptions o;
+void configure(AdamWOptions& o) {
   o.lr = 0.01;
   o.weight_decay = 0.1;
+}
+
+// What the optimizer runs with: its own defaults, lr and weight decay set.
+AdamWOptions options() {
+  AdamWOptions o;
+  configure(o);
   return o;
+}
+
+// What the references run with: the published defaults, lr and weight decay set.
+AdamWOptions reference_options() {
+  AdamWOptions o = published::adamw_options();
+  configure(o);
+  return o;
+}
+
+TEST(AdamW, DefaultsArePyTorchs) {
+  {
+    SCOPED_TRACE("AdamWOptions{}");
+    published::expect_same(AdamWOptions{}, published::adamw_options());
+  }
+  {
+    SCOPED_TRACE("create_optimizer(\"adamw\", {})");
+    const auto opt = create_optimizer("adamw", ParamInfo{"w", 1, 8});
+    published::expect_same(dynamic_cast<const AdamW&>(*opt).options(), published::adamw_options());
+  }
 }
 
 // With a constant gradient g, m_hat = g and v_hat = g^2 every step, so each step is
 // w <- w d - lr g / (|g| + eps) with d = 1 - lr wd, and after T steps
 // w_T = w_0 d^T - lr g / (|g| + eps) * sum_{k<T} d^k.
 TEST(AdamW, MatchesClosedFormForConstantGradient) {
-  const AdamWOptions o = options();
+  const AdamWOptions o = reference_options();
   const std::int64_t n = 257;
-  AdamW adamw(ParamInfo{"w", 1, n}, o);
+  AdamW adamw(ParamInfo{"w", 1, n}, options());
   std::vector<float> w = test::random_floats(n, 1);
   const std::vector<float> w0 = w;
   std::vector<float> g = test::random_floats(n, 2, 0.01f);
@@ -42,9 +68,9 @@ TEST(AdamW, MatchesClosedFormForConstantGradient) {
 }
 
 TEST(AdamW, MatchesReferenceOverRandomSteps) {
-  const AdamWOptions o = options();
+  const AdamWOptions o = reference_options();
   const std::int64_t rows = 9, cols = 13, n = rows * cols;
-  AdamW adamw(ParamInfo{"w", rows, cols}, o);
+  AdamW adamw(ParamInfo{"w", rows, cols}, options());
   std::vector<float> w = test::random_floats(n, 3);
   std::vector<double> wr(w.begin(), w.end()), m(n, 0.0), v(n, 0.0);
   for (int t = 1; t <= 5; ++t) {

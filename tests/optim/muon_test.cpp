@@ -1,13 +1,17 @@
 // Muon and Newton–Schulz against plain-loop double references, the singular-value band, the
-// eps / zero / non-finite paths and bitwise repeatability.
+// eps / zero / non-finite paths and bitwise repeatability; the coefficient tables, the defaults,
+// the update scale and the FLOP count pinned to the published values (published.h), which the
+// references also run on: nothing expected here is read from the code under test.
 #include "canzona/optim/muon.h"
 
 #include <gtest/gtest.h>
 #include <lapacke.h>
 
+#include <optional>
 #include <string>
 
 #include "canzona/common/error.h"
+#include "published.h"
 #include "test_util.h"
 
 namespace canzona::optim {
@@ -15,16 +19,16 @@ namespace {
 
 using test::DMat;
 
-// NS(U) exactly as reference.md states it, in double.
+// NS(U) exactly as reference.md states it, in double, on the published coefficient tables.
 DMat reference_newton_schulz(DMat u, const NewtonSchulzOptions& o) {
   const bool tall = u.rows > u.cols;
   if (tall) u = test::transposed(u);
   const double norm = test::frobenius(u);
   DMat x = u;
   for (double& e : x.v) e /= (norm + o.eps);
-  const auto set = ns_coefficients(o.coefficients);
+  const auto set = published::table(o.coefficients);
   for (int i = 0; i < o.steps; ++i) {
-    const NsTriple t = set[std::min<std::size_t>(i, set.size() - 1)];
+    const published::Triple t = published::triple(set, i);
     const DMat a = test::matmul(x, test::transposed(x));
     const DMat aa = test::matmul(a, a);
     DMat b(a.rows, a.cols);
@@ -35,15 +39,25 @@ DMat reference_newton_schulz(DMat u, const NewtonSchulzOptions& o) {
   return tall ? test::transposed(x) : x;
 }
 
-// Muon's step in double.
+// reference.md "Muon": 0.2 sqrt(max(rows, cols)) of the full (un-split) shape, or Keller
+// Jordan's sqrt(max(1, rows / cols)).
+double reference_update_scale(const ParamInfo& p, MuonScale scale) {
+  const double full_rows = static_cast<double>(p.full_rows > 0 ? p.full_rows : p.rows);
+  const double full_cols = static_cast<double>(p.full_cols > 0 ? p.full_cols : p.cols);
+  if (scale == MuonScale::kSpectral) return 0.2 * std::sqrt(std::max(full_rows, full_cols));
+  return std::sqrt(std::max(1.0, static_cast<double>(p.rows) / static_cast<double>(p.cols)));
+}
+
+// Muon's step in double. `opt` must be built by the test (published::muon_options() plus
+// overrides), never taken from the optimizer under test.
 struct ReferenceMuon {
   ParamInfo param;
   MuonOptions o;
   double scale;
   DMat b;
 
-  ReferenceMuon(ParamInfo p, MuonOptions opt, double s)
-      : param(p), o(opt), scale(s), b(p.rows, p.cols) {}
+  ReferenceMuon(ParamInfo p, MuonOptions opt)
+      : param(p), o(opt), scale(reference_update_scale(p, opt.scale)), b(p.rows, p.cols) {}
   void step(DMat& w, const DMat& g) {
     DMat u(g.rows, g.cols);
     for (std::size_t k = 0; k < g.v.size(); ++k) {
@@ -85,22 +99,99 @@ DMat random_orthogonal(std::int64_t n, std::uint32_t seed) {
   return q;
 }
 
-TEST(NewtonSchulz, CoefficientSetsMatchReference) {
-  const auto simple = ns_coefficients(NsCoefficients::kSimple);
-  ASSERT_EQ(simple.size(), 1u);
-  EXPECT_FLOAT_EQ(simple[0].a, 3.4445f);
-  EXPECT_FLOAT_EQ(simple[0].b, -4.7750f);
-  EXPECT_FLOAT_EQ(simple[0].c, 2.0315f);
-  const auto quintic = ns_coefficients(NsCoefficients::kQuintic);
-  ASSERT_EQ(quintic.size(), 5u);
-  EXPECT_FLOAT_EQ(quintic[0].a, 4.0848f);
-  EXPECT_FLOAT_EQ(quintic[4].c, 1.2012f);
-  const auto polar = ns_coefficients(NsCoefficients::kPolarExpress);
-  ASSERT_EQ(polar.size(), 8u);
-  EXPECT_FLOAT_EQ(polar[0].b, -22.9019f);
-  EXPECT_FLOAT_EQ(polar[7].a, 1.8750f);
+// Every triple of a set equals the published one rounded to float, and the set has the
+// published length.
+void expect_published_table(NsCoefficients set) {
+  const std::span<const NsTriple> got = ns_coefficients(set);
+  const std::span<const published::Triple> want = published::table(set);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << to_string(set) << " triple " << i);
+    EXPECT_EQ(got[i].a, static_cast<float>(want[i].a));
+    EXPECT_EQ(got[i].b, static_cast<float>(want[i].b));
+    EXPECT_EQ(got[i].c, static_cast<float>(want[i].c));
+  }
+}
+
+TEST(NewtonSchulz, SimpleTableIsKellerJordans) {
+  expect_published_table(NsCoefficients::kSimple);
+}
+
+TEST(NewtonSchulz, QuinticTableIsThePublishedOne) {
+  expect_published_table(NsCoefficients::kQuintic);
+}
+
+TEST(NewtonSchulz, PolarExpressTableIsThePublishedOne) {
+  expect_published_table(NsCoefficients::kPolarExpress);
+}
+
+TEST(NewtonSchulz, CoefficientSetNamesParse) {
+  EXPECT_EQ(parse_ns_coefficients("simple"), NsCoefficients::kSimple);
+  EXPECT_EQ(parse_ns_coefficients("quintic"), NsCoefficients::kQuintic);
   EXPECT_EQ(parse_ns_coefficients("polar_express"), NsCoefficients::kPolarExpress);
+  EXPECT_STREQ(to_string(NsCoefficients::kPolarExpress), "polar_express");
   EXPECT_THROW(parse_ns_coefficients("cubic"), UsageError);
+}
+
+// A matrix with one non-zero per row in distinct columns has X X^T diagonal, so Newton–Schulz
+// acts on each entry as the scalar map x <- a x + b x^3 + c x^5 with no cross terms, and float
+// rounding stays at a few ulps per step. Each entry probes the published table at its own
+// normalised value sigma_i = |u_i| / (||U||_F + eps). Every step count from 1 is run, so each
+// triple is seen right after it is applied (later steps of a set contract errors away: Polar
+// Express's last map has zero slope at 1), and 3 more steps past the end of each table check the
+// "repeat the last triple" rule.
+TEST(NewtonSchulz, SeparableInputFollowsThePublishedScalarMapPastTheEnd) {
+  const std::int64_t s = 16, l = 40;
+  std::vector<float> wide(s * l, 0.0f);
+  std::vector<std::int64_t> column(s);
+  std::vector<double> value(s);
+  double norm = 0.0;
+  for (std::int64_t i = 0; i < s; ++i) {
+    column[i] = (7 * i + 3) % l;                         // distinct: gcd(7, 40) = 1
+    value[i] = (i % 2 ? -1.0 : 1.0) * std::pow(1.5, i);  // sigma from ~0.002 to ~0.75
+    wide[i * l + column[i]] = static_cast<float>(value[i]);
+    norm += value[i] * value[i];
+  }
+  norm = std::sqrt(norm);
+  std::vector<float> tall(wide.size());
+  transpose(matrix_view(wide.data(), s, l), matrix_view(tall.data(), l, s));
+  for (NsCoefficients set :
+       {NsCoefficients::kSimple, NsCoefficients::kQuintic, NsCoefficients::kPolarExpress}) {
+    const std::span<const published::Triple> table = published::table(set);
+    const int table_size = static_cast<int>(table.size());
+    for (int steps = 1; steps <= table_size + 3; ++steps) {
+      SCOPED_TRACE(::testing::Message() << to_string(set) << " steps " << steps);
+      const NewtonSchulzOptions o{set, steps, 1e-7};
+      std::vector<float> out_wide(wide.size()), out_tall(tall.size());
+      newton_schulz(matrix_view(wide.data(), s, l), matrix_view(out_wide.data(), s, l), o);
+      newton_schulz(matrix_view(tall.data(), l, s), matrix_view(out_tall.data(), l, s), o);
+      for (std::int64_t i = 0; i < s; ++i) {
+        double x = value[i] / (norm + 1e-7);
+        for (int k = 0; k < steps; ++k) {
+          const published::Triple& t = published::triple(table, k);
+          x = t.a * x + t.b * x * x * x + t.c * x * x * x * x * x;
+        }
+        for (std::int64_t j = 0; j < l; ++j) {
+          const double expected = j == column[i] ? x : 0.0;
+          ASSERT_NEAR(out_wide[i * l + j], expected, 2e-5 * std::abs(expected))
+              << "wide entry (" << i << ", " << j << ")";
+          ASSERT_NEAR(out_tall[j * s + i], expected, 2e-5 * std::abs(expected))
+              << "tall entry (" << j << ", " << i << ")";
+        }
+      }
+    }
+  }
+}
+
+// FLOPs per iteration as muon.h counts them: 4 s^2 l (X X^T and B X) + 2 s^3 (A A); the
+// executed count has 3 s^2 l because ssyrk forms one triangle. 512 x 2048, 5 steps, by hand:
+// 5 (4 * 2048 * 512^2 + 2 * 512^3) = 5 (2,147,483,648 + 268,435,456) = 12,079,595,520 and
+// 5 (3 * 2048 * 512^2 + 2 * 512^3) = 5 (1,610,612,736 + 268,435,456) = 9,395,240,960.
+TEST(NewtonSchulz, FlopCountsAreHandComputed) {
+  EXPECT_EQ(newton_schulz_flops(512, 2048, 5), 12'079'595'520.0);
+  EXPECT_EQ(newton_schulz_flops(2048, 512, 5), 12'079'595'520.0);
+  EXPECT_EQ(newton_schulz_executed_flops(512, 2048, 5), 9'395'240'960.0);
+  EXPECT_EQ(newton_schulz_flops(7, 7, 0), 0.0);
 }
 
 struct BandCase {
@@ -147,12 +238,12 @@ TEST(NewtonSchulz, SingularValuesFollowScalarMapAndStayInBand) {
                     matrix_view(out.data(), shape.rows, shape.cols), o);
       std::vector<double> sigma_out = singular_values(out, shape.rows, shape.cols);
       std::vector<double> predicted;
-      const auto set = ns_coefficients(c.set);
+      const auto set = published::table(c.set);
       for (double s : sigma_in) {
         double x = s / (norm + o.eps);
         ASSERT_GE(x, 0.01) << "test matrix is too ill-conditioned for the band";
         for (int i = 0; i < c.steps; ++i) {
-          const NsTriple t = set[std::min<std::size_t>(i, set.size() - 1)];
+          const published::Triple& t = published::triple(set, i);
           x = t.a * x + t.b * x * x * x + t.c * x * x * x * x * x;
         }
         predicted.push_back(x);
@@ -224,42 +315,108 @@ MuonOptions muon_options(bool nesterov, MuonScale scale, double wd) {
   return o;
 }
 
+// Runs `optimizer` and the double reference on `ref_options` for `steps` random gradients and
+// returns max |w - w_ref|.
+double run_against_reference(Optimizer& optimizer, const MuonOptions& ref_options, int steps,
+                             std::uint32_t seed) {
+  const ParamInfo& info = optimizer.param();
+  ReferenceMuon ref(info, ref_options);
+  std::vector<float> w = test::random_floats(info.numel(), seed++, 0.1f);
+  DMat w_ref = test::to_dmat(w, info.rows, info.cols);
+  for (int step = 0; step < steps; ++step) {
+    const std::vector<float> g = test::random_floats(info.numel(), seed++, 0.01f);
+    optimizer.step(matrix_view(w.data(), info.rows, info.cols),
+                   matrix_view(g.data(), info.rows, info.cols));
+    ref.step(w_ref, test::to_dmat(g, info.rows, info.cols));
+  }
+  EXPECT_EQ(optimizer.step_count(), steps);
+  return test::max_abs_diff(w, w_ref);
+}
+
+// The optimizer keeps its defaults for every field a case does not set; the reference has the
+// published values there (momentum 0.95, eps 1e-7 and, unless the case sets them, 5 steps of
+// the simple triple), so a changed default fails here too.
 TEST(Muon, MatchesReferenceOverSeveralSteps) {
   struct Case {
-    std::int64_t rows, cols;
+    std::int64_t rows, cols, full_rows, full_cols;
     bool nesterov;
     MuonScale scale;
     double wd;
+    std::optional<NsCoefficients> set;
+    int steps;  // 0: the default
   };
-  const Case cases[] = {{24, 40, true, MuonScale::kSpectral, 0.1},
-                        {40, 24, false, MuonScale::kSpectral, 0.0},
-                        {48, 16, true, MuonScale::kAspect, 0.01},
-                        {16, 48, false, MuonScale::kAspect, 0.1}};
+  const Case cases[] = {
+      {24, 40, 0, 0, true, MuonScale::kSpectral, 0.1, std::nullopt, 0},
+      {40, 24, 0, 0, false, MuonScale::kSpectral, 0.0, std::nullopt, 0},
+      {48, 16, 0, 0, true, MuonScale::kAspect, 0.01, std::nullopt, 0},
+      {16, 48, 0, 0, false, MuonScale::kAspect, 0.1, std::nullopt, 0},
+      {24, 40, 96, 40, true, MuonScale::kSpectral, 0.1, std::nullopt, 0},  // a piece: full shape
+      {32, 20, 0, 0, true, MuonScale::kSpectral, 0.1, NsCoefficients::kQuintic, 5},
+      {20, 36, 0, 0, true, MuonScale::kSpectral, 0.1, NsCoefficients::kPolarExpress, 8}};
   std::uint32_t seed = 11;
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << c.rows << "x" << c.cols << " nesterov " << c.nesterov);
-    const ParamInfo info{"w", c.rows, c.cols};
-    Muon muon(info, muon_options(c.nesterov, c.scale, c.wd));
-    ReferenceMuon ref(info, muon.options(), muon.update_scale());
-    std::vector<float> w = test::random_floats(c.rows * c.cols, seed++, 0.1f);
-    DMat w_ref = test::to_dmat(w, c.rows, c.cols);
-    for (int step = 0; step < 4; ++step) {
-      const std::vector<float> g = test::random_floats(c.rows * c.cols, seed++, 0.01f);
-      muon.step(matrix_view(w.data(), c.rows, c.cols), matrix_view(g.data(), c.rows, c.cols));
-      ref.step(w_ref, test::to_dmat(g, c.rows, c.cols));
-    }
-    EXPECT_EQ(muon.step_count(), 4);
-    EXPECT_LE(test::max_abs_diff(w, w_ref), 1e-5);
+    auto configure = [&](MuonOptions& o) {
+      o.lr = 0.05;
+      o.nesterov = c.nesterov;
+      o.scale = c.scale;
+      o.weight_decay = c.wd;
+      if (c.set) o.ns.coefficients = *c.set;
+      if (c.steps > 0) o.ns.steps = c.steps;
+    };
+    MuonOptions options, ref_options = published::muon_options();
+    configure(options);
+    configure(ref_options);
+    Muon muon(ParamInfo{"w", c.rows, c.cols, c.full_rows, c.full_cols}, options);
+    EXPECT_LE(run_against_reference(muon, ref_options, 4, seed), 1e-5);
+    seed += 5;
   }
 }
 
+// Keller Jordan's Muon defaults with the Moonlight/Canzona scale (published.h), on the struct
+// and on the registry path with empty options.
+TEST(Muon, DefaultsAreThePublishedOnes) {
+  {
+    SCOPED_TRACE("MuonOptions{}");
+    published::expect_same(MuonOptions{}, published::muon_options());
+  }
+  {
+    SCOPED_TRACE("NewtonSchulzOptions{}");
+    const NewtonSchulzOptions ns;
+    EXPECT_EQ(ns.coefficients, NsCoefficients::kSimple);
+    EXPECT_EQ(ns.steps, 5);
+    EXPECT_EQ(ns.eps, 1e-7);
+  }
+  {
+    SCOPED_TRACE("create_optimizer(\"muon\", {})");
+    const auto opt = create_optimizer("muon", ParamInfo{"w", 4, 6});
+    published::expect_same(dynamic_cast<const Muon&>(*opt).options(), published::muon_options());
+  }
+}
+
+// A default-constructed Muon, and the registry's, step exactly as the published algorithm with
+// the published defaults.
+TEST(Muon, DefaultStepIsThePublishedAlgorithm) {
+  Muon direct(ParamInfo{"w", 20, 44}, MuonOptions{});
+  EXPECT_LE(run_against_reference(direct, published::muon_options(), 3, 70), 1e-5);
+  const auto registry = create_optimizer("muon", ParamInfo{"w", 44, 20});
+  EXPECT_LE(run_against_reference(*registry, published::muon_options(), 3, 80), 1e-5);
+}
+
+// reference.md: 0.2 sqrt(max(rows, cols)) of the full (un-split-by-TP) shape by default, or
+// sqrt(max(1, rows / cols)) (Keller Jordan). A 64 x 100 shard of a 64 x 400 row-parallel weight
+// (TP = 4) scales by 0.2 sqrt(400) = 4, not 0.2 sqrt(100) = 2.
 TEST(Muon, UpdateScaleConventions) {
   MuonOptions o;
   EXPECT_DOUBLE_EQ(Muon(ParamInfo{"q", 64, 32, 256, 32}, o).update_scale(), 0.2 * 16.0);
   EXPECT_DOUBLE_EQ(Muon(ParamInfo{"w", 64, 100}, o).update_scale(), 0.2 * 10.0);
+  EXPECT_DOUBLE_EQ(Muon(ParamInfo{"fc2", 64, 100, 64, 400}, o).update_scale(), 4.0);
   o.scale = MuonScale::kAspect;
   EXPECT_DOUBLE_EQ(Muon(ParamInfo{"w", 64, 32}, o).update_scale(), std::sqrt(2.0));
   EXPECT_DOUBLE_EQ(Muon(ParamInfo{"w", 32, 64}, o).update_scale(), 1.0);
+  EXPECT_DOUBLE_EQ(Muon(ParamInfo{"fc1", 160, 16}, o).update_scale(), std::sqrt(10.0));
+  EXPECT_EQ(parse_muon_scale("spectral"), MuonScale::kSpectral);
+  EXPECT_EQ(parse_muon_scale("aspect"), MuonScale::kAspect);
 }
 
 TEST(Muon, ZeroGradientOnlyAppliesWeightDecay) {

@@ -1,4 +1,5 @@
-// The registry: names, strict JSON options, and equality with direct construction.
+// The registry: names, strict JSON options, the published defaults when no option is given, and
+// equality with direct construction.
 #include <gtest/gtest.h>
 
 #include "canzona/common/error.h"
@@ -7,6 +8,7 @@
 #include "canzona/optim/optimizer.h"
 #include "canzona/optim/shampoo.h"
 #include "canzona/optim/soap.h"
+#include "published.h"
 #include "test_util.h"
 
 namespace canzona::optim {
@@ -28,6 +30,26 @@ TEST(Registry, CreatesEveryOptimizerWithDefaultsAndSteps) {
       opt->step(matrix_view(w.data(), 6, 10), matrix_view(g.data(), 6, 10));
     EXPECT_EQ(opt->step_count(), 3);
     for (float x : w) ASSERT_TRUE(std::isfinite(x));
+  }
+}
+
+// An empty object and JSON null both leave every option at its published default.
+TEST(Registry, MissingOptionsKeepThePublishedDefaults) {
+  for (const nlohmann::json& options : {nlohmann::json::object(), nlohmann::json()}) {
+    SCOPED_TRACE(options.dump());
+    const ParamInfo p{"w", 4, 6};
+    published::expect_same(
+        dynamic_cast<const Muon&>(*create_optimizer("muon", p, options)).options(),
+        published::muon_options());
+    published::expect_same(
+        dynamic_cast<const Shampoo&>(*create_optimizer("shampoo", p, options)).options(),
+        published::shampoo_options());
+    published::expect_same(
+        dynamic_cast<const Soap&>(*create_optimizer("soap", p, options)).options(),
+        published::soap_options());
+    published::expect_same(
+        dynamic_cast<const AdamW&>(*create_optimizer("adamw", p, options)).options(),
+        published::adamw_options());
   }
 }
 

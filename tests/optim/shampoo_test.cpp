@@ -1,11 +1,14 @@
 // Shampoo against a direct reference: double statistics, LAPACK dsyev (a different eigensolver
-// from the kernel's dsyevd) for the inverse 4th roots, and plain-loop products and grafting.
+// from the kernel's dsyevd) for the inverse 4th roots, and plain-loop products and grafting; the
+// reference runs on the documented defaults written out in published.h, and a closed-form step
+// pins the -1/4 root, the statistics and the grafting.
 #include "canzona/optim/shampoo.h"
 
 #include <gtest/gtest.h>
 #include <lapacke.h>
 
 #include "canzona/common/error.h"
+#include "published.h"
 #include "test_util.h"
 
 namespace canzona::optim {
@@ -94,17 +97,21 @@ TEST(Shampoo, MatchesDirectEigendecompositionReference) {
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << c.rows << "x" << c.cols << " f=" << c.frequency
                                       << " max_precond_dim=" << c.max_precond_dim);
-    ShampooOptions o;
-    o.lr = 0.01;
-    o.beta2 = 0.9;
-    o.weight_decay = 0.1;
-    o.precondition_frequency = c.frequency;
-    o.grafting = c.grafting;
-    o.max_precond_dim = c.max_precond_dim;
+    auto configure = [&](ShampooOptions& o) {
+      o.lr = 0.01;
+      o.beta2 = 0.9;
+      o.weight_decay = 0.1;
+      o.precondition_frequency = c.frequency;
+      o.grafting = c.grafting;
+      o.max_precond_dim = c.max_precond_dim;
+    };
+    ShampooOptions o, ref_options = published::shampoo_options();
+    configure(o);
+    configure(ref_options);
     Shampoo shampoo(ParamInfo{"w", c.rows, c.cols}, o);
     EXPECT_EQ(shampoo.left_preconditioned(), c.rows <= c.max_precond_dim);
     EXPECT_EQ(shampoo.right_preconditioned(), c.cols <= c.max_precond_dim);
-    ReferenceShampoo ref(c.rows, c.cols, o);
+    ReferenceShampoo ref(c.rows, c.cols, ref_options);
     std::vector<float> w = test::random_floats(c.rows * c.cols, seed++);
     const DMat w0 = test::to_dmat(w, c.rows, c.cols);
     DMat w_ref = w0;
@@ -119,6 +126,53 @@ TEST(Shampoo, MatchesDirectEigendecompositionReference) {
   }
 }
 
+TEST(Shampoo, DefaultsAreTheDocumentedOnes) {
+  {
+    SCOPED_TRACE("ShampooOptions{}");
+    published::expect_same(ShampooOptions{}, published::shampoo_options());
+  }
+  {
+    SCOPED_TRACE("create_optimizer(\"shampoo\", {})");
+    const auto opt = create_optimizer("shampoo", ParamInfo{"w", 4, 6});
+    const auto& shampoo = dynamic_cast<const Shampoo&>(*opt);
+    published::expect_same(shampoo.options(), published::shampoo_options());
+    EXPECT_TRUE(shampoo.left_preconditioned());
+    EXPECT_TRUE(shampoo.right_preconditioned());
+  }
+}
+
+// First step with defaults on G = diag(d) (n x n): L = R = (1 - beta2) diag(d^2) = 1e-3 diag(d^2),
+// M = (1 - beta1) G = 0.1 G, roots (1e-3 d^2 + 1e-12)^(-1/4), so
+//   P = L^(-1/4) M R^(-1/4) = 0.1 d / sqrt(1e-3 d^2) = sqrt(10) sign(d) on the diagonal, 0 off it
+// (any root other than -1/4 leaves a power of |d|). Without grafting W moves by -lr sqrt(10)
+// sign(d); with the default Adam grafting, Adam's first step G / (|G| + eps) = sign(d) has norm
+// sqrt(n), so W moves by -lr sign(d), lr = 1e-3.
+TEST(Shampoo, DiagonalGradientStepsAlongItsSignUnderInverseFourthRoots) {
+  const std::int64_t n = 6;
+  const double d[n] = {2.0, -0.5, 1.0, 3.0, -1.5, 0.25};
+  std::vector<float> g(n * n, 0.0f);
+  for (std::int64_t i = 0; i < n; ++i) g[i * n + i] = static_cast<float>(d[i]);
+  struct Case {
+    Grafting grafting;
+    double step;  // |W1 - W0| on the diagonal
+  };
+  for (const Case& c :
+       {Case{Grafting::kNone, 1e-3 * std::sqrt(10.0)}, Case{Grafting::kAdam, 1e-3}}) {
+    SCOPED_TRACE(c.grafting == Grafting::kNone ? "no grafting" : "adam grafting");
+    ShampooOptions o;
+    o.grafting = c.grafting;
+    Shampoo shampoo(ParamInfo{"w", n, n}, o);
+    std::vector<float> w = test::random_floats(n * n, 17), before = w;
+    shampoo.step(matrix_view(w.data(), n, n), matrix_view(g.data(), n, n));
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double expected = i == j ? (d[i] > 0 ? -c.step : c.step) : 0.0;
+        EXPECT_NEAR(double(w[i * n + j]) - before[i * n + j], expected, 1e-3 * c.step)
+            << "(" << i << ", " << j << ")";
+      }
+  }
+}
+
 TEST(Shampoo, ZeroGradientGivesZeroDirection) {
   ShampooOptions o;
   o.weight_decay = 0.5;
@@ -126,7 +180,7 @@ TEST(Shampoo, ZeroGradientGivesZeroDirection) {
   std::vector<float> w = test::random_floats(45, 3), before = w;
   const std::vector<float> zero(45, 0.0f);
   shampoo.step(matrix_view(w.data(), 5, 9), matrix_view(zero.data(), 5, 9));
-  const float decay = static_cast<float>(1.0 - o.lr * o.weight_decay);
+  const float decay = static_cast<float>(1.0 - 1e-3 * 0.5);  // default lr 1e-3
   for (std::size_t i = 0; i < w.size(); ++i) EXPECT_EQ(w[i], before[i] * decay);
 }
 

@@ -1,6 +1,7 @@
 // SOAP against the straightforward formulas of the SOAP paper / reference code in double: eigh
 // (dsyev) at the start, Adam in the rotated space, then power iteration + QR (Gram–Schmidt here,
-// Householder in the kernel: the update does not depend on the basis vectors' signs).
+// Householder in the kernel: the update does not depend on the basis vectors' signs). The
+// reference runs on the published defaults (published.h), never on values read from the code.
 #include "canzona/optim/soap.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <numeric>
 
 #include "canzona/common/error.h"
+#include "published.h"
 #include "test_util.h"
 
 namespace canzona::optim {
@@ -137,14 +139,18 @@ TEST(Soap, MatchesReferenceFormulaOnSmallCases) {
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << c.rows << "x" << c.cols << " f=" << c.frequency
                                       << " max_precond_dim=" << c.max_precond_dim);
-    SoapOptions o;
-    o.lr = 0.01;
-    o.precondition_frequency = c.frequency;
-    o.max_precond_dim = c.max_precond_dim;
-    o.correct_bias = c.correct_bias;
-    o.weight_decay = 0.1;
+    auto configure = [&](SoapOptions& o) {
+      o.lr = 0.01;
+      o.precondition_frequency = c.frequency;
+      o.max_precond_dim = c.max_precond_dim;
+      o.correct_bias = c.correct_bias;
+      o.weight_decay = 0.1;
+    };
+    SoapOptions o, ref_options = published::soap_options();
+    configure(o);
+    configure(ref_options);
     Soap soap(ParamInfo{"w", c.rows, c.cols}, o);
-    ReferenceSoap ref(c.rows, c.cols, o);
+    ReferenceSoap ref(c.rows, c.cols, ref_options);
     std::vector<float> w = test::random_floats(c.rows * c.cols, seed++);
     const DMat w0 = test::to_dmat(w, c.rows, c.cols);
     DMat w_ref = w0;
@@ -158,6 +164,40 @@ TEST(Soap, MatchesReferenceFormulaOnSmallCases) {
     ASSERT_GT(test::max_abs(delta), 1e-3);
     EXPECT_LE(test::max_abs_diff(w, w_ref), 1e-4 * test::max_abs(delta));
   }
+}
+
+TEST(Soap, DefaultsAreThePublishedOnes) {
+  {
+    SCOPED_TRACE("SoapOptions{}");
+    published::expect_same(SoapOptions{}, published::soap_options());
+  }
+  {
+    SCOPED_TRACE("create_optimizer(\"soap\", {})");
+    const auto opt = create_optimizer("soap", ParamInfo{"w", 4, 6});
+    published::expect_same(dynamic_cast<const Soap&>(*opt).options(), published::soap_options());
+  }
+}
+
+// Defaults on a plain step: the reference with the published values and the optimizer with its
+// own, everything else untouched, agree over several steps including a QR refresh (f = 10 would
+// need 11 steps; 12 are run). Square, so that neither first-step statistic is rank-deficient:
+// a degenerate eigenspace has no unique basis, and Adam's v is not invariant to its choice.
+TEST(Soap, DefaultStepMatchesTheReference) {
+  const std::int64_t rows = 8, cols = 8;
+  Soap soap(ParamInfo{"w", rows, cols}, SoapOptions{});
+  ReferenceSoap ref(rows, cols, published::soap_options());
+  std::vector<float> w = test::random_floats(rows * cols, 90);
+  const DMat w0 = test::to_dmat(w, rows, cols);
+  DMat w_ref = w0;
+  for (int t = 1; t <= 12; ++t) {
+    const std::vector<float> g = test::random_floats(rows * cols, 91 + t);
+    soap.step(matrix_view(w.data(), rows, cols), matrix_view(g.data(), rows, cols));
+    ref.step(w_ref, test::to_dmat(g, rows, cols), t);
+  }
+  DMat delta = w_ref;
+  for (std::size_t k = 0; k < delta.v.size(); ++k) delta.v[k] -= w0.v[k];
+  ASSERT_GT(test::max_abs(delta), 1e-3);
+  EXPECT_LE(test::max_abs_diff(w, w_ref), 1e-4 * test::max_abs(delta));
 }
 
 TEST(Soap, FirstStepOnlyBuildsTheBasis) {

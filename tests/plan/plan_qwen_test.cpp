@@ -1,5 +1,7 @@
 // Plans of real Qwen3 shapes: deterministic outputs of the planner checked against the paper's
-// published balance (Figure 3) as regression guards. No timing here.
+// published balance (Figure 3) as regression guards; the plan's defaults (α = 1, C_max 512 MiB,
+// lb-asc, Megatron layout) and the Megatron buckets of a default Qwen3-32B plan pinned by hand
+// from reference.md. No timing here.
 #include <gtest/gtest.h>
 
 #include "canzona/model/load.h"
@@ -21,6 +23,45 @@ Metrics plan_metrics(const std::string& preset, int dp, int tp, Strategy strateg
   o.variant = variant;
   o.cost.kind = cost::CostKind::kFlops;
   return compute_metrics(m, make_plan(m, o));
+}
+
+// α = 1 (the paper's pure deficit fill, best in its α sweep), C_max 512 MiB (where the paper's
+// sweep plateaus), the paper's lb-asc strategy with its numel cost, Megatron's layout.
+TEST(PlanDefaults, AreThePapersAndMegatrons) {
+  const PlanOptions o;
+  EXPECT_EQ(o.alpha, 1.0);
+  EXPECT_EQ(o.cmax_mb, 512.0);
+  EXPECT_EQ(o.strategy, Strategy::kLbAsc);
+  EXPECT_EQ(o.variant, PlannerVariant::kCanzona);
+  EXPECT_EQ(o.dp, 1);
+  EXPECT_EQ(o.tp, 1);
+  EXPECT_EQ(o.pp, 1);
+  EXPECT_EQ(o.asc_group_tasks, 0);
+  EXPECT_EQ(o.cost.kind, cost::CostKind::kNumel);
+  EXPECT_EQ(o.cost.ns_steps, 5);
+  EXPECT_EQ(o.layout.bucket_size, 0);  // Megatron's max(40,000,000, 1,000,000 dp)
+  EXPECT_EQ(o.layout.param_align, 64);
+  EXPECT_TRUE(o.layout.pad_bucket_end);
+}
+
+// A default plan lays Qwen3-32B (TP = 8, DP = 32) out in Megatron buckets of 40,000,000
+// elements, by hand (tests/layout has the derivation): bucket 0 the output layer alone
+// (152576 / 8 x 5120 = 97,648,640), bucket 1 ending after layer 63's fc1 at 49,157,120, 66
+// buckets, 4,096,676,864 elements.
+TEST(QwenPlans, DefaultPlanUsesMegatronBuckets) {
+  const auto m = model::build_transformer(model::preset("qwen3-32b"), model::BuildOptions{.tp = 8});
+  PlanOptions o;
+  o.dp = 32;
+  o.tp = 8;
+  const Plan plan = make_plan(m, o);
+  ASSERT_EQ(plan.stages.size(), 1u);
+  const layout::Layout& l = plan.stages[0].layout;
+  ASSERT_EQ(l.buckets.size(), 66u);
+  EXPECT_EQ(l.numel, 4'096'676'864);
+  EXPECT_EQ(l.buckets[0].numel, 97'648'640);
+  EXPECT_EQ(l.buckets[1].numel, 49'157'120);
+  ASSERT_EQ(plan.stages[0].cuts.size(), 66u);
+  EXPECT_EQ(plan.stages[0].cuts[1].size(), 33u);
 }
 
 TEST(QwenPlans, Qwen3_32bCanzonaBeatsThePapersBalance) {

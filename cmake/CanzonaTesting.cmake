@@ -27,3 +27,26 @@ function(canzona_mpi_test name)
     set_tests_properties(${name} PROPERTIES WILL_FAIL TRUE)
   endif()
 endfunction()
+
+# canzona_cli_test(<name> RC <exit code> EXPECT <regex> [NP <n>] [TIMEOUT <s>] COMMAND <exe-and-args...>):
+# runs the command (under mpirun, as canzona_mpi_test does, when NP is given) and passes only when
+# it exits with exactly RC and its stdout + stderr match EXPECT (cmake/expect_run.cmake).
+function(canzona_cli_test name)
+  cmake_parse_arguments(ARG "" "RC;EXPECT;NP;TIMEOUT" "COMMAND" ${ARGN})
+  set(command ${ARG_COMMAND})
+  set(labels cli)
+  if(ARG_NP)
+    set(command ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --mca btl self,vader
+                -np ${ARG_NP} ${ARG_COMMAND})
+    set(labels cli mpi)
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  math(EXPR inner_timeout "${ARG_TIMEOUT} - 10")
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${command}" "-DRC=${ARG_RC}" "-DEXPECT=${ARG_EXPECT}"
+                   "-DTIMEOUT=${inner_timeout}" -P ${PROJECT_SOURCE_DIR}/cmake/expect_run.cmake)
+  set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${ARG_TIMEOUT}
+                       ENVIRONMENT "${CANZONA_TEST_ENV}")
+endfunction()

@@ -1,96 +1,218 @@
 #!/usr/bin/env bash
-# CLI checks for `canzona plan`. Usage: cli_plan_test.sh <canzona binary> <data dir>
-# Every failure case must exit with code 2 and print exactly one line on stderr that contains the
-# expected words; success cases check the files written. Prints "N passed, M failed" at the end.
-set -u
+# End-to-end checks of `canzona plan`.
+# Usage: cli_plan_test.sh <canzona binary> <data dir> <canzona_check_output binary>
+#
+# * Every bad input exits with exactly 2, prints exactly one line on stderr containing the
+#   expected words and nothing on stdout, and writes no --json file.
+# * Every success exits with exactly 0, and every file it writes is read back with
+#   canzona_check_output (tests/tools): the plan JSON has every documented key, ratios >= 1, lower
+#   bounds <= ratios, counts integral and >= 0, loads[dp][tp] per stage, cuts dp+1 monotone offsets
+#   ending at the bucket size, owners and hosts in range for the strategy; the SVG is well-formed
+#   with one before and one after bar per grid rank in each of its two panels, whose heights show
+#   the grid balance the table printed (max/mean of the bars = the ratio); the param dump
+#   lists the model's params.
+# * The JSON equals the table the same run printed (each ratio to its printed digits).
+# * A dumped param list plans identically, and the same command twice writes the same plan.
+# Prints "N passed, M failed" at the end.
+# shellcheck disable=SC1091,SC2125,SC2206,SC2086,SC2046,SC2154 # sourced lib, set -f there
 canzona=$1
 data=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
+source "$(dirname "$0")/../tools/cli_test_lib.sh"
+cli_init "$3"
 
-pass() { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+expect_usage_error "unknown model 'qwen9-1t'" "$canzona" plan --model qwen9-1t
+expect_usage_error "not an existing file" "$canzona" plan --model "$work/absent.json"
+expect_usage_error "malformed JSON" "$canzona" plan --model "$data/malformed.json"
+expect_usage_error "hidden_size" "$canzona" plan --model "$data/missing_hidden_config.json"
+expect_usage_error "zero" "$canzona" plan --model "$data/zero_size_params.json"
+expect_usage_error "--dp must be positive" "$canzona" plan --model qwen3-tiny --dp 0
+expect_usage_error "--tp must be positive" "$canzona" plan --model qwen3-tiny --tp 0
+expect_usage_error "--pp must be positive" "$canzona" plan --model qwen3-tiny --pp -1
+expect_usage_error "--alpha must be in [0, 1]" "$canzona" plan --model qwen3-tiny --alpha 1.5
+expect_usage_error "--cmax-mb must be positive" "$canzona" plan --model qwen3-tiny --cmax-mb 0
+expect_usage_error "--cmax-mb must be between" "$canzona" plan --model qwen3-tiny --tp 2 --cmax-mb 1e-9
+expect_usage_error "--cmax-mb must be between" "$canzona" plan --model qwen3-tiny --tp 2 --cmax-mb 1e30
+expect_usage_error "--bucket-size must be >= 0" "$canzona" plan --model qwen3-tiny --bucket-size -5
+expect_usage_error "ranks is more than" "$canzona" plan --model qwen3-tiny --dp 2000000
+expect_usage_error "tp" "$canzona" plan --model qwen3-tiny --tp 3
+expect_usage_error "pp=3" "$canzona" plan --model qwen3-tiny --pp 3
+expect_usage_error "unknown strategy" "$canzona" plan --model qwen3-tiny --strategy fast
+expect_usage_error "unknown optimizer" "$canzona" plan --model qwen3-tiny --optimizer lion
+expect_usage_error "--calibration" "$canzona" plan --model qwen3-tiny --cost calibrated
+expect_usage_error "no fit for optimizer 'soap'" "$canzona" plan --model qwen3-tiny --optimizer soap \
+  --cost calibrated --calibration "$data/calibration.json"
+expect_usage_error "--split-qkv" "$canzona" plan --model qwen3-tiny --split-qkv rows
+expect_usage_error "--bogus" "$canzona" plan --model qwen3-tiny --bogus
+expect_usage_error "--model" "$canzona" plan
+expect_usage_error "A subcommand is required" "$canzona"
+# A usage error found after the model is loaded still writes no JSON and no SVG.
+expect_usage_error "unknown strategy" "$canzona" plan --model qwen3-tiny --strategy fast \
+  --json "$work/bad.json" --svg "$work/bad.svg"
+expect_absent "$work/bad.json"
+expect_absent "$work/bad.svg"
+expect_ok help "$canzona" plan --help
 
-# expect_usage_error "<expected substring>" args...
-expect_usage_error() {
-  local expected=$1
-  shift
-  "$canzona" "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  local lines
-  lines=$(wc -l <"$work/err")
-  if [ "$rc" -ne 2 ]; then
-    fail "canzona $* exited $rc, expected 2 (stderr: $(cat "$work/err"))"
-  elif [ "$lines" -ne 1 ]; then
-    fail "canzona $* printed $lines stderr lines, expected 1: $(cat "$work/err")"
-  elif ! grep -qF -- "$expected" "$work/err"; then
-    fail "canzona $*: stderr '$(cat "$work/err")' lacks '$expected'"
-  else
-    pass
-  fi
+# The last column of the balance table (the run the JSON describes) for one row label.
+table_last() {
+  awk -v label="$2" '{ name = substr($0, 1, 28); sub(/ +$/, "", name);
+                       if (name == label) { print $NF; exit } }' "$1"
 }
 
-expect_usage_error "unknown model 'qwen9-1t'" plan --model qwen9-1t
-expect_usage_error "not an existing file" plan --model "$work/absent.json"
-expect_usage_error "malformed JSON" plan --model "$data/malformed.json"
-expect_usage_error "hidden_size" plan --model "$data/missing_hidden_config.json"
-expect_usage_error "zero" plan --model "$data/zero_size_params.json"
-expect_usage_error "--dp must be positive" plan --model qwen3-tiny --dp 0
-expect_usage_error "--tp must be positive" plan --model qwen3-tiny --tp 0
-expect_usage_error "--pp must be positive" plan --model qwen3-tiny --pp -1
-expect_usage_error "--alpha must be in [0, 1]" plan --model qwen3-tiny --alpha 1.5
-expect_usage_error "--cmax-mb must be positive" plan --model qwen3-tiny --cmax-mb 0
-expect_usage_error "--cmax-mb must be between" plan --model qwen3-tiny --tp 2 --cmax-mb 1e-9
-expect_usage_error "--cmax-mb must be between" plan --model qwen3-tiny --tp 2 --cmax-mb 1e30
-expect_usage_error "--bucket-size must be >= 0" plan --model qwen3-tiny --bucket-size -5
-expect_usage_error "ranks is more than" plan --model qwen3-tiny --dp 2000000
-expect_usage_error "tp" plan --model qwen3-tiny --tp 3
-expect_usage_error "pp=3" plan --model qwen3-tiny --pp 3
-expect_usage_error "unknown strategy" plan --model qwen3-tiny --strategy fast
-expect_usage_error "unknown optimizer" plan --model qwen3-tiny --optimizer lion
-expect_usage_error "--calibration" plan --model qwen3-tiny --cost calibrated
-expect_usage_error "no fit for optimizer 'soap'" plan --model qwen3-tiny --optimizer soap \
-  --cost calibrated --calibration "$data/calibration.json"
-expect_usage_error "--split-qkv" plan --model qwen3-tiny --split-qkv rows
-expect_usage_error "--bogus" plan --model qwen3-tiny --bogus
-expect_usage_error "--model" plan
+# The first column (asc, the SVG's "before" bars) of the balance table for one row label.
+table_first() {
+  awk -v label="$2" '{ name = substr($0, 1, 28); sub(/ +$/, "", name);
+                       if (name == label) { split(substr($0, 29), f, " "); print f[1]; exit } }' "$1"
+}
+
+# plan_json_checks FILE DP TP PP STRATEGY: the checks every plan JSON passes, plus what the
+# strategy implies about owners, hosts, cuts and micro groups.
+plan_json_checks() {
+  local file=$1 dp=$2 tp=$3 pp=$4 strategy=$5
+  local b=/stages/*/buckets/* t=/stages/*/tasks/* g=/stages/*/micro_groups/*
+  local checks=(
+    /model:string /plan_ms">=0" /strategy=="$strategy" /planner:string /optimizer:string
+    /cost:string /dp:int=="$dp" /tp:int=="$tp" /pp:int=="$pp" /alpha">=0" /alpha"<=1" /cmax_mb">0"
+    /balance#==4 /balance/dp/memory /balance/dp/flops /balance/tp/memory /balance/tp/flops
+    /balance/tp_worst_group/memory /balance/tp_worst_group/flops /balance/grid/memory
+    /balance/grid/flops /balance/*/*">=1"
+    /lower_bound#==2 /lower_bound/dp/memory /lower_bound/dp/flops /lower_bound/grid/memory
+    /lower_bound/grid/flops /lower_bound/*/*">=1" /lower_bound/*/*"<=@/balance/*/*"
+    /tp.groups:int">=0" /tp_group_makespan_sum">=0" /split_tensors:int">=0"
+    /divided_params:int">=0" /idle_ranks:int">=0" /idle_ranks"<=$((dp * tp * pp))"
+    /bucket_shard_ratio:array /plan_hash:int">=0"
+    /stages#=="$pp" /stages/*/stage:int">=0" /stages/*/stage"<$pp"
+    /stages/*/loads#=="$dp" /stages/*/loads/*#=="$tp" /stages/*/loads/*/*/flops">=0"
+    /stages/*/loads/*/*/memory">=0"
+    /stages/*/buckets#">=1" $b/offset:int">=0" $b/numel:int">0" $b/cuts:array $b/params#">=1"
+    $b/params/*/name:string $b/params/*/offset:int">=0" $b/params/*/numel:int">0"
+    $b/params/*/owner
+    /stages/*/tasks#">=1" $t/name:string $t/shape#==2 $t/shape/*:int">0" $t/dp_owner:int
+    $t/host:int">=-1" $t/host"<$tp" $t/group:int">=-1" $t/cost">0"
+    /stages/*/micro_groups:array /buckets/0/numel==@/stages/0/buckets/0/numel
+    /micro_groups#">=0"
+  )
+  case $strategy in
+    sc)
+      checks+=($t/dp_owner==-3 $t/host==-1 $b/cuts#==0 $b/params/*/owner==all /tp.groups==0
+               /stages/*/micro_groups#==0 /bucket_shard_ratio#==0) ;;
+    layerwise)
+      checks+=($t/dp_owner">=0" $t/dp_owner"<$dp" $t/host==-1 $b/cuts#==0 /tp.groups==0
+               /bucket_shard_ratio#==0) ;;
+    asc | lb-asc)
+      checks+=($t/dp_owner">=0" $t/dp_owner"<$dp" $b/cuts#==$((dp + 1)) $b/cuts/0==0
+               "$b/cuts/$dp==@$b/numel" /bucket_shard_ratio#">=1" /bucket_shard_ratio/*">=1")
+      for ((r = 1; r <= dp; r++)); do checks+=($b/cuts/$r">=@$b/cuts/$((r - 1))"); done
+      if [ "$tp" -gt 1 ]; then
+        checks+=(/tp.groups">=1" $t/host">=0" $t/group">=0" $g/dp:int">=0" $g/dp"<$dp"
+                 $g/index:int">=0" $g/makespan">0" $g/max_host_bytes:int">0" $g/tasks#">=1"
+                 $g/tasks/*/name:string $g/tasks/*/host:int">=0" $g/tasks/*/host"<$tp")
+      fi ;;
+  esac
+  check_file "$file" json "${checks[@]}"
+}
+
+# table_matches_json OUT JSON: every ratio the table printed for the JSON's run, to its digits.
+table_matches_json() {
+  local out=$1 json=$2 checks=() row key
+  for row in "DP memory:/balance/dp/memory" "DP FLOPs:/balance/dp/flops" \
+             "TP memory:/balance/tp/memory" "TP FLOPs:/balance/tp/flops" \
+             "grid memory:/balance/grid/memory" "grid FLOPs:/balance/grid/flops"; do
+    key=$(table_last "$out" "${row%%:*}")
+    if [ -z "$key" ]; then fail "$out has no row '${row%%:*}'"; return; fi
+    checks+=("${row#*:}~=$key")
+  done
+  for row in "  DP lower bound mem/FLOPs:/lower_bound/dp" \
+             "  grid lower bound mem/FLOPs:/lower_bound/grid" \
+             "  worst TP group mem/FLOPs:/balance/tp_worst_group"; do
+    key=$(table_last "$out" "${row%%:*}")
+    checks+=("${row#*:}/memory~=${key%/*}" "${row#*:}/flops~=${key#*/}")
+  done
+  checks+=("/tp.groups==$(table_last "$out" "TP micro groups")"
+           "/idle_ranks==$(table_last "$out" "idle ranks")"
+           "/divided_params==$(table_last "$out" "divided element-wise")"
+           "/split_tensors==$(sed -n 's/.*equal chunks would split \([0-9]*\) tensors.*/\1/p' "$out")")
+  check_file "$json" json "${checks[@]}"
+}
 
 # The calibrated cost model plans with a bench-kernels calibration file.
-if "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --cost calibrated \
-     --calibration "$data/calibration.json" >"$work/out" 2>"$work/err" &&
-   grep -q "cost calibrated" "$work/out"; then pass; else fail "calibrated plan: $(cat "$work/err")"; fi
+if expect_ok calibrated "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --cost calibrated \
+     --calibration "$data/calibration.json" --json "$work/calibrated.json"; then
+  if grep -q "cost calibrated" "$work/calibrated.out"; then pass; else fail "calibrated: no 'cost calibrated'"; fi
+  plan_json_checks "$work/calibrated.json" 4 2 1 lb-asc
+  check_file "$work/calibrated.json" json /cost==calibrated
+  table_matches_json "$work/calibrated.out" "$work/calibrated.json"
+fi
 
-# More ranks than tasks is legal: the plan says so and exits 0.
-if "$canzona" plan --model qwen3-tiny --dp 64 --planner paper >"$work/out" 2>"$work/err" &&
-   grep -q "own no optimizer work" "$work/out"; then pass; else fail "idle ranks not reported"; fi
+# More ranks than tasks is legal: the plan says so, exits 0, and the JSON counts the idle ranks.
+if expect_ok idle "$canzona" plan --model qwen3-tiny --dp 64 --planner paper --json "$work/idle.json"; then
+  if grep -q "own no optimizer work" "$work/idle.out"; then pass; else fail "idle ranks not reported"; fi
+  plan_json_checks "$work/idle.json" 64 1 1 lb-asc
+  check_file "$work/idle.json" json /idle_ranks">0" /planner==paper
+  table_matches_json "$work/idle.out" "$work/idle.json"
+fi
 
-# JSON with the stable keys, SVG chart, and a param dump that plans identically.
-if "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --json "$work/plan.json" --svg "$work/plan.svg" \
-     --dump-params "$work/params.json" >/dev/null 2>"$work/err"; then
-  for key in '"plan_ms"' '"strategy"' '"dp"' '"tp"' '"pp"' '"balance"' '"lower_bound"' \
-             '"tp.groups"' '"split_tensors"' '"buckets"' '"cuts"' '"owner"' '"micro_groups"' \
-             '"tasks"' '"host"' '"plan_hash"'; do
-    if grep -q "$key" "$work/plan.json"; then pass; else fail "plan.json lacks $key"; fi
-  done
-  if grep -q "<svg" "$work/plan.svg" && grep -q "lower bound" "$work/plan.svg"; then pass
-  else fail "plan.svg is not a chart"; fi
-  "$canzona" plan --model "$work/params.json" --dp 4 --tp 2 --json "$work/again.json" >/dev/null
-  if [ "$(grep '"plan_hash"' "$work/plan.json")" = "$(grep '"plan_hash"' "$work/again.json")" ]; then
-    pass
-  else
-    fail "a dumped param list plans differently from its preset"
+# JSON, SVG chart and param dump of the main example; the dump plans identically.
+if expect_ok main "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --json "$work/plan.json" \
+     --svg "$work/plan.svg" --dump-params "$work/params.json"; then
+  plan_json_checks "$work/plan.json" 4 2 1 lb-asc
+  check_file "$work/plan.json" json /model==qwen3-mini /planner==canzona /optimizer==muon \
+    /cost==flops /alpha==1 /cmax_mb==512 /stages/0/stage==0
+  table_matches_json "$work/main.out" "$work/plan.json"
+  # 1 background + 2 panels x 8 grid ranks x (before, after); bars inside the 1060 x 540 canvas,
+  # every after bar visible (no rank is idle in this plan: idle_ranks == 0 above); in each panel
+  # (FLOPs first, then memory) the bars' max/mean height is the grid balance the table printed,
+  # asc for the before bars, the JSON's run for the after bars.
+  check_file "$work/plan.json" json /idle_ranks==0
+  check_file "$work/plan.svg" svg "count(rect)==33" "count(rect[fill=#bbb])==16" \
+    "count(rect[fill=#2a6])==16" "rect[fill=#2a6]@height>0" "rect[fill=#bbb]@height>=0" \
+    "rect[fill=#2a6]@y>=0" "rect[fill=#2a6]@y<=540" "rect[fill=#2a6]@x<=1060" \
+    "text(Optimizer FLOPs per rank)" "text(Optimizer-state memory per rank)" "text(lower bound)" \
+    "text(lb-asc (canzona))" "text(asc)" \
+    "maxmean(rect[fill=#2a6]@height,0,8)~=$(table_last "$work/main.out" "grid FLOPs")" \
+    "maxmean(rect[fill=#2a6]@height,8,8)~=$(table_last "$work/main.out" "grid memory")" \
+    "maxmean(rect[fill=#bbb]@height,0,8)~=$(table_first "$work/main.out" "grid FLOPs")" \
+    "maxmean(rect[fill=#bbb]@height,8,8)~=$(table_first "$work/main.out" "grid memory")"
+  params=$(sed -n 's/^model qwen3-mini (\([0-9]*\) params.*/\1/p' "$work/main.out")
+  check_file "$work/params.json" json /params#=="${params:-missing}" /params/*/name:string \
+    /params/*/shape#">=1" /params/*/shape/*:int">0" /params/*/tp_split_dim:int">=-1" \
+    /params/*/tp_split_dim"<=1" /params/*/optimizer:string
+  if expect_ok again "$canzona" plan --model "$work/params.json" --dp 4 --tp 2 --json "$work/again.json"; then
+    plan_json_checks "$work/again.json" 4 2 1 lb-asc
+    if [ "$(grep '"plan_hash"' "$work/plan.json")" = "$(grep '"plan_hash"' "$work/again.json")" ]; then
+      pass
+    else
+      fail "a dumped param list plans differently from its preset"
+    fi
   fi
-else
-  fail "plan with --json/--svg/--dump-params failed: $(cat "$work/err")"
+fi
+
+# Every strategy writes a JSON whose owners, hosts and cuts are those of the strategy.
+for strategy in sc layerwise asc; do
+  if expect_ok "$strategy" "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --strategy "$strategy" \
+       --json "$work/$strategy.json"; then
+    plan_json_checks "$work/$strategy.json" 4 2 1 "$strategy"
+    table_matches_json "$work/$strategy.out" "$work/$strategy.json"
+  fi
+done
+
+# A grid where the DP and the grid lower bounds differ (1.20/1.86 vs 2.40/3.71 when written), so
+# the table cross-check tells them apart.
+if expect_ok bounds "$canzona" plan --model qwen3-mini --dp 16 --tp 2 --json "$work/bounds.json"; then
+  plan_json_checks "$work/bounds.json" 16 2 1 lb-asc
+  table_matches_json "$work/bounds.out" "$work/bounds.json"
+fi
+
+# Pipeline stages: one entry per stage, each with its own loads[dp][tp].
+if expect_ok pp "$canzona" plan --model qwen3-mini --dp 2 --tp 2 --pp 2 --json "$work/pp.json"; then
+  plan_json_checks "$work/pp.json" 2 2 2 lb-asc
+  check_file "$work/pp.json" json /stages/0/stage==0 /stages/1/stage==1
 fi
 
 # The same command twice writes identical plans (deterministic to the byte, timing aside).
-"$canzona" plan --model qwen3-mini --dp 4 --tp 2 --json "$work/a.json" >/dev/null
-"$canzona" plan --model qwen3-mini --dp 4 --tp 2 --json "$work/b.json" >/dev/null
-if diff <(grep -v plan_ms "$work/a.json") <(grep -v plan_ms "$work/b.json") >/dev/null; then pass
-else fail "two runs wrote different plans"; fi
+if expect_ok a "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --json "$work/a.json" &&
+   expect_ok b "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --json "$work/b.json"; then
+  if diff <(grep -v plan_ms "$work/a.json") <(grep -v plan_ms "$work/b.json") >/dev/null; then pass
+  else fail "two runs wrote different plans"; fi
+fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_finish

@@ -1,8 +1,11 @@
-# cmake -DCOMMAND=<;-list> -DRC=<exit code> -DEXPECT=<regex> -P expect_run.cmake
-# Runs COMMAND (an mpirun line) and passes only when it exits with exactly RC and its stdout +
-# stderr match EXPECT: a run must both end as it should and say why.
+# cmake -DCOMMAND=<;-list> -DRC=<exit code> -DEXPECT=<regex> [-DTIMEOUT=<s>] -P expect_run.cmake
+# Runs COMMAND and passes only when it exits with exactly RC and its stdout + stderr match EXPECT:
+# a run must both end as it should and say why. A run past TIMEOUT (default 110 s) fails.
+if(NOT TIMEOUT)
+  set(TIMEOUT 110)
+endif()
 execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
-                TIMEOUT 100)
+                TIMEOUT ${TIMEOUT})
 message("exit status: ${rc}\n--- stdout\n${out}--- stderr\n${err}")
 if(NOT rc STREQUAL "${RC}")
   message(FATAL_ERROR "expected exit status ${RC}, got '${rc}'")

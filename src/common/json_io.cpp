@@ -53,28 +53,66 @@ std::string read_text_file(const std::string& path) {
   return text;
 }
 
+namespace {
+
+// nlohmann's DOM builder behind a SAX interface that also records the first key repeated inside
+// one object. Linear in the input (nlohmann's callback parser rescans parents on every object end,
+// which is quadratic for a param list with a million entries).
+class StrictSax {
+ public:
+  using json = nlohmann::json;
+  explicit StrictSax(json& result) : dom_(result, /*allow_exceptions=*/true) {}
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool value) { return dom_.boolean(value); }
+  bool number_integer(json::number_integer_t value) { return dom_.number_integer(value); }
+  bool number_unsigned(json::number_unsigned_t value) { return dom_.number_unsigned(value); }
+  bool number_float(json::number_float_t value, const json::string_t& text) {
+    return dom_.number_float(value, text);
+  }
+  bool string(json::string_t& value) { return dom_.string(value); }
+  bool binary(json::binary_t& value) { return dom_.binary(value); }
+  bool start_object(std::size_t size) {
+    keys_.emplace_back();
+    return dom_.start_object(size);
+  }
+  bool key(json::string_t& name) {
+    if (!keys_.empty() && !keys_.back().insert(name).second && duplicate_.empty())
+      duplicate_ = name;
+    return dom_.key(name);
+  }
+  bool end_object() {
+    if (!keys_.empty()) keys_.pop_back();
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t size) { return dom_.start_array(size); }
+  bool end_array() { return dom_.end_array(); }
+  bool parse_error(std::size_t position, const std::string& token,
+                   const nlohmann::detail::exception& error) {
+    return dom_.parse_error(position, token, error);
+  }
+
+  const std::string& duplicate() const { return duplicate_; }
+
+ private:
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<std::set<std::string>> keys_;  // keys of each object being parsed, innermost last
+  std::string duplicate_;                    // the first repeated key, "" when none
+};
+
+}  // namespace
+
 nlohmann::json read_json_file(const std::string& path) {
   const std::string text = read_text_file(path);
-  // Keys seen in each object being parsed, innermost last.
-  std::vector<std::set<std::string>> keys;
-  std::string duplicate;
-  const nlohmann::json::parser_callback_t track = [&](int, nlohmann::json::parse_event_t event,
-                                                      nlohmann::json& value) {
-    using Event = nlohmann::json::parse_event_t;
-    if (event == Event::object_start) keys.emplace_back();
-    if (event == Event::object_end && !keys.empty()) keys.pop_back();
-    if (event == Event::key && !keys.empty() && duplicate.empty() &&
-        !keys.back().insert(value.get<std::string>()).second)
-      duplicate = value.get<std::string>();
-    return true;
-  };
   nlohmann::json parsed;
+  StrictSax sax(parsed);
   try {
-    parsed = nlohmann::json::parse(text, track);
+    nlohmann::json::sax_parse(text, &sax);
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(str(path, ": malformed JSON: ", e.what()));
   }
-  CANZONA_REQUIRE(duplicate.empty(), path, ": duplicate key '", duplicate, "' in one object");
+  CANZONA_REQUIRE(sax.duplicate().empty(), path, ": duplicate key '", sax.duplicate(),
+                  "' in one object");
   return parsed;
 }
 

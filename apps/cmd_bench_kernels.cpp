@@ -12,11 +12,14 @@
 // = 2.3 GHz x 2 FMA x 16 lanes x 2) and of the FMA throughput measured on this core right now.
 // --json writes the results; --calibration fits seconds = a + b * optimizer_flops per optimizer
 // (cost/calibration.h) for `canzona plan --cost calibrated --calibration FILE`.
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <sstream>
 
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
 #include "canzona/cost/calibration.h"
@@ -27,6 +30,16 @@
 
 namespace canzona::apps {
 namespace {
+
+// Bounds on the flags, so a typo cannot ask for terabytes or for a run that never ends. The
+// largest shape (16384 x 4096, a Llama-class fc2) needs ~0.3 GiB per buffer and Shampoo's
+// preconditioners 2 x 16384^2 x 4 bytes = 2 GiB; one Newton-Schulz step on it takes seconds.
+constexpr std::int64_t kMaxBenchSide = 16384;                      // rows or cols of a shape
+constexpr std::int64_t kMaxBenchElements = std::int64_t{1} << 26;  // rows x cols of a shape
+constexpr int kMaxBenchRepeats = 1000;                             // --repeats
+constexpr int kMaxBenchNsSteps = 100;                              // --ns-steps
+constexpr int kMaxBenchFrequency = 1 << 20;                        // --frequency
+constexpr double kMaxPeakGflops = 1e6;                             // --peak: 1 PFLOP/s per core
 
 struct BenchFlags {
   bool quick = false;
@@ -39,6 +52,7 @@ struct BenchFlags {
   int frequency = 10;
   std::string json;
   std::string calibration;
+  bool json_given = false, calibration_given = false;  // even when empty
 };
 
 struct Shape {
@@ -54,14 +68,23 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return parts;
 }
 
+// "ROWSxCOLS,..." with each side in [1, kMaxBenchSide] and rows x cols <= kMaxBenchElements.
 std::vector<Shape> parse_shapes(const std::string& text) {
   std::vector<Shape> shapes;
   for (const std::string& item : split(text, ',')) {
     Shape s;
-    char x = 0, extra = 0;
-    const int n = std::sscanf(item.c_str(), "%ld%c%ld%c", &s.rows, &x, &s.cols, &extra);
-    CANZONA_REQUIRE(n == 3 && x == 'x' && s.rows >= 1 && s.cols >= 1, "--shapes: '", item,
-                    "' is not ROWSxCOLS with positive sizes");
+    const char* begin = item.data();
+    const char* end = item.data() + item.size();
+    const auto rows = std::from_chars(begin, end, s.rows);
+    const bool has_x = rows.ec == std::errc() && rows.ptr != end && *rows.ptr == 'x';
+    const auto cols = has_x ? std::from_chars(rows.ptr + 1, end, s.cols) : rows;
+    CANZONA_REQUIRE(
+        has_x && cols.ec == std::errc() && cols.ptr == end && s.rows >= 1 && s.cols >= 1,
+        "--shapes: '", item, "' is not ROWSxCOLS with positive sizes");
+    require_in_range(s.rows, 1, kMaxBenchSide, str("--shapes ", item, ": rows"), "kMaxBenchSide");
+    require_in_range(s.cols, 1, kMaxBenchSide, str("--shapes ", item, ": cols"), "kMaxBenchSide");
+    require_in_range(s.rows * s.cols, 1, kMaxBenchElements, str("--shapes ", item, ": rows x cols"),
+                     "kMaxBenchElements");
     shapes.push_back(s);
   }
   CANZONA_REQUIRE(!shapes.empty(), "--shapes: no shape given");
@@ -77,9 +100,13 @@ class Report {
   Report(double peak, double measured) : peak_(peak), measured_(measured) {}
 
   // One row: name, shape, seconds, FLOPs (0: no rate), an optional note.
+  // Throws Error naming the kernel when the time or the rate is not finite (a clock fault).
   nlohmann::json add(const std::string& kernel, const Shape& s, double seconds, double flops,
                      const std::string& note = "") {
     const double gflops = flops > 0 ? flops / seconds / 1e9 : 0.0;
+    if (!std::isfinite(seconds) || !(seconds > 0) || !std::isfinite(gflops))
+      throw Error(str(kernel, " ", shape_name(s), ": measured time ", seconds, " s gives rate ",
+                      gflops, " GFLOP/s, not a finite number"));
     std::printf("%-14s %-10s %11.6f", kernel.c_str(), shape_name(s).c_str(), seconds);
     if (gflops > 0) {
       std::printf(" %9.1f %8.1f%%", gflops, 100.0 * gflops / peak_);
@@ -107,12 +134,20 @@ bool wants(const BenchFlags& f, const std::string& kernel) {
 }
 
 int run_bench(const BenchFlags& f) {
+  if (f.json_given) check_output_path(f.json, "--json");
+  if (f.calibration_given) check_output_path(f.calibration, "--calibration");
   CANZONA_REQUIRE(f.repeats == -1 || f.repeats >= 1, "--repeats must be >= 1 (got ", f.repeats,
                   ")");
+  require_in_range(f.repeats, -1, kMaxBenchRepeats, "--repeats", "kMaxBenchRepeats");
   const int repeats = f.repeats >= 1 ? f.repeats : (f.quick ? 3 : 5);
-  CANZONA_REQUIRE(f.peak_gflops > 0, "--peak must be positive (got ", f.peak_gflops, ")");
+  CANZONA_REQUIRE(
+      std::isfinite(f.peak_gflops) && f.peak_gflops > 0 && f.peak_gflops <= kMaxPeakGflops,
+      "--peak = ", f.peak_gflops, " must lie in (0, ", kMaxPeakGflops,
+      "] GFLOP/s (kMaxPeakGflops)");
   CANZONA_REQUIRE(f.ns_steps >= 0, "--ns-steps must be >= 0 (got ", f.ns_steps, ")");
+  require_in_range(f.ns_steps, 0, kMaxBenchNsSteps, "--ns-steps", "kMaxBenchNsSteps");
   CANZONA_REQUIRE(f.frequency >= 1, "--frequency must be >= 1 (got ", f.frequency, ")");
+  require_in_range(f.frequency, 1, kMaxBenchFrequency, "--frequency", "kMaxBenchFrequency");
   for (const std::string& k : split(f.kernels, ','))
     CANZONA_REQUIRE(
         k == "sgemm" || k == "ns" || k == "muon" || k == "shampoo" || k == "soap" || k == "adamw",
@@ -125,7 +160,7 @@ int run_bench(const BenchFlags& f) {
   ns.coefficients = optim::parse_ns_coefficients(f.ns_coefficients);
   ns.steps = f.ns_steps;
   const std::vector<std::string> optimizers = {"muon", "shampoo", "soap", "adamw"};
-  if (!f.calibration.empty()) {
+  if (f.calibration_given) {
     CANZONA_REQUIRE(shapes.size() >= 2, "--calibration needs at least 2 shapes to fit");
     for (const std::string& name : optimizers)
       CANZONA_REQUIRE(wants(f, name), "--calibration needs kernel '", name, "' in --kernels");
@@ -213,7 +248,7 @@ int run_bench(const BenchFlags& f) {
       f.peak_gflops, misses.empty() ? "met" : "MISSED");
   for (const std::string& m : misses) std::printf("  missed: %s\n", m.c_str());
 
-  if (!f.json.empty()) {
+  if (f.json_given) {
     nlohmann::json out = {{"cpu", cpu},
                           {"blas_core", optim::blas_core_name()},
                           {"blas_core_misdetected", optim::blas_core_misdetected()},
@@ -229,7 +264,7 @@ int run_bench(const BenchFlags& f) {
     write_json_file(f.json, out);
     std::printf("wrote %s\n", f.json.c_str());
   }
-  if (!f.calibration.empty()) {
+  if (f.calibration_given) {
     cost::Calibration calibration;
     calibration.cpu = cpu;
     calibration.blas_core = optim::blas_core_name();
@@ -262,10 +297,14 @@ void add_bench_kernels_command(CLI::App& app, int& exit_code) {
   sub->add_option("--ns-steps", flags->ns_steps, "Newton-Schulz iterations")->capture_default_str();
   sub->add_option("--frequency", flags->frequency, "Shampoo/SOAP preconditioning frequency")
       ->capture_default_str();
-  sub->add_option("--json", flags->json, "write the results as JSON to FILE");
-  sub->add_option("--calibration", flags->calibration,
-                  "fit and write the calibrated cost model (JSON) to FILE");
-  sub->callback([flags, &exit_code] { exit_code = run_bench(*flags); });
+  auto* json = sub->add_option("--json", flags->json, "write the results as JSON to FILE");
+  auto* calibration = sub->add_option("--calibration", flags->calibration,
+                                      "fit and write the calibrated cost model (JSON) to FILE");
+  sub->callback([flags, json, calibration, &exit_code] {
+    flags->json_given = json->count() > 0;
+    flags->calibration_given = calibration->count() > 0;
+    exit_code = run_bench(*flags);
+  });
 }
 
 }  // namespace canzona::apps

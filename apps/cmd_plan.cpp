@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <iostream>
 
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
 #include "canzona/cost/calibration.h"
+#include "canzona/layout/layout.h"
 #include "canzona/model/load.h"
 #include "command.h"
 #include "plan_report.h"
@@ -32,6 +34,7 @@ struct PlanFlags {
   int precondition_frequency = 10;
   std::int64_t max_precond_dim = 10000;
   std::string json, svg, dump_params;
+  bool json_given = false, svg_given = false, dump_params_given = false;  // even when empty
 };
 
 // Median of five planning runs of `options` (the plan itself is deterministic).
@@ -54,13 +57,20 @@ PlanRun timed_plan(const model::ModelSpec& model, const plan::PlanOptions& optio
 }
 
 int run_plan(const PlanFlags& f) {
+  // Unusable output paths (empty, a directory, a missing or read-only directory) are found before
+  // any work, so a long plan is never thrown away at the end.
+  if (f.json_given) check_output_path(f.json, "--json");
+  if (f.svg_given) check_output_path(f.svg, "--svg");
+  if (f.dump_params_given) check_output_path(f.dump_params, "--dump-params");
+  CANZONA_REQUIRE(f.bucket_size >= 0, "--bucket-size must be >= 0, 0 = Megatron default (got ",
+                  f.bucket_size, ")");
+  require_in_range(f.bucket_size, 0, layout::kMaxBucketSize, "--bucket-size", "kMaxBucketSize");
   model::BuildOptions build;
   build.tp = f.tp;
   build.qkv_split = model::parse_qkv_split(f.split_qkv);
   build.split_fc1 = f.split_fc1;
   CANZONA_REQUIRE(f.tp > 0, "--tp must be positive (got ", f.tp, ")");
   const model::ModelSpec model = model::load_model(f.model, build);
-  if (!f.dump_params.empty()) model::write_param_list(f.dump_params, model);
 
   plan::PlanOptions options;
   options.strategy = plan::parse_strategy(f.strategy);
@@ -70,8 +80,6 @@ int run_plan(const PlanFlags& f) {
   options.pp = f.pp;
   options.alpha = f.alpha;
   options.cmax_mb = f.cmax_mb;
-  CANZONA_REQUIRE(f.bucket_size >= 0, "--bucket-size must be >= 0, 0 = Megatron default (got ",
-                  f.bucket_size, ")");
   options.layout.bucket_size = f.bucket_size;
   options.cost.kind = cost::parse_cost_kind(f.cost);
   options.cost.matrix_optimizer = cost::parse_optimizer(f.optimizer);
@@ -104,12 +112,14 @@ int run_plan(const PlanFlags& f) {
       label += options.variant == plan::PlannerVariant::kPaper ? " (paper)" : " (canzona)";
     runs.push_back(timed_plan(model, options, label));
   }
+  for (const PlanRun& run : runs) require_finite(run);
   std::cout << balance_table(model, runs);
   if (options.alpha != 1.0 && options.variant == plan::PlannerVariant::kCanzona)
     std::cout << "note: --alpha shapes Algorithm 1 (--planner paper); our planner places params by "
                  "load, so it ignores alpha\n";
-  if (!f.json.empty()) write_json_file(f.json, plan_json(model, runs.back()));
-  if (!f.svg.empty()) write_text_file(f.svg, loads_svg(runs.front(), runs.back()));
+  if (f.dump_params_given) model::write_param_list(f.dump_params, model);
+  if (f.json_given) write_json_file(f.json, plan_json(model, runs.back()));
+  if (f.svg_given) write_text_file(f.svg, loads_svg(runs.front(), runs.back()));
   return 0;
 }
 
@@ -154,10 +164,17 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   sub->add_option("--max-precond-dim", flags->max_precond_dim,
                   "Shampoo/SOAP: sides above this are not preconditioned")
       ->capture_default_str();
-  sub->add_option("--json", flags->json, "Write the plan and its metrics as JSON");
-  sub->add_option("--svg", flags->svg, "Write a per-rank load bar chart (before/after)");
-  sub->add_option("--dump-params", flags->dump_params, "Write the model's param list as JSON");
-  sub->callback([flags, &exit_code] { exit_code = run_plan(*flags); });
+  auto* json = sub->add_option("--json", flags->json, "Write the plan and its metrics as JSON");
+  auto* svg =
+      sub->add_option("--svg", flags->svg, "Write a per-rank load bar chart (before/after)");
+  auto* dump =
+      sub->add_option("--dump-params", flags->dump_params, "Write the model's param list as JSON");
+  sub->callback([flags, json, svg, dump, &exit_code] {
+    flags->json_given = json->count() > 0;
+    flags->svg_given = svg->count() > 0;
+    flags->dump_params_given = dump->count() > 0;
+    exit_code = run_plan(*flags);
+  });
 }
 
 }  // namespace canzona::apps

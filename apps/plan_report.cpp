@@ -1,9 +1,13 @@
 #include "plan_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <tuple>
+#include <utility>
+
+#include "canzona/common/error.h"
 
 namespace canzona::apps {
 namespace {
@@ -73,7 +77,58 @@ void panel(std::ostringstream& svg, double y0, const std::string& title,
   }
 }
 
+// Throws Error "<label>: <what> is <value>, not a finite number" unless `value` is finite.
+void finite(const PlanRun& run, double value, const std::string& what) {
+  if (!std::isfinite(value))
+    throw Error(str("plan '", run.label, "': ", what, " is ", value,
+                    ", not a finite number (internal error; please report it)"));
+}
+
 }  // namespace
+
+void require_finite(const PlanRun& run) {
+  const plan::Metrics& m = run.metrics;
+  finite(run, run.plan_ms, "plan time");
+  const std::pair<const char*, const plan::Ratio*> ratios[] = {
+      {"dp", &m.dp},
+      {"tp", &m.tp},
+      {"grid", &m.grid},
+      {"tp_worst_group", &m.tp_worst_group},
+      {"lower_bound.dp", &m.lower_bound_dp},
+      {"lower_bound.grid", &m.lower_bound_grid}};
+  for (const auto& [name, ratio] : ratios) {
+    finite(run, ratio->memory, str(name, " memory ratio"));
+    finite(run, ratio->flops, str(name, " FLOPs ratio"));
+  }
+  finite(run, m.max_rank.flops, "max rank FLOPs");
+  finite(run, m.max_rank.memory, "max rank memory");
+  finite(run, m.mean_rank.flops, "mean rank FLOPs");
+  finite(run, m.mean_rank.memory, "mean rank memory");
+  finite(run, m.group_makespan_sum, "sum of group makespans");
+  finite(run, m.bucket_comm_imbalance, "bucket shard max/mean");
+  for (std::size_t b = 0; b < m.bucket_shard_ratio.size(); ++b)
+    finite(run, m.bucket_shard_ratio[b], str("bucket ", b, " shard ratio"));
+  for (std::size_t s = 0; s < m.loads.size(); ++s)
+    for (std::size_t d = 0; d < m.loads[s].size(); ++d)
+      for (std::size_t t = 0; t < m.loads[s][d].size(); ++t) {
+        const std::string where = str("stage ", s, " rank (dp ", d, ", tp ", t, ") ");
+        finite(run, m.loads[s][d][t].flops, where + "FLOPs");
+        finite(run, m.loads[s][d][t].memory, where + "memory");
+      }
+  for (const plan::StagePlan& stage : run.plan.stages) {
+    for (std::size_t i = 0; i < stage.tasks.size(); ++i) {
+      const plan::Task& t = stage.tasks[i];
+      const std::string where = str("stage ", stage.stage, " task ", i, " ");
+      finite(run, t.cost, where + "cost");
+      finite(run, t.flops, where + "FLOPs");
+      finite(run, t.state_bytes, where + "state bytes");
+    }
+    for (const auto& groups : stage.groups)
+      for (std::size_t g = 0; g < groups.size(); ++g)
+        finite(run, groups[g].makespan,
+               str("stage ", stage.stage, " micro group ", g, " makespan"));
+  }
+}
 
 std::string balance_table(const model::ModelSpec& model, const std::vector<PlanRun>& runs) {
   std::ostringstream os;

@@ -20,6 +20,12 @@ struct PlanRun {
   double plan_ms = 0.0;
 };
 
+// Throws canzona::Error (an internal fault, exit 1) naming the run and the value when any number
+// the table, the JSON or the SVG would show is not finite: planning time, every metric (ratios,
+// lower bounds, per-rank loads, makespans, bucket shard ratios) and every task's cost, FLOPs and
+// state bytes and every micro group's makespan. Call before printing or writing anything.
+void require_finite(const PlanRun& run);
+
 // Figure-3-style table: one column per run, rows for DP/TP/grid memory and FLOPs max/mean, the
 // lower bounds, groups, split tensors and planning time.
 std::string balance_table(const model::ModelSpec& model, const std::vector<PlanRun>& runs);

@@ -3,11 +3,11 @@
 // tie_word_embeddings = false. model_type picks the family: qwen3 (per-head q/k norm), qwen2
 // (QKV bias), llama / mistral (neither, unless "attention_bias": true; the o_proj bias that flag
 // also adds is not modelled, TransformerConfig has no field for it).
-#include <climits>
 #include <filesystem>
 
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
+#include "canzona/model/limits.h"
 #include "canzona/model/load.h"
 #include "json_fields.h"
 
@@ -34,8 +34,8 @@ std::string model_name(const std::string& path) {
 TransformerConfig read_hf_config(const std::string& path) {
   const json j = read_json_file(path);
   detail::require_object(j, path);
-  auto positive = [&](const char* key, std::int64_t max_value) {
-    return get_int(required(j, path, key), path, key, 1, max_value);
+  auto positive = [&](const char* key, std::int64_t max_value, const char* limit) {
+    return get_int(required(j, path, key), path, key, 1, max_value, limit);
   };
 
   TransformerConfig c;
@@ -44,22 +44,27 @@ TransformerConfig read_hf_config(const std::string& path) {
   CANZONA_REQUIRE(type == "qwen3" || type == "qwen2" || type == "llama" || type == "mistral", path,
                   ": unsupported model_type '", type,
                   "' (supported: qwen3, qwen2, llama, mistral)");
-  c.hidden = positive("hidden_size", INT64_MAX);
-  c.ffn_hidden = positive("intermediate_size", INT64_MAX);
-  c.num_layers = static_cast<int>(positive("num_hidden_layers", INT_MAX));
-  c.num_heads = static_cast<int>(positive("num_attention_heads", INT_MAX));
-  c.num_query_groups = present(j, "num_key_value_heads")
-                           ? static_cast<int>(positive("num_key_value_heads", INT_MAX))
-                           : c.num_heads;
+  c.hidden = positive("hidden_size", kMaxHidden, "kMaxHidden");
+  c.ffn_hidden = positive("intermediate_size", kMaxFfnHidden, "kMaxFfnHidden");
+  c.num_layers = static_cast<int>(positive("num_hidden_layers", kMaxLayers, "kMaxLayers"));
+  c.num_heads = static_cast<int>(positive("num_attention_heads", kMaxHeads, "kMaxHeads"));
+  c.num_query_groups =
+      present(j, "num_key_value_heads")
+          ? static_cast<int>(positive("num_key_value_heads", kMaxHeads, "kMaxHeads"))
+          : c.num_heads;
   if (present(j, "head_dim")) {
-    c.head_dim = static_cast<int>(positive("head_dim", INT_MAX));
+    c.head_dim = static_cast<int>(positive("head_dim", kMaxHeadDim, "kMaxHeadDim"));
   } else {
     CANZONA_REQUIRE(c.hidden % c.num_heads == 0, path, ": hidden_size ", c.hidden,
                     " not divisible by num_attention_heads ", c.num_heads,
                     " (needed because head_dim is absent)");
-    c.head_dim = static_cast<int>(c.hidden / c.num_heads);
+    const std::int64_t head_dim = c.hidden / c.num_heads;
+    CANZONA_REQUIRE(head_dim <= kMaxHeadDim, path,
+                    ": head_dim = hidden_size / num_attention_heads = ", head_dim,
+                    " must lie in [1, ", kMaxHeadDim, "] (kMaxHeadDim)");
+    c.head_dim = static_cast<int>(head_dim);
   }
-  c.vocab_size = positive("vocab_size", INT64_MAX);
+  c.vocab_size = positive("vocab_size", kMaxVocab, "kMaxVocab");
   c.tied_embeddings = present(j, "tie_word_embeddings") &&
                       detail::get_bool(j.at("tie_word_embeddings"), path, "tie_word_embeddings");
   CANZONA_REQUIRE(c.num_heads % c.num_query_groups == 0, path, ": num_attention_heads ",

@@ -1,5 +1,7 @@
 #include "json_fields.h"
 
+#include <string>
+
 #include "canzona/common/error.h"
 
 namespace canzona::model::detail {
@@ -29,7 +31,7 @@ bool present(const json& obj, const char* key) {
 }
 
 std::int64_t get_int(const json& value, const std::string& where, const char* key,
-                     std::int64_t min_value, std::int64_t max_value) {
+                     std::int64_t min_value, std::int64_t max_value, const char* limit) {
   bool ok = false;
   if (value.is_number_unsigned()) {
     const auto u = value.get<std::uint64_t>();
@@ -39,11 +41,22 @@ std::int64_t get_int(const json& value, const std::string& where, const char* ke
     ok = v >= min_value && v <= max_value;
   }
   if (ok) return value.get<std::int64_t>();
+  const bool too_large = value.is_number_unsigned()
+                             ? value.get<std::uint64_t>() > static_cast<std::uint64_t>(max_value)
+                             : value.is_number_integer() && value.get<std::int64_t>() > max_value;
+  if (limit != nullptr && too_large) {
+    const std::string shown = value.is_number_unsigned()
+                                  ? std::to_string(value.get<std::uint64_t>())
+                                  : std::to_string(value.get<std::int64_t>());
+    throw UsageError(str(where, ": key '", key, "' = ", shown, " must lie in [", min_value, ", ",
+                         max_value, "] (", limit, ")"));
+  }
   const std::string bound = max_value == INT64_MAX ? "" : str(" <= ", max_value);
+  const std::string why = limit != nullptr ? str(" (", limit, ")") : "";
   if (min_value == 1)
-    throw UsageError(str(where, ": key '", key, "' must be a positive integer", bound));
+    throw UsageError(str(where, ": key '", key, "' must be a positive integer", bound, why));
   throw UsageError(str(where, ": key '", key, "' must be an integer >= ", min_value,
-                       bound.empty() ? "" : " and" + bound));
+                       bound.empty() ? "" : " and" + bound, why));
 }
 
 bool get_bool(const json& value, const std::string& where, const char* key) {

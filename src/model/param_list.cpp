@@ -5,6 +5,7 @@
 
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
+#include "canzona/model/limits.h"
 #include "canzona/model/load.h"
 #include "json_fields.h"
 
@@ -19,9 +20,11 @@ using detail::required;
 std::vector<std::int64_t> read_shape(const json& value, const std::string& where) {
   CANZONA_REQUIRE(value.is_array() && !value.empty(), where,
                   ": key 'shape' must be a non-empty array of positive integers");
+  CANZONA_REQUIRE(value.size() <= 2, where, ": key 'shape' has ", value.size(),
+                  " dimensions; only 1-D and 2-D params are supported");
   std::vector<std::int64_t> shape;
   for (std::size_t i = 0; i < value.size(); ++i) {
-    shape.push_back(get_int(value[i], where, str("shape[", i, "]").c_str(), 1));
+    shape.push_back(get_int(value[i], where, str("shape[", i, "]").c_str(), 1, kMaxDim, "kMaxDim"));
   }
   return shape;
 }
@@ -34,24 +37,34 @@ OptimizerClass read_optimizer(const json& value, const std::string& where) {
   return OptimizerClass::kElementwise;
 }
 
-Piece read_piece(const json& value, const std::string& where) {
+// Running totals of what the file asks us to hold, bounded as they grow (limits.h).
+struct Counts {
+  std::int64_t pieces = 0;
+  std::int64_t row_ranges = 0;
+};
+
+Piece read_piece(const json& value, const std::string& where, Counts& counts) {
   detail::require_object(value, where);
   detail::reject_unknown_keys(value, where, {"name", "rows"});
   Piece piece;
   piece.name = detail::get_string(required(value, where, "name"), where, "name");
   const json& rows = required(value, where, "rows");
   CANZONA_REQUIRE(rows.is_array(), where, ": key 'rows' must be an array of [begin, end] pairs");
+  counts.row_ranges += static_cast<std::int64_t>(rows.size());
+  CANZONA_REQUIRE(counts.row_ranges <= kMaxRowRanges, where, ": more than ", kMaxRowRanges,
+                  " piece row ranges in the file (kMaxRowRanges)");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const std::string key = str("rows[", i, "]");
     CANZONA_REQUIRE(rows[i].is_array() && rows[i].size() == 2, where, ": key '", key,
                     "' must be a [begin, end] pair");
-    piece.row_ranges.emplace_back(get_int(rows[i][0], where, (key + "[0]").c_str(), 0),
-                                  get_int(rows[i][1], where, (key + "[1]").c_str(), 0));
+    piece.row_ranges.emplace_back(
+        get_int(rows[i][0], where, (key + "[0]").c_str(), 0, kMaxDim, "kMaxDim"),
+        get_int(rows[i][1], where, (key + "[1]").c_str(), 0, kMaxDim, "kMaxDim"));
   }
   return piece;
 }
 
-ParamSpec read_param(const json& value, const std::string& where) {
+ParamSpec read_param(const json& value, const std::string& where, Counts& counts) {
   detail::require_object(value, where);
   detail::reject_unknown_keys(
       value, where, {"name", "shape", "tp_split_dim", "optimizer", "layer", "stage", "pieces"});
@@ -60,19 +73,22 @@ ParamSpec read_param(const json& value, const std::string& where) {
   p.shape = read_shape(required(value, where, "shape"), where);
   p.optimizer = present(value, "optimizer") ? read_optimizer(value.at("optimizer"), where)
                                             : default_optimizer_class(p.name, p.shape);
-  auto optional_int = [&](const char* key, std::int64_t min_value) {
+  auto optional_int = [&](const char* key, std::int64_t max_value, const char* limit) {
     return present(value, key)
-               ? static_cast<int>(get_int(value.at(key), where, key, min_value, INT_MAX))
+               ? static_cast<int>(get_int(value.at(key), where, key, -1, max_value, limit))
                : -1;
   };
-  p.tp_split_dim = optional_int("tp_split_dim", -1);
-  p.layer = optional_int("layer", -1);
-  p.stage = optional_int("stage", -1);
+  p.tp_split_dim = optional_int("tp_split_dim", INT_MAX, nullptr);
+  p.layer = optional_int("layer", kMaxLayers - 1, "kMaxLayers");
+  p.stage = optional_int("stage", INT_MAX, nullptr);
   if (present(value, "pieces")) {
     const json& pieces = value.at("pieces");
     CANZONA_REQUIRE(pieces.is_array(), where, ": key 'pieces' must be an array");
+    counts.pieces += static_cast<std::int64_t>(pieces.size());
+    CANZONA_REQUIRE(counts.pieces <= kMaxPieces, where, ": more than ", kMaxPieces,
+                    " pieces in the file (kMaxPieces)");
     for (std::size_t i = 0; i < pieces.size(); ++i) {
-      p.pieces.push_back(read_piece(pieces[i], str(where, ".pieces[", i, "]")));
+      p.pieces.push_back(read_piece(pieces[i], str(where, ".pieces[", i, "]"), counts));
     }
   }
   return p;
@@ -83,16 +99,16 @@ ArchInfo read_arch(const json& value, const std::string& where) {
   detail::reject_unknown_keys(value, where,
                               {"num_layers", "num_heads", "num_query_groups", "head_dim",
                                "vocab_size", "padded_vocab_size"});
-  auto field = [&](const char* key, std::int64_t max_value) {
-    return present(value, key) ? get_int(value.at(key), where, key, 0, max_value) : 0;
+  auto field = [&](const char* key, std::int64_t max_value, const char* limit) {
+    return present(value, key) ? get_int(value.at(key), where, key, 0, max_value, limit) : 0;
   };
   ArchInfo a;
-  a.num_layers = static_cast<int>(field("num_layers", INT_MAX));
-  a.num_heads = static_cast<int>(field("num_heads", INT_MAX));
-  a.num_query_groups = static_cast<int>(field("num_query_groups", INT_MAX));
-  a.head_dim = static_cast<int>(field("head_dim", INT_MAX));
-  a.vocab_size = field("vocab_size", INT64_MAX);
-  a.padded_vocab_size = field("padded_vocab_size", INT64_MAX);
+  a.num_layers = static_cast<int>(field("num_layers", kMaxLayers, "kMaxLayers"));
+  a.num_heads = static_cast<int>(field("num_heads", kMaxHeads, "kMaxHeads"));
+  a.num_query_groups = static_cast<int>(field("num_query_groups", kMaxHeads, "kMaxHeads"));
+  a.head_dim = static_cast<int>(field("head_dim", kMaxHeadDim, "kMaxHeadDim"));
+  a.vocab_size = field("vocab_size", kMaxDim, "kMaxDim");
+  a.padded_vocab_size = field("padded_vocab_size", kMaxDim, "kMaxDim");
   return a;
 }
 
@@ -124,8 +140,12 @@ ModelSpec read_param_list(const std::string& path) {
   if (present(j, "arch")) model.arch = read_arch(j.at("arch"), path + ": arch");
   const json& params = required(j, path, "params");
   CANZONA_REQUIRE(params.is_array(), path, ": key 'params' must be an array");
+  CANZONA_REQUIRE(static_cast<std::int64_t>(params.size()) <= kMaxParams, path, ": ", params.size(),
+                  " params exceed the limit of ", kMaxParams, " (kMaxParams)");
+  model.params.reserve(params.size());
+  Counts counts;
   for (std::size_t i = 0; i < params.size(); ++i) {
-    model.params.push_back(read_param(params[i], str(path, ": params[", i, "]")));
+    model.params.push_back(read_param(params[i], str(path, ": params[", i, "]"), counts));
   }
   return model;
 }

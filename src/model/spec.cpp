@@ -4,7 +4,9 @@
 #include <set>
 #include <unordered_map>
 
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
+#include "canzona/model/limits.h"
 
 namespace canzona::model {
 namespace {
@@ -24,7 +26,11 @@ void validate_shape(const ParamSpec& p, int tp) {
                     shape_string(p.shape), ")");
     CANZONA_REQUIRE(d > 0, "param '", p.name, "' has a negative dimension (shape ",
                     shape_string(p.shape), ")");
+    CANZONA_REQUIRE(d <= kMaxDim, "param '", p.name, "': dimension ", d, " (shape ",
+                    shape_string(p.shape), ") must lie in [1, ", kMaxDim, "] (kMaxDim)");
   }
+  require_in_range(p.numel(), 1, kMaxParamNumel, str("param '", p.name, "': numel"),
+                   "kMaxParamNumel");
   CANZONA_REQUIRE(p.tp_split_dim >= -1 && p.tp_split_dim < ndim, "param '", p.name,
                   "': tp_split_dim ", p.tp_split_dim, " out of range for a ", ndim,
                   "-D shape (use -1 for replicated)");
@@ -36,6 +42,7 @@ void validate_shape(const ParamSpec& p, int tp) {
   CANZONA_REQUIRE(!p.is_matrix() || ndim == 2, "param '", p.name,
                   "': the matrix optimizer needs a 2-D shape, got ", shape_string(p.shape));
   CANZONA_REQUIRE(p.layer >= -1, "param '", p.name, "': layer ", p.layer, " is negative");
+  require_in_range(p.layer, -1, kMaxLayers - 1, str("param '", p.name, "': layer"), "kMaxLayers");
   CANZONA_REQUIRE(p.stage >= -1, "param '", p.name, "': stage ", p.stage, " is negative");
 }
 
@@ -72,6 +79,13 @@ void validate_pieces(const ParamSpec& p) {
 
 void validate_arch(const ModelSpec& model, int tp) {
   const ArchInfo& a = model.arch;
+  const std::string m = str("model '", model.name, "': arch ");
+  require_in_range(a.num_layers, 0, kMaxLayers, m + "num_layers", "kMaxLayers");
+  require_in_range(a.num_heads, 0, kMaxHeads, m + "num_heads", "kMaxHeads");
+  require_in_range(a.num_query_groups, 0, kMaxHeads, m + "num_query_groups", "kMaxHeads");
+  require_in_range(a.head_dim, 0, kMaxHeadDim, m + "head_dim", "kMaxHeadDim");
+  require_in_range(a.vocab_size, 0, kMaxDim, m + "vocab_size", "kMaxDim");
+  require_in_range(a.padded_vocab_size, 0, kMaxDim, m + "padded_vocab_size", "kMaxDim");
   CANZONA_REQUIRE(a.num_heads % tp == 0, "model '", model.name, "': ", a.num_heads,
                   " attention heads not divisible by tp=", tp, " (Megatron splits heads over TP)");
   CANZONA_REQUIRE(a.num_query_groups % tp == 0, "model '", model.name, "': ", a.num_query_groups,
@@ -83,13 +97,18 @@ void validate_arch(const ModelSpec& model, int tp) {
 
 std::int64_t Piece::rows() const {
   std::int64_t n = 0;
-  for (const auto& [begin, end] : row_ranges) n += end - begin;
+  for (const auto& [begin, end] : row_ranges) {
+    std::int64_t length = 0;
+    if (__builtin_sub_overflow(end, begin, &length))
+      throw UsageError(str("piece '", name, "': rows [", begin, ", ", end, ") overflow int64"));
+    n = checked_add(n, length, str("piece '", name, "': rows"));
+  }
   return n;
 }
 
 std::int64_t ParamSpec::numel() const {
   std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
+  for (std::int64_t d : shape) n = checked_mul(n, d, str("param '", name, "': numel"));
   return n;
 }
 
@@ -119,7 +138,7 @@ std::vector<std::int64_t> ParamSpec::local_shape(int tp) const {
 
 std::int64_t ModelSpec::total_numel() const {
   std::int64_t n = 0;
-  for (const ParamSpec& p : params) n += p.numel();
+  for (const ParamSpec& p : params) n = checked_add(n, p.numel(), str("model '", name, "': numel"));
   return n;
 }
 
@@ -138,6 +157,17 @@ const char* optimizer_class_name(OptimizerClass optimizer) {
 void validate(const ModelSpec& model, int tp) {
   CANZONA_REQUIRE(tp > 0, "tp must be positive, got tp=", tp);
   CANZONA_REQUIRE(!model.params.empty(), "model '", model.name, "' has no params");
+  const std::string m = str("model '", model.name, "': ");
+  require_in_range(static_cast<std::int64_t>(model.params.size()), 1, kMaxParams, m + "params",
+                   "kMaxParams");
+  std::int64_t pieces = 0, row_ranges = 0;
+  for (const ParamSpec& p : model.params) {
+    pieces += static_cast<std::int64_t>(p.pieces.size());
+    for (const Piece& piece : p.pieces)
+      row_ranges += static_cast<std::int64_t>(piece.row_ranges.size());
+  }
+  require_in_range(pieces, 0, kMaxPieces, m + "pieces", "kMaxPieces");
+  require_in_range(row_ranges, 0, kMaxRowRanges, m + "piece row ranges", "kMaxRowRanges");
   std::unordered_map<std::string, std::size_t> seen;
   for (std::size_t i = 0; i < model.params.size(); ++i) {
     const ParamSpec& p = model.params[i];
@@ -148,6 +178,7 @@ void validate(const ModelSpec& model, int tp) {
     validate_shape(p, tp);
     validate_pieces(p);
   }
+  require_in_range(model.total_numel(), 1, kMaxModelNumel, m + "numel", "kMaxModelNumel");
   validate_arch(model, tp);
 }
 

@@ -2,25 +2,32 @@
 // on the first stage, the final norm and output layer on the last).
 #include <algorithm>
 
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
+#include "canzona/model/limits.h"
 #include "canzona/model/load.h"
 
 namespace canzona::model {
 
 std::vector<int> assign_stages(const ModelSpec& model, int pp) {
   CANZONA_REQUIRE(pp > 0, "pp must be positive, got pp=", pp);
-  int max_layer = -1;
+  std::int64_t max_layer = -1;
   std::size_t first_layer_param = model.params.size();
   for (std::size_t i = 0; i < model.params.size(); ++i) {
-    if (model.params[i].layer < 0) continue;
-    max_layer = std::max(max_layer, model.params[i].layer);
+    const ParamSpec& p = model.params[i];
+    if (p.layer < 0) continue;
+    require_in_range(p.layer, 0, kMaxLayers - 1, str("param '", p.name, "': layer"), "kMaxLayers");
+    max_layer = std::max<std::int64_t>(max_layer, p.layer);
     first_layer_param = std::min(first_layer_param, i);
   }
-  const int num_layers = model.arch.num_layers > 0 ? model.arch.num_layers : max_layer + 1;
+  const std::int64_t num_layers = model.arch.num_layers > 0 ? model.arch.num_layers : max_layer + 1;
+  require_in_range(num_layers, 0, kMaxLayers, str("model '", model.name, "': layers"),
+                   "kMaxLayers");
   CANZONA_REQUIRE(max_layer < num_layers, "model '", model.name, "': layer ", max_layer,
                   " out of range for ", num_layers, " layers");
   CANZONA_REQUIRE(num_layers % pp == 0, "pp=", pp, " does not divide ", num_layers, " layers");
-  const int layers_per_stage = num_layers / pp;
+  // A model without layers has every param on the stage its position picks (first or last).
+  const std::int64_t layers_per_stage = std::max<std::int64_t>(1, num_layers / pp);
 
   std::vector<int> stages(model.params.size());
   for (std::size_t i = 0; i < model.params.size(); ++i) {
@@ -30,10 +37,11 @@ std::vector<int> assign_stages(const ModelSpec& model, int pp) {
                       " out of range for pp=", pp);
       stages[i] = p.stage;
     } else if (p.layer >= 0) {
-      stages[i] = p.layer / layers_per_stage;
+      stages[i] = static_cast<int>(p.layer / layers_per_stage);
     } else {
       stages[i] = i < first_layer_param ? 0 : pp - 1;
     }
+    CANZONA_CHECK(stages[i] >= 0 && stages[i] < pp, "param '", p.name, "': stage ", stages[i]);
   }
   return stages;
 }

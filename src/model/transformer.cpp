@@ -15,7 +15,9 @@
 // its natural row order for every tp.
 #include <string>
 
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
+#include "canzona/model/limits.h"
 #include "canzona/model/load.h"
 
 namespace canzona::model {
@@ -68,14 +70,17 @@ std::vector<Piece> fc1_pieces(std::int64_t ffn, int tp) {
   return {gate, up};
 }
 
-void check_config(const TransformerConfig& c, int tp) {
+void check_config(const TransformerConfig& c, const BuildOptions& options) {
+  const int tp = options.tp;
   CANZONA_REQUIRE(tp > 0, "tp must be positive, got tp=", tp);
-  CANZONA_REQUIRE(c.hidden > 0 && c.ffn_hidden > 0 && c.num_layers > 0 && c.num_heads > 0 &&
-                      c.num_query_groups > 0 && c.head_dim > 0 && c.vocab_size > 0,
-                  "model '", c.name, "': hidden (", c.hidden, "), ffn_hidden (", c.ffn_hidden,
-                  "), num_layers (", c.num_layers, "), num_heads (", c.num_heads,
-                  "), num_query_groups (", c.num_query_groups, "), head_dim (", c.head_dim,
-                  ") and vocab_size (", c.vocab_size, ") must all be positive");
+  const std::string m = str("model '", c.name, "': ");
+  require_in_range(c.hidden, 1, kMaxHidden, m + "hidden", "kMaxHidden");
+  require_in_range(c.ffn_hidden, 1, kMaxFfnHidden, m + "ffn_hidden", "kMaxFfnHidden");
+  require_in_range(c.num_layers, 1, kMaxLayers, m + "num_layers", "kMaxLayers");
+  require_in_range(c.num_heads, 1, kMaxHeads, m + "num_heads", "kMaxHeads");
+  require_in_range(c.num_query_groups, 1, kMaxHeads, m + "num_query_groups", "kMaxHeads");
+  require_in_range(c.head_dim, 1, kMaxHeadDim, m + "head_dim", "kMaxHeadDim");
+  require_in_range(c.vocab_size, 1, kMaxVocab, m + "vocab_size", "kMaxVocab");
   CANZONA_REQUIRE(c.num_heads % c.num_query_groups == 0, "model '", c.name, "': num_heads ",
                   c.num_heads, " not divisible by num_query_groups ", c.num_query_groups);
   CANZONA_REQUIRE(c.num_heads % tp == 0, "model '", c.name, "': ", c.num_heads,
@@ -85,6 +90,28 @@ void check_config(const TransformerConfig& c, int tp) {
                   " (Megatron splits query groups over TP)");
   CANZONA_REQUIRE(c.ffn_hidden % tp == 0, "model '", c.name, "': ffn_hidden ", c.ffn_hidden,
                   " not divisible by tp=", tp);
+
+  // Counts of what build_transformer() will allocate, bounded before it allocates.
+  const std::int64_t layers = c.num_layers;
+  const std::int64_t per_layer_params = 6 + (c.qkv_bias ? 1 : 0) + (c.qk_norm ? 2 : 0);
+  const std::int64_t params = checked_add(checked_mul(layers, per_layer_params, m + "params"),
+                                          c.tied_embeddings ? 2 : 3, m + "params");
+  require_in_range(params, 1, kMaxParams, m + "params", "kMaxParams");
+  std::int64_t qkv_pieces = 0, qkv_ranges = 0;
+  const std::int64_t heads_and_groups = c.num_heads + 2 * std::int64_t{c.num_query_groups};
+  if (options.qkv_split == QkvSplit::kQkv) {
+    qkv_pieces = 3;
+    qkv_ranges = 3 * std::int64_t{c.num_query_groups};
+  } else if (options.qkv_split == QkvSplit::kPerHead) {
+    qkv_pieces = heads_and_groups;
+    qkv_ranges = heads_and_groups;
+  }
+  const std::int64_t fc1_pieces = options.split_fc1 ? 2 : 0;
+  const std::int64_t fc1_ranges = options.split_fc1 ? 2 * std::int64_t{tp} : 0;
+  require_in_range(checked_mul(layers, qkv_pieces + fc1_pieces, m + "pieces"), 0, kMaxPieces,
+                   m + "pieces", "kMaxPieces");
+  require_in_range(checked_mul(layers, qkv_ranges + fc1_ranges, m + "piece row ranges"), 0,
+                   kMaxRowRanges, m + "piece row ranges", "kMaxRowRanges");
 }
 
 }  // namespace
@@ -98,12 +125,14 @@ QkvSplit parse_qkv_split(const std::string& name) {
 
 std::int64_t padded_vocab_size(std::int64_t vocab_size, int tp) {
   CANZONA_REQUIRE(tp > 0, "tp must be positive, got tp=", tp);
-  const std::int64_t multiple = 128 * static_cast<std::int64_t>(tp);
-  return (vocab_size + multiple - 1) / multiple * multiple;
+  CANZONA_REQUIRE(vocab_size >= 0, "vocab_size must be >= 0, got ", vocab_size);
+  const std::int64_t multiple = checked_mul(128, tp, "padded vocabulary: 128 x tp");
+  const std::int64_t blocks = checked_add(vocab_size, multiple - 1, "padded vocabulary") / multiple;
+  return checked_mul(blocks, multiple, "padded vocabulary");
 }
 
 ModelSpec build_transformer(const TransformerConfig& c, const BuildOptions& options) {
-  check_config(c, options.tp);
+  check_config(c, options);
   ModelSpec model;
   model.name = c.name;
   model.arch = {c.num_layers, c.num_heads,  c.num_query_groups,

@@ -33,7 +33,7 @@ expect_usage_error "--cmax-mb must be positive" "$canzona" plan --model qwen3-ti
 expect_usage_error "--cmax-mb must be between" "$canzona" plan --model qwen3-tiny --tp 2 --cmax-mb 1e-9
 expect_usage_error "--cmax-mb must be between" "$canzona" plan --model qwen3-tiny --tp 2 --cmax-mb 1e30
 expect_usage_error "--bucket-size must be >= 0" "$canzona" plan --model qwen3-tiny --bucket-size -5
-expect_usage_error "ranks is more than" "$canzona" plan --model qwen3-tiny --dp 2000000
+expect_usage_error "kMaxRanks" "$canzona" plan --model qwen3-tiny --dp 2000000
 expect_usage_error "tp" "$canzona" plan --model qwen3-tiny --tp 3
 expect_usage_error "pp=3" "$canzona" plan --model qwen3-tiny --pp 3
 expect_usage_error "unknown strategy" "$canzona" plan --model qwen3-tiny --strategy fast

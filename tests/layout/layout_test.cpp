@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <string>
 
 #include "canzona/common/error.h"
 #include "canzona/model/load.h"
@@ -236,6 +237,33 @@ TEST(Layout, BadOptionsAreUsageErrors) {
   o.dp = 1;
   o.param_align = 0;
   EXPECT_THROW(build_layout(m, {0}, o), UsageError);
+}
+
+// Bucket sizes beyond kMaxBucketSize are UsageErrors naming it; offsets and padding that would
+// overflow int64 are UsageErrors naming the computation, never wrapped values.
+TEST(Layout, HostileBucketSizesAndOffsetsAreUsageErrors) {
+  const auto m = three_params();
+  LayoutOptions o;
+  o.bucket_size = kMaxBucketSize + 1;
+  EXPECT_THROW(
+      {
+        try {
+          build_layout(m, {0, 1, 2}, o);
+        } catch (const UsageError& e) {
+          EXPECT_NE(std::string(e.what()).find("kMaxBucketSize"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      UsageError);
+  o.bucket_size = kMaxBucketSize;
+  EXPECT_EQ(build_layout(m, {0, 1, 2}, o).buckets.size(), 1u);
+
+  model::ModelSpec huge;
+  huge.name = "huge";
+  for (const char* name : {"a", "b"})  // each fits int64, their padded sum does not
+    huge.params.push_back(
+        {name, {INT64_MAX / 2 + 1}, -1, OptimizerClass::kElementwise, -1, -1, {}});
+  EXPECT_THROW(build_layout(huge, {0, 1}, LayoutOptions{}), UsageError);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "canzona/common/error.h"
 #include "canzona/model/load.h"
 #include "test_util.h"
@@ -18,9 +20,12 @@ constexpr const char* kValid = R"({"model_type": "llama", "hidden_size": 64,
   "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
   "num_key_value_heads": 2, "vocab_size": 300)";
 
-// kValid with one more key/value pair (a duplicate key overrides the earlier one).
+// kValid with one more key/value pair (", \"key\": value"), replacing the key when kValid has it
+// (the reader refuses duplicate keys).
 std::string config_with(const std::string& extra) {
-  return std::string(kValid) + extra + "}";
+  nlohmann::json config = nlohmann::json::parse(std::string(kValid) + "}");
+  if (!extra.empty()) config.update(nlohmann::json::parse("{" + extra.substr(1) + "}"));
+  return config.dump();
 }
 
 void expect_config_error(const std::string& text, const std::string& message) {
@@ -131,7 +136,12 @@ TEST(HfConfig, RejectsWrongTypedOrNonPositiveKeys) {
   expect_config_error(config_with(R"(, "head_dim": true)"),
                       "key 'head_dim' must be a positive integer");
   expect_config_error(config_with(R"(, "num_attention_heads": 4294967296)"),
-                      "key 'num_attention_heads' must be a positive integer <= 2147483647");
+                      "key 'num_attention_heads' = 4294967296 must lie in [1, 65536] (kMaxHeads)");
+  expect_config_error(config_with(R"(, "num_hidden_layers": 1000000000)"),
+                      "key 'num_hidden_layers' = 1000000000 must lie in [1, 4096] (kMaxLayers)");
+  expect_config_error(
+      config_with(R"(, "vocab_size": 18446744073709551615)"),
+      "key 'vocab_size' = 18446744073709551615 must lie in [1, 16777216] (kMaxVocab)");
   expect_config_error(config_with(R"(, "tie_word_embeddings": 1)"),
                       "key 'tie_word_embeddings' must be true or false");
   expect_config_error(config_with(R"(, "model_type": 3)"), "key 'model_type' must be a string");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "canzona/common/error.h"
+#include "canzona/model/limits.h"
 
 namespace canzona::model {
 namespace {
@@ -153,6 +154,46 @@ TEST(Validate, RejectsNegativeLayerOrStage) {
   p.layer = 0;
   p.stage = -2;
   expect_invalid(model_of({p}), 1, "param 'n': stage -2 is negative");
+}
+
+// Element counts that overflow int64 are UsageErrors naming the param, never wrapped values; and
+// counts inside int64 still obey the element limits (limits.h), each named in the message.
+TEST(Validate, RejectsElementCountsBeyondInt64AndTheLimits) {
+  EXPECT_THAT([] { (void)matrix("w", std::int64_t{1} << 32, std::int64_t{1} << 32).numel(); },
+              ThrowsMessage<UsageError>(HasSubstr("param 'w': numel")));
+  expect_invalid(model_of({matrix("w", std::int64_t{1} << 32, std::int64_t{1} << 32)}), 1,
+                 "overflows a 64-bit integer");
+  expect_invalid(model_of({vector1d("v", kMaxDim + 1)}), 1, "kMaxDim");
+  expect_invalid(model_of({matrix("w", std::int64_t{1} << 31, std::int64_t{1} << 31)}), 1,
+                 "kMaxParamNumel");
+  std::vector<ParamSpec> big;
+  for (const char* name : {"a", "b", "c", "d", "e"})
+    big.push_back(matrix(name, std::int64_t{1} << 20, std::int64_t{1} << 20));
+  expect_invalid(model_of(big), 1, "kMaxModelNumel");
+  ParamSpec layer = vector1d("l", 4);
+  layer.layer = 2147483647;
+  expect_invalid(model_of({layer}), 1, "kMaxLayers");
+  ModelSpec arch = model_of({vector1d("v", 4)});
+  arch.arch.num_heads = 1 << 30;
+  expect_invalid(arch, 1, "kMaxHeads");
+}
+
+TEST(Validate, RejectsTooManyParams) {
+  std::vector<ParamSpec> params(static_cast<std::size_t>(kMaxParams) + 1, vector1d("", 1));
+  for (std::size_t i = 0; i < params.size(); ++i) params[i].name = str("p", i);
+  expect_invalid(model_of(std::move(params)), 1, "kMaxParams");
+}
+
+TEST(Validate, RejectsTooManyPiecesOrRowRanges) {
+  ParamSpec w = matrix("w", kMaxPieces + 1, 1);
+  for (std::int64_t r = 0; r <= kMaxPieces; ++r)
+    w.pieces.push_back({str("p", r), {{r, r + 1}}});
+  expect_invalid(model_of({w}), 1, "kMaxPieces");
+  ParamSpec ranges = matrix("r", kMaxRowRanges + 1, 1);
+  Piece all{"all", {}};
+  for (std::int64_t r = 0; r <= kMaxRowRanges; ++r) all.row_ranges.emplace_back(r, r + 1);
+  ranges.pieces.push_back(std::move(all));
+  expect_invalid(model_of({ranges}), 1, "kMaxRowRanges");
 }
 
 }  // namespace

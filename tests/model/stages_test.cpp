@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "canzona/common/error.h"
+#include "canzona/model/limits.h"
 #include "canzona/model/load.h"
 
 namespace canzona::model {
@@ -74,6 +75,29 @@ TEST(Stages, ExplicitStageWins) {
   m.params[0].stage = 2;
   EXPECT_THAT([&] { assign_stages(m, 2); },
               ThrowsMessage<UsageError>(HasSubstr("param 'emb': stage 2 out of range for pp=2")));
+}
+
+// A layer index near INT_MAX overflowed `max_layer + 1` and crashed the planner (issue 9): every
+// layer and layer count outside the limit is a UsageError naming kMaxLayers, and every stage
+// returned lies in [0, pp).
+TEST(Stages, LayersBeyondTheLimitAreUsageErrors) {
+  ModelSpec m;
+  m.name = "hostile";
+  m.params = {param("a", 0), param("b", 2147483647)};
+  EXPECT_THAT([&] { assign_stages(m, 2); }, ThrowsMessage<UsageError>(HasSubstr("kMaxLayers")));
+  m.params[1].layer = static_cast<int>(kMaxLayers);
+  EXPECT_THAT([&] { assign_stages(m, 2); }, ThrowsMessage<UsageError>(HasSubstr("kMaxLayers")));
+  m.params[1].layer = 1;
+  m.arch.num_layers = 2147483647;
+  EXPECT_THAT([&] { assign_stages(m, 2); }, ThrowsMessage<UsageError>(HasSubstr("kMaxLayers")));
+  m.arch.num_layers = 0;
+  m.params[1].layer = static_cast<int>(kMaxLayers) - 1;
+  for (int pp : {1, 2, 4096}) {
+    for (int stage : assign_stages(m, pp)) {
+      EXPECT_GE(stage, 0);
+      EXPECT_LT(stage, pp);
+    }
+  }
 }
 
 }  // namespace

@@ -254,9 +254,42 @@ TEST(Transformer, RejectsNonPositiveSizes) {
   TransformerConfig c = preset("qwen3-tiny");
   c.ffn_hidden = 0;
   EXPECT_THAT([&] { build_transformer(c, {}); },
-              ThrowsMessage<UsageError>(HasSubstr("ffn_hidden (0)")));
+              ThrowsMessage<UsageError>(HasSubstr("ffn_hidden = 0 must lie in [1, ")));
   EXPECT_THAT([] { build_transformer(preset("qwen3-tiny"), {.tp = 0}); },
               ThrowsMessage<UsageError>(HasSubstr("tp=0")));
+}
+
+// Configs asking for unbounded sizes are refused before anything is allocated, naming the limit;
+// sizes that once wrapped around into a "negative dimension" now name theirs.
+TEST(Transformer, SizesBeyondTheLimitsAreRefusedBeforeBuilding) {
+  auto refused = [](TransformerConfig c, const std::string& limit, BuildOptions o = {}) {
+    EXPECT_THAT([&] { build_transformer(c, o); }, ThrowsMessage<UsageError>(HasSubstr(limit)));
+  };
+  const TransformerConfig tiny = preset("qwen3-tiny");
+  TransformerConfig c = tiny;
+  c.num_layers = 1000000000;
+  refused(c, "kMaxLayers");
+  c = tiny;
+  c.hidden = std::int64_t{1} << 62;
+  refused(c, "kMaxHidden");
+  c = tiny;
+  c.ffn_hidden = std::int64_t{1} << 62;
+  refused(c, "kMaxFfnHidden");
+  c = tiny;
+  c.vocab_size = std::int64_t{1} << 60;
+  refused(c, "kMaxVocab");
+  c = tiny;
+  c.num_heads = c.num_query_groups = 1 << 20;
+  refused(c, "kMaxHeads");
+  c = tiny;
+  c.num_layers = 4096;
+  c.num_heads = c.num_query_groups = 65536;
+  c.head_dim = 1;
+  BuildOptions per_head;
+  per_head.qkv_split = QkvSplit::kPerHead;
+  refused(c, "kMaxPieces", per_head);
+  EXPECT_THAT([] { padded_vocab_size(INT64_MAX, 1); },
+              ThrowsMessage<UsageError>(HasSubstr("padded vocabulary")));
 }
 
 }  // namespace

@@ -10,30 +10,37 @@
 #include <cstdint>
 #include <vector>
 
+#include "canzona/model/limits.h"
 #include "canzona/model/spec.h"
 
 namespace canzona::layout {
 
+// Largest bucket size a caller may ask for: the largest model (model::kMaxModelNumel elements);
+// a bigger bucket would only mean "one bucket" and invites overflow in offsets times rank counts.
+inline constexpr std::int64_t kMaxBucketSize = model::kMaxModelNumel;
+// Largest param alignment (elements); Megatron uses 64 (128-byte starts in bf16).
+inline constexpr std::int64_t kMaxParamAlign = std::int64_t{1} << 20;
+
 struct LayoutOptions {
-  int dp = 1;                       // data-parallel degree (bucket padding and default size)
-  int tp = 1;                       // tensor-parallel degree (local shapes)
-  std::int64_t bucket_size = 0;     // elements; 0 = Megatron default max(40,000,000, 1,000,000 dp)
-  std::int64_t param_align = 64;    // param starts are rounded up to this many elements
-  bool pad_bucket_end = true;       // round bucket ends up to lcm(dp, 128)
+  int dp = 1;                     // data-parallel degree (bucket padding and default size)
+  int tp = 1;                     // tensor-parallel degree (local shapes)
+  std::int64_t bucket_size = 0;   // elements; 0 = Megatron default max(40,000,000, 1,000,000 dp)
+  std::int64_t param_align = 64;  // param starts are rounded up to this many elements
+  bool pad_bucket_end = true;     // round bucket ends up to lcm(dp, 128)
 };
 
 // One param inside a bucket.
 struct Slot {
-  int param = 0;                // index into ModelSpec::params
-  std::int64_t offset = 0;      // first element, relative to the bucket start (aligned)
-  std::int64_t numel = 0;       // TP-local element count
+  int param = 0;            // index into ModelSpec::params
+  std::int64_t offset = 0;  // first element, relative to the bucket start (aligned)
+  std::int64_t numel = 0;   // TP-local element count
   std::int64_t end() const { return offset + numel; }
 };
 
 struct Bucket {
-  std::int64_t offset = 0;      // first element of the bucket in the buffer
-  std::int64_t numel = 0;       // padded size of the bucket
-  std::vector<Slot> slots;      // buffer order (reverse registration order)
+  std::int64_t offset = 0;  // first element of the bucket in the buffer
+  std::int64_t numel = 0;   // padded size of the bucket
+  std::vector<Slot> slots;  // buffer order (reverse registration order)
 };
 
 struct Layout {
@@ -45,7 +52,9 @@ struct Layout {
 std::int64_t effective_bucket_size(const LayoutOptions& options);
 
 // Lays out `params` (indices into model.params, in registration order; typically one pipeline
-// stage). Throws UsageError when dp, tp, bucket_size or param_align is not positive.
+// stage). Throws UsageError when dp, tp or param_align is not positive, bucket_size is negative,
+// bucket_size exceeds kMaxBucketSize, param_align exceeds kMaxParamAlign, or an offset, padding
+// or size overflows int64 (each names what it was computing).
 Layout build_layout(const model::ModelSpec& model, const std::vector<int>& params,
                     const LayoutOptions& options);
 

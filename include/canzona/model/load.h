@@ -37,7 +37,8 @@ struct BuildOptions {
   bool split_fc1 = false;                // gate and up pieces
 };
 
-// Megatron vocabulary padding: ceil(vocab_size / (128 tp)) * 128 tp.
+// Megatron vocabulary padding: ceil(vocab_size / (128 tp)) * 128 tp. Throws UsageError when tp <=
+// 0, vocab_size < 0 or the result overflows int64.
 std::int64_t padded_vocab_size(std::int64_t vocab_size, int tp);
 
 // Names of the built-in presets, in a stable order: qwen3-0.6b ... qwen3-32b, then small ones.
@@ -52,8 +53,11 @@ TransformerConfig read_hf_config(const std::string& path);
 // Megatron params of the transformer in registration order (reference.md, "Megatron TP layout"),
 // with optimizer classes assigned and pieces per `options`. Piece rows index the global matrix,
 // which is the concatenation of the TP shards along dim 0 (see transformer.cpp for what that
-// means for fc1). Throws UsageError when a size is not positive, or when tp does not divide
-// heads, query groups or ffn_hidden, or query groups do not divide heads.
+// means for fc1). Throws UsageError when a size is not positive or exceeds its limit (limits.h:
+// kMaxHidden, kMaxFfnHidden, kMaxLayers, kMaxHeads, kMaxHeadDim, kMaxVocab), when the params,
+// pieces or piece row ranges it would build exceed kMaxParams, kMaxPieces or kMaxRowRanges
+// (checked before anything is allocated), or when tp does not divide heads, query groups or
+// ffn_hidden, or query groups do not divide heads.
 ModelSpec build_transformer(const TransformerConfig& config, const BuildOptions& options);
 
 // Explicit parameter lists:
@@ -65,7 +69,11 @@ ModelSpec build_transformer(const TransformerConfig& config, const BuildOptions&
 // Required: "params"; per param "name" and "shape"; per piece "name" and "rows". Defaults:
 // name = the path, arch keys 0 (unknown), tp_split_dim -1, optimizer default_optimizer_class(),
 // layer -1, stage -1, no pieces. Unknown keys in a param, piece or arch are errors (usually
-// typos). Throws UsageError naming the file, the param index and the key on any problem. The
+// typos). Bounds (limits.h), checked while reading so a small file cannot make us allocate
+// without bound: at most kMaxParams params, kMaxPieces pieces and kMaxRowRanges row ranges in
+// the file, shapes of 1 or 2 dims each in [1, kMaxDim], layer in [-1, kMaxLayers), stage and
+// tp_split_dim >= -1, arch counts within kMaxLayers / kMaxHeads / kMaxHeadDim, vocab sizes within
+// kMaxDim. Throws UsageError naming the file, the param index, the key and the limit. The
 // writer emits every field, so write -> read -> write reproduces the file byte for byte.
 ModelSpec read_param_list(const std::string& path);
 void write_param_list(const std::string& path, const ModelSpec& model);
@@ -77,8 +85,10 @@ ModelSpec load_model(const std::string& model_arg, const BuildOptions& options);
 
 // Pipeline stage of every param (index-aligned with model.params) for `pp` stages: transformer
 // layers split evenly (pp must divide num_layers), model-level params before the first layer on
-// stage 0, after the last layer on stage pp-1, explicit ParamSpec::stage wins. Throws UsageError
-// when pp <= 0, pp does not divide the layer count, or an explicit stage is out of range.
+// stage 0, after the last layer on stage pp-1, explicit ParamSpec::stage wins. Every returned
+// stage lies in [0, pp). Throws UsageError when pp <= 0, a layer or the layer count is outside
+// [0, kMaxLayers) / [1, kMaxLayers], pp does not divide the layer count, or an explicit stage is
+// out of range.
 std::vector<int> assign_stages(const ModelSpec& model, int pp);
 
 }  // namespace canzona::model

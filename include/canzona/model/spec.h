@@ -24,7 +24,7 @@ struct Piece {
   std::string name;  // suffix: "q", "k", "v", "gate", "up", per head "q7", "k1", "v1"
   std::vector<std::pair<std::int64_t, std::int64_t>> row_ranges;  // [begin, end) global rows
 
-  std::int64_t rows() const;
+  std::int64_t rows() const;  // sum of the range lengths; throws UsageError on int64 overflow
 };
 
 struct ParamSpec {
@@ -36,11 +36,13 @@ struct ParamSpec {
   int stage = -1;             // explicit pipeline stage; -1: derived from layer (assign_stages)
   std::vector<Piece> pieces;  // empty: the whole matrix is one task
 
+  // Product of the shape; throws UsageError naming the param when it overflows int64.
   std::int64_t numel() const;
   std::int64_t rows() const;  // shape[0]
   std::int64_t cols() const;  // shape[1] for 2-D, 1 for 1-D
   bool is_matrix() const { return optimizer == OptimizerClass::kMatrix; }
   // Number of elements TP rank t holds (numel / tp for split params, numel when replicated).
+  // Throws as numel().
   std::int64_t local_numel(int tp) const;
   // Shape of one TP shard.
   std::vector<std::int64_t> local_shape(int tp) const;
@@ -61,7 +63,7 @@ struct ModelSpec {
   ArchInfo arch;
   std::vector<ParamSpec> params;  // Megatron registration order
 
-  std::int64_t total_numel() const;
+  std::int64_t total_numel() const;  // sum of numel(); throws UsageError on int64 overflow
 };
 
 // The Megatron / official Canzona rule: 2-D weights get the matrix optimizer except embeddings
@@ -75,7 +77,10 @@ const char* optimizer_class_name(OptimizerClass optimizer);
 // Checks a model against a TP degree: positive 1-D or 2-D shapes, no empty model, unique names,
 // split dims in range and divisible by tp, matrix params 2-D, pieces only on matrix params, each
 // inside its param, together covering every row exactly once, heads and query groups divisible by
-// tp where known. Throws UsageError naming the param and the rule.
+// tp where known. Bounds (limits.h): at most kMaxParams params, kMaxPieces pieces and
+// kMaxRowRanges row ranges; dims in [1, kMaxDim], numel per param <= kMaxParamNumel, total
+// <= kMaxModelNumel, layer < kMaxLayers, arch counts within kMaxLayers / kMaxHeads / kMaxHeadDim,
+// vocab sizes <= kMaxDim. Throws UsageError naming the param, the rule and the limit.
 void validate(const ModelSpec& model, int tp);
 
 }  // namespace canzona::model

@@ -1,8 +1,10 @@
 // Planning time (issue targets: qwen3-32b DP=32 TP=8 full plan under 5 ms; 100,000 tensors on
-// 1024 ranks under 1 s). Run: make bench, or build/bench/plan/canzona_bench_plan.
+// 1024 ranks under 1 s; a 10,240-head model split per head on DP=8 TP=8 under 1 s, issue 9). Run:
+// make bench, or build/bench/plan/canzona_bench_plan.
 #include <benchmark/benchmark.h>
 
 #include <random>
+#include <string>
 
 #include "canzona/model/load.h"
 #include "canzona/plan/plan.h"
@@ -66,8 +68,43 @@ void BM_Synthetic100k_1024Ranks(benchmark::State& state) {
   state.SetLabel(state.range(0) ? "canzona, dp 128 x tp 8" : "paper, dp 128 x tp 8");
 }
 
+// Many heads split per head: 10,240 query heads in 8 query groups, head dim 128, on a 4096-wide
+// 2-layer model, so each layer's QKV is 10,256 tasks of 128 x 4096 (2 MiB each). Second arg 1:
+// C_max of 10^6 MiB, so each DP rank's tasks form one micro group (the paper planner's
+// rollback used to re-solve that whole group for every added task).
+void BM_PerHead10k_Dp8_Tp8(benchmark::State& state) {
+  model::TransformerConfig c;
+  c.name = "per-head-10k";
+  c.hidden = 4096;
+  c.ffn_hidden = 11008;
+  c.num_layers = 2;
+  c.num_heads = 10240;
+  c.num_query_groups = 8;
+  c.head_dim = 128;
+  c.vocab_size = 32000;
+  model::BuildOptions build;
+  build.tp = 8;
+  build.qkv_split = model::QkvSplit::kPerHead;
+  const auto m = model::build_transformer(c, build);
+  plan::PlanOptions o;
+  o.dp = 8;
+  o.tp = 8;
+  o.variant = state.range(0) ? plan::PlannerVariant::kCanzona : plan::PlannerVariant::kPaper;
+  if (state.range(1)) o.cmax_mb = 1e6;
+  for (auto _ : state) benchmark::DoNotOptimize(plan::make_plan(m, o));
+  state.SetLabel(std::string(state.range(0) ? "canzona" : "paper") +
+                 (state.range(1) ? ", one group" : ""));
+}
+
 }  // namespace
 
+BENCHMARK(BM_PerHead10k_Dp8_Tp8)
+    ->Args({1, 0})
+    ->Args({0, 0})
+    ->Args({1, 1})
+    ->Args({0, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 BENCHMARK(BM_Qwen3_32b_Dp32_Tp8_Canzona)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Qwen3_32b_Dp32_Tp8_Paper)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Synthetic100k_1024Ranks)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->Iterations(3);

@@ -25,6 +25,10 @@ using detail::BucketState;
 using detail::kInf;
 
 constexpr double kGridWork = 5e6;  // largest items x ranks x tp for the grid candidates
+// Largest Σ_items max(1, tasks) x ranks x tp for the grid candidates: place_on_grid tries every
+// task of an item on every allowed rank, so an item split into many pieces (a per-head QKV with
+// thousands of heads) multiplies its work; beyond this the grid candidates are skipped.
+constexpr double kGridTaskWork = 5e7;
 
 // An atomic item at the edge of its owner's segment in a bucket, and the ranks [lo, hi] it may
 // move to without breaking monotone cuts.
@@ -123,7 +127,7 @@ void refine(std::vector<BucketState>& state, const std::vector<std::vector<DpIte
 }
 
 // Memory each rank in [lo, hi] receives so that all of them rise towards a common level
-// (water-filling); the amounts sum to `amount`.
+// (water-filling); the amounts sum to `amount`. Element k is rank lo + k's.
 std::vector<double> water_fill(const std::vector<double>& memory, int lo, int hi, double amount) {
   std::vector<double> levels(memory.begin() + lo, memory.begin() + hi + 1);
   std::sort(levels.begin(), levels.end());
@@ -139,8 +143,8 @@ std::vector<double> water_fill(const std::vector<double>& memory, int lo, int hi
       break;
     }
   }
-  std::vector<double> out(memory.size(), 0.0);
-  for (int r = lo; r <= hi; ++r) out[r] = std::max(0.0, level - memory[r]);
+  std::vector<double> out(static_cast<std::size_t>(hi - lo) + 1, 0.0);
+  for (int r = lo; r <= hi; ++r) out[r - lo] = std::max(0.0, level - memory[r]);
   return out;
 }
 
@@ -186,24 +190,29 @@ std::vector<double> fill_divisible(std::vector<BucketState>& state,
     const std::vector<double> share = water_fill(memory, lo, hi, run.memory);
     // Walk the run's items in order, giving rank r elements until its share is used up.
     int r = lo;
-    double left = share[lo];
+    double left = share[0];
     for (int i = run.begin; i < run.end; ++i) {
       const DpItem& item = bucket[i];
       const double per_element = item.memory / static_cast<double>(item.numel);
-      s.parts[i].assign(ranks, 0);
+      const int first = r;  // parts cover the ranks first ... r this item's walk reaches
+      s.parts[i].assign(1, 0);
+      s.parts_lo[i] = first;
       std::int64_t remaining = item.numel;
       while (remaining > 0) {
         std::int64_t take = remaining;
         if (r < hi && per_element > 0.0)
           take = std::clamp<std::int64_t>(std::llround(left / per_element), 0, remaining);
-        s.parts[i][r] += take;
+        s.parts[i][r - first] += take;
         remaining -= take;
         left -= static_cast<double>(take) * per_element;
-        if (remaining > 0 && r < hi) left += share[++r];
+        if (remaining > 0 && r < hi) {
+          left += share[++r - lo];
+          s.parts[i].push_back(0);
+        }
       }
-      for (int q = lo; q <= hi; ++q) {
-        if (s.parts[i][q] == 0) continue;
-        memory[q] += per_element * static_cast<double>(s.parts[i][q]);
+      for (int q = first; q <= r; ++q) {
+        if (s.parts[i][q - first] == 0) continue;
+        memory[q] += per_element * static_cast<double>(s.parts[i][q - first]);
         if (s.first_rank[i] < 0) s.first_rank[i] = q;
         s.last_rank[i] = q;
       }
@@ -237,10 +246,10 @@ DpCuts element_cuts(const std::vector<BucketState>& state,
         continue;
       }
       std::int64_t offset = starts[b][i];
-      for (int r = 0; r < ranks; ++r) {
-        if (s.parts[i].empty() || s.parts[i][r] == 0) continue;
-        mark(offset, r);
-        offset += s.parts[i][r];
+      for (std::size_t k = 0; k < s.parts[i].size(); ++k) {
+        if (s.parts[i][k] == 0) continue;
+        mark(offset, s.parts_lo[i] + static_cast<int>(k));
+        offset += s.parts[i][k];
       }
     }
   }
@@ -266,6 +275,7 @@ std::vector<Candidate> run_candidates(const std::vector<std::vector<DpItem>>& it
     const std::size_t n = items[b].size();
     state[b].owner.assign(n, -1);
     state[b].parts.assign(n, {});
+    state[b].parts_lo.assign(n, 0);
     state[b].first_rank.assign(n, -1);
     state[b].last_rank.assign(n, -1);
     for (std::size_t i = 0; i < n; ++i) {
@@ -282,8 +292,14 @@ std::vector<Candidate> run_candidates(const std::vector<std::vector<DpItem>>& it
   // Phase 1 six ways, each followed by phases 2 and 3; with TP, two more on the grid (with and
   // without caps), not refined on DP time (that would undo their host packing).
   std::size_t atomic_items = 0;
-  for (const auto& s : state) atomic_items += s.atomic.size();
-  const bool grid = tp > 1 && static_cast<double>(atomic_items) * ranks * tp <= kGridWork;
+  double atomic_tasks = 0.0;
+  for (std::size_t b = 0; b < buckets; ++b) {
+    atomic_items += state[b].atomic.size();
+    for (int i : state[b].atomic)
+      atomic_tasks += static_cast<double>(std::max<std::size_t>(1, items[b][i].tasks.size()));
+  }
+  const bool grid = tp > 1 && static_cast<double>(atomic_items) * ranks * tp <= kGridWork &&
+                    atomic_tasks * ranks * tp <= kGridTaskWork;
   std::vector<Candidate> candidates;
   for (int candidate = 0; candidate < (grid ? 8 : 6); ++candidate) {
     std::vector<BucketState> trial = state;

@@ -16,7 +16,10 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 struct BucketState {
   std::vector<int> atomic;                       // item indices of atomic items, in order
   std::vector<int> owner;                        // [item] owner of an atomic item, -1 for divisible
-  std::vector<std::vector<std::int64_t>> parts;  // [item] element counts per rank (divisible)
+  std::vector<std::vector<std::int64_t>> parts;  // [item] element counts of the ranks
+                                                 // parts_lo[item] ... (divisible), so its size
+                                                 // is the ranks the item may span, not R
+  std::vector<int> parts_lo;                     // [item] rank of parts[item][0]
   std::vector<int> first_rank, last_rank;        // [item] ranks holding the item, -1 if unplaced
   std::vector<int> cap_lo, cap_hi;               // [atomic position] ranks the item may ever go to
 };

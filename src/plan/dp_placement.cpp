@@ -269,20 +269,21 @@ std::vector<double> place_on_grid(std::vector<BucketState>& state,
   std::vector<std::vector<double>> host(ranks, std::vector<double>(tp, 0.0));
   std::vector<double> load(ranks, 0.0);
   std::vector<double> trial(tp);
+  std::vector<double> tasks;  // the current item's task costs, largest first
   // Adds `item` to `hosts` (tasks largest first, each to the least-loaded host, lowest on ties).
   auto add = [&](const DpItem& item, std::vector<double>& hosts) {
     if (item.tasks.empty()) {
       for (double& h : hosts) h += item.time / tp;
       return;
     }
-    std::vector<double> tasks = item.tasks;
-    std::sort(tasks.begin(), tasks.end(), std::greater<>());
     for (double c : tasks) *std::min_element(hosts.begin(), hosts.end()) += c;
   };
   for (const Entry& e : order) {
     auto& s = state[e.bucket];
     auto& set = placed[e.bucket];
     const DpItem& item = items[e.bucket][s.atomic[e.pos]];
+    tasks = item.tasks;  // sorted once per item, not once per rank tried
+    std::sort(tasks.begin(), tasks.end(), std::greater<>());
     const auto after = set.upper_bound(e.pos);
     const int hi = after == set.end() ? ranks - 1 : s.owner[s.atomic[*after]];
     const int lo = after == set.begin() ? 0 : s.owner[s.atomic[*std::prev(after)]];

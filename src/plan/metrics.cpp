@@ -37,9 +37,27 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
       const model::ParamSpec& p = model.params[slot.param];
       if (p.is_matrix()) continue;
       const int owner = stage.owner[slot.param];
-      for (int d = 0; d < o.dp; ++d) {
-        std::int64_t numel = 0;
-        if (owner == d || owner == kEveryone) numel = slot.numel;
+      // Only the DP ranks holding part of the slot: its owner, every rank (sc), or for a divided
+      // slot the ranks whose shards [cuts[d], cuts[d+1]) meet it (found by binary search), so
+      // the work is O(ranks that hold it), not O(dp), per slot.
+      int d_begin = 0, d_end = o.dp;
+      if (owner >= 0) {
+        d_begin = owner;
+        d_end = owner + 1;
+      } else if (owner == kDivided) {
+        const auto& cuts = stage.cuts[b];
+        d_begin = static_cast<int>(std::upper_bound(cuts.begin(), cuts.end(), slot.offset) -
+                                   cuts.begin()) -
+                  1;
+        d_begin = std::max(d_begin, 0);
+        d_end = std::min<int>(
+            o.dp, static_cast<int>(std::lower_bound(cuts.begin(), cuts.end(), slot.end()) -
+                                   cuts.begin()));
+      } else if (owner != kEveryone) {
+        d_end = d_begin;
+      }
+      for (int d = d_begin; d < d_end; ++d) {
+        std::int64_t numel = slot.numel;
         if (owner == kDivided) {
           const auto& cuts = stage.cuts[b];
           numel = std::max<std::int64_t>(

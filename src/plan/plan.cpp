@@ -2,9 +2,11 @@
 #include "canzona/plan/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/model/load.h"
 #include "canzona/plan/dp.h"
@@ -17,27 +19,39 @@ namespace {
 using cost::OptimizerKind;
 
 constexpr double kMiB = 1024.0 * 1024.0;
-constexpr int kMaxRanks = 1 << 20;  // DP x TP x PP beyond this is not a sensible cluster
-constexpr double kMaxCmaxMb = 1e9;  // 1 PiB per host per group: far beyond any buffer
 
+// Each message names the flag the field maps to (CLI flags map one-to-one onto PlanOptions) and
+// the limit (plan.h). NaN fails every comparison, so each test is written to reject it.
 void validate_options(const PlanOptions& o) {
   CANZONA_REQUIRE(o.dp > 0, "--dp must be positive (got ", o.dp, ")");
   CANZONA_REQUIRE(o.tp > 0, "--tp must be positive (got ", o.tp, ")");
   CANZONA_REQUIRE(o.pp > 0, "--pp must be positive (got ", o.pp, ")");
-  CANZONA_REQUIRE(static_cast<std::int64_t>(o.dp) * o.tp * o.pp <= kMaxRanks,
-                  "dp x tp x pp = ", static_cast<std::int64_t>(o.dp) * o.tp * o.pp,
-                  " ranks is more than ", kMaxRanks, "; check --dp/--tp/--pp");
-  CANZONA_REQUIRE(o.alpha >= 0.0 && o.alpha <= 1.0, "--alpha must be in [0, 1] (got ", o.alpha,
-                  ")");
-  CANZONA_REQUIRE(o.cmax_mb > 0.0, "--cmax-mb must be positive (got ", o.cmax_mb, ")");
+  // Each factor is bounded first, so the product (<= 2^60) cannot overflow.
+  const bool grid_fits = o.dp <= kMaxRanks && o.tp <= kMaxRanks && o.pp <= kMaxRanks &&
+                         std::int64_t{o.dp} * o.tp * o.pp <= kMaxRanks;
+  CANZONA_REQUIRE(grid_fits, "--dp x --tp x --pp = ", o.dp, " x ", o.tp, " x ", o.pp,
+                  " ranks is more than ", kMaxRanks, " (kMaxRanks)");
+  CANZONA_REQUIRE(std::isfinite(o.alpha) && o.alpha >= 0.0 && o.alpha <= 1.0,
+                  "--alpha must be in [0, 1] and finite (got ", o.alpha, ")");
+  CANZONA_REQUIRE(!std::isnan(o.cmax_mb) && o.cmax_mb > 0.0,
+                  "--cmax-mb must be positive and finite (got ", o.cmax_mb, ")");
   CANZONA_REQUIRE(o.cmax_mb * kMiB >= 1.0 && o.cmax_mb <= kMaxCmaxMb, "--cmax-mb must be between ",
-                  1.0 / kMiB, " (one byte) and ", kMaxCmaxMb, " MiB (got ", o.cmax_mb, ")");
+                  1.0 / kMiB, " (one byte) and ", kMaxCmaxMb, " MiB (kMaxCmaxMb; got ", o.cmax_mb,
+                  ")");
   CANZONA_REQUIRE(o.asc_group_tasks >= 0, "asc group size must be >= 0 (got ", o.asc_group_tasks,
                   ")");
   CANZONA_REQUIRE(o.cost.matrix_optimizer != OptimizerKind::kAdamW,
                   "the matrix optimizer must be muon, shampoo or soap (got adamw)");
   CANZONA_REQUIRE(o.cost.ns_steps > 0, "ns steps must be positive");
   CANZONA_REQUIRE(o.cost.precondition_frequency > 0, "precondition frequency must be positive");
+}
+
+// C_max in bytes: cmax_mb is validated finite and in [2^-20, kMaxCmaxMb], so the product is at
+// most 2^50 and the conversion exact enough and in range.
+std::int64_t capacity_bytes(const PlanOptions& o) {
+  const double bytes = o.cmax_mb * kMiB;
+  CANZONA_CHECK(std::isfinite(bytes) && bytes >= 1.0 && bytes <= 0x1p62);
+  return static_cast<std::int64_t>(bytes);
 }
 
 bool tp_hosted(const model::ParamSpec& p, const PlanOptions& o) {
@@ -48,6 +62,7 @@ bool tp_hosted(const model::ParamSpec& p, const PlanOptions& o) {
 // Matrix tasks of one param: the whole matrix or one per piece, full (un-TP-split) shapes.
 void add_tasks(const model::ParamSpec& p, int index, const PlanOptions& o,
                std::vector<Task>& tasks) {
+  const std::string what = str("param '", p.name, "': fp32 gradient bytes");
   auto add = [&](int piece, std::int64_t rows, std::int64_t cols) {
     Task t;
     t.param = index;
@@ -57,7 +72,11 @@ void add_tasks(const model::ParamSpec& p, int index, const PlanOptions& o,
     t.cost = cost::task_cost(o.cost.matrix_optimizer, rows, cols, o.cost);
     t.flops = cost::optimizer_flops(o.cost.matrix_optimizer, rows, cols, o.cost);
     t.state_bytes = cost::state_bytes(o.cost.matrix_optimizer, rows, cols, o.cost);
-    t.gather_bytes = rows * cols * static_cast<std::int64_t>(sizeof(float));
+    CANZONA_REQUIRE(std::isfinite(t.cost) && std::isfinite(t.flops) && std::isfinite(t.state_bytes),
+                    "param '", p.name, "': optimizer cost of a ", rows, " x ", cols,
+                    " matrix is not a finite number (shape too large)");
+    t.gather_bytes =
+        checked_mul(checked_mul(rows, cols, what), static_cast<std::int64_t>(sizeof(float)), what);
     tasks.push_back(t);
   };
   if (p.pieces.empty()) {
@@ -199,7 +218,7 @@ double grid_score(const model::ModelSpec& model, const PlanOptions& o, const Sta
 
 void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& model) {
   stage.groups.assign(o.dp, {});
-  const std::int64_t capacity = static_cast<std::int64_t>(o.cmax_mb * kMiB);
+  const std::int64_t capacity = capacity_bytes(o);
   std::vector<double> tp_total(o.tp, 0.0);  // work per TP rank over the DP ranks planned so far
   std::vector<std::vector<int>> hosted_by_dp(o.dp);  // TP-hosted task indices per DP owner
   for (std::size_t k = 0; k < stage.tasks.size(); ++k) {
@@ -266,6 +285,10 @@ StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int
   stage.layout = layout::build_layout(model, stage.params, layout_options);
   for (int p : stage.params)
     if (model.params[p].is_matrix()) add_tasks(model.params[p], p, o, stage.tasks);
+  // Bounds every sum of gather bytes the TP planners form (a host's bytes in a group).
+  const std::string what = str("stage ", stage_index, ": fp32 gradient bytes of all matrices");
+  std::int64_t stage_bytes = 0;
+  for (const Task& t : stage.tasks) stage_bytes = checked_add(stage_bytes, t.gather_bytes, what);
 
   stage.owner.assign(model.params.size(), -1);
   switch (o.strategy) {

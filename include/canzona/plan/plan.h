@@ -33,6 +33,12 @@ const char* to_string(Strategy strategy);
 PlannerVariant parse_variant(const std::string& name);  // "paper" | "canzona"
 const char* to_string(PlannerVariant variant);
 
+// Limits make_plan enforces, each named in its error message. 2^20 ranks (DP x TP x PP) is far
+// beyond any cluster; C_max up to 1 PiB per host per group (x 2^20 B/MiB = 2^50 bytes, so the
+// capacity in bytes always fits int64). The same values as the runtime's (runtime/options.h).
+inline constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;
+inline constexpr double kMaxCmaxMb = 1024.0 * 1024.0 * 1024.0;
+
 struct PlanOptions {
   Strategy strategy = Strategy::kLbAsc;
   PlannerVariant variant = PlannerVariant::kCanzona;
@@ -90,8 +96,13 @@ struct Plan {
   std::vector<StagePlan> stages;
 };
 
-// Builds the plan. Throws UsageError for dp, tp, pp <= 0, alpha outside [0, 1], cmax_mb <= 0, a
-// model that fails model::validate, or a pp that does not divide the layers.
+// Builds the plan. Throws UsageError naming the flag and limit for: dp, tp, pp outside
+// [1, kMaxRanks] or dp x tp x pp > kMaxRanks; alpha not finite or outside [0, 1]; cmax_mb not
+// finite or outside [2^-20 (one byte), kMaxCmaxMb]; a model that fails model::validate or whose
+// stages cannot be assigned; a matrix whose fp32 gradient bytes (rows x cols x 4), or a stage
+// whose summed matrix gradient bytes, overflow int64; a matrix whose optimizer cost is not
+// finite. Near-linear in the number of matrix tasks (pieces) for a fixed grid: the TP planners
+// are O(n log n), the DP candidates bounded by fixed work limits (balanced_dp.cpp).
 Plan make_plan(const model::ModelSpec& model, const PlanOptions& options);
 
 // Stable 64-bit FNV-1a hash of every decision in the plan (cuts, owners, hosts, groups); ranks

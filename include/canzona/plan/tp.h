@@ -33,6 +33,8 @@ std::vector<int> lpt_hosts(const std::vector<TpTask>& tasks, const std::vector<i
 // Paper Algorithm 2 (greedy rollback): sort by (cost desc, index asc); tentatively add the next
 // task to the candidate group and re-solve it with LPT from zero loads; accept when every host's
 // bytes stay <= capacity_bytes, else close the group and start a new one with this task.
+// Computed incrementally (LPT is prefix-stable in that order), O(n log n); the result is the
+// re-solving definition's, task for task.
 std::vector<TpGroup> rollback_groups(const std::vector<TpTask>& tasks, int hosts,
                                      std::int64_t capacity_bytes);
 
@@ -45,7 +47,10 @@ std::vector<TpGroup> round_robin_groups(const std::vector<TpTask>& tasks, int ho
 // totals, the pipelined critical path, are balanced), then each task, in LPT order, goes to the
 // first group where its host's bytes stay <= capacity_bytes or its host has nothing yet. A task
 // over capacity thus has its host to itself in its group while the other hosts keep working
-// (the paper's rule leaves them idle for that group).
+// (the paper's rule leaves them idle for that group). O(n log n) (a first-fit tree per host).
+//
+// All three need costs that are not NaN and bytes >= 0 (internal check); a host's bytes in a
+// group that overflow int64 (possible only in round_robin_groups) are a UsageError.
 std::vector<TpGroup> balanced_groups(const std::vector<TpTask>& tasks, int hosts,
                                      std::int64_t capacity_bytes);
 

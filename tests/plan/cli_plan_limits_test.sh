@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `canzona plan` on hostile plan options and on models with very many TP pieces (issue 9).
+# Usage: cli_plan_limits_test.sh <canzona binary> <canzona_check_output binary>
+#
+# Every case runs under `timeout 20` and `ulimit -v 4000000` (4 GB). Classes:
+#   * plan options not finite or out of range (--alpha, --cmax-mb, the DP x TP x PP grid): exit 2,
+#     one stderr line naming the flag (and the limit), nothing on stdout, no --json written
+#   * planning time: a 16,384-head model split per head (98,000 TP tasks) with a C_max large
+#     enough for one micro group plans with both planners within the bound (the paper planner
+#     re-solved the whole candidate group for each added task: over a minute); only the bound is
+#     checked, not a time
+# Prints "N passed, M failed" at the end.
+# shellcheck disable=SC1091,SC2154 # sourced lib
+canzona=$1
+source "$(dirname "$0")/../tools/cli_test_lib.sh"
+cli_init "$2"
+
+bounded() {
+  (
+    ulimit -v 4000000
+    exec timeout 20 "$@"
+  )
+}
+
+out=$work/out.json
+run_plan() { bounded "$canzona" plan --json "$out" "$@"; }
+
+# A param list of replicated matrices (no TP divisibility rules), so grid sizes reach the planner.
+printf '{"params": [{"name": "a", "shape": [64, 64]}, {"name": "b", "shape": [64]}]}\n' \
+  >"$work/small.json"
+
+# --- Options not finite or out of range.
+expect_usage_error "--alpha" run_plan --model qwen3-tiny --alpha nan
+expect_absent "$out"
+expect_usage_error "--alpha" run_plan --model qwen3-tiny --alpha inf
+expect_usage_error "--cmax-mb" run_plan --model qwen3-tiny --tp 2 --cmax-mb nan
+expect_usage_error "kMaxCmaxMb" run_plan --model qwen3-tiny --tp 2 --cmax-mb 1e300
+expect_absent "$out"
+expect_usage_error "--cmax-mb" run_plan --model qwen3-tiny --tp 2 --cmax-mb -inf
+
+# --- Grid sizes: each factor and the product bounded by kMaxRanks (no int overflow).
+expect_usage_error "kMaxRanks" run_plan --model "$work/small.json" --dp 2048 --tp 1024 --pp 2
+expect_absent "$out"
+expect_usage_error "kMaxRanks" run_plan --model "$work/small.json" --dp 2147483647 --tp 2147483647
+
+# --- Planning time near-linear in TP pieces: 16,384 heads and KV heads split per head, one group.
+printf '%s\n' '{"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+  "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 2,
+  "num_attention_heads": 16384, "num_key_value_heads": 16384, "head_dim": 128,
+  "vocab_size": 32000, "tie_word_embeddings": false}' >"$work/heads.json"
+for planner in paper canzona; do
+  if expect_ok "heads_$planner" bounded "$canzona" plan --model "$work/heads.json" --dp 8 --tp 8 \
+    --split-qkv head --cmax-mb 1000000 --planner "$planner" --json "$work/heads_$planner.json"; then
+    check_file "$work/heads_$planner.json" json "/planner==$planner"
+  fi
+done
+
+cli_finish

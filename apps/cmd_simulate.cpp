@@ -1,10 +1,13 @@
 // `canzona simulate`: projects plans onto a cluster of GPUs (docs/simulator.md). Plans the model
 // under each requested strategy, simulates one iteration of each and prints a table; optionally
 // writes JSON and an SVG of stacked bars, or sweeps one knob across the paper's ranges.
+#include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "canzona/common/error.h"
@@ -39,6 +42,11 @@ struct SimulateArgs {
   std::string json_path;
   std::string svg_path;
   std::string dump_cluster_path;
+  // Whether --json/--svg/--dump-cluster were given at all (an empty path given is an error, not
+  // "no output").
+  bool json_given = false;
+  bool svg_given = false;
+  bool dump_cluster_given = false;
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -110,66 +118,98 @@ nlohmann::json scenario_json(const SimulateArgs& a, const sim::Cluster& cluster)
 void print_header(const SimulateArgs& a, const sim::Cluster& cluster, const std::string& dp_text) {
   const auto& p = a.scenario.plan;
   const auto& w = a.scenario.workload;
-  const int gpus = a.scenario.gpus > 0 ? a.scenario.gpus : p.dp * p.tp * p.pp;
+  const std::int64_t gpus =
+      a.scenario.gpus > 0 ? a.scenario.gpus : std::int64_t{p.dp} * p.tp * p.pp;
   std::printf(
-      "model %s  dp=%s tp=%d pp=%d (%d GPUs)  optimizer=%s  planner=%s  cost=%s  "
+      "model %s  dp=%s tp=%d pp=%d (%lld GPUs)  optimizer=%s  planner=%s  cost=%s  "
       "alpha=%g  cmax=%g MiB\ncluster %s (%s, %d GPUs/node)  tokens/iteration=%lld  "
       "seq_len=%lld  micro_batch=%lld  TP micro groups %s\n\n",
-      a.scenario.model.c_str(), dp_text.c_str(), p.tp, p.pp, gpus, a.optimizer.c_str(),
-      a.planner.c_str(), a.cost.c_str(), p.alpha, p.cmax_mb, cluster.name.c_str(),
-      cluster.device.name.c_str(), cluster.gpus_per_node, static_cast<long long>(w.tokens),
-      static_cast<long long>(w.seq_len), static_cast<long long>(w.micro_batch),
-      w.tp_pipeline ? "pipelined" : "sequential");
+      a.scenario.model.c_str(), dp_text.c_str(), p.tp, p.pp, static_cast<long long>(gpus),
+      a.optimizer.c_str(), a.planner.c_str(), a.cost.c_str(), p.alpha, p.cmax_mb,
+      cluster.name.c_str(), cluster.device.name.c_str(), cluster.gpus_per_node,
+      static_cast<long long>(w.tokens), static_cast<long long>(w.seq_len),
+      static_cast<long long>(w.micro_batch), w.tp_pipeline ? "pipelined" : "sequential");
 }
 
+// Checks every output path before any work, so a bad --json/--svg/--dump-cluster costs nothing
+// and writes nothing.
+void check_outputs(const SimulateArgs& a) {
+  struct Output {
+    const std::string* path;
+    bool given;
+    const char* flag;
+  };
+  const Output outputs[] = {{&a.json_path, a.json_given, "--json"},
+                            {&a.svg_path, a.svg_given, "--svg"},
+                            {&a.dump_cluster_path, a.dump_cluster_given, "--dump-cluster"}};
+  for (std::size_t i = 0; i < std::size(outputs); ++i) {
+    const auto& [path, given, flag] = outputs[i];
+    if (!given) continue;
+    check_output_path(*path, flag);
+    for (std::size_t j = 0; j < i; ++j) {
+      CANZONA_REQUIRE(!outputs[j].given || *outputs[j].path != *path, flag, " and ",
+                      outputs[j].flag, " name the same file '", *path, "'");
+    }
+  }
+}
+
+// Runs the scenario and writes every output; stdout and the files are produced only once the
+// whole simulation succeeded, so a failure leaves nothing behind.
 void run(SimulateArgs& a) {
   cost::Calibration calibration;
   resolve(a, calibration);
-  const sim::Cluster cluster = sim::load_cluster(a.cluster);
-  if (!a.dump_cluster_path.empty()) write_json_file(a.dump_cluster_path, sim::to_json(cluster));
-  const auto strategies = plan::parse_strategy_list(a.strategies);
   auto& p = a.scenario.plan;
   const int gpus = a.scenario.gpus;
-  CANZONA_REQUIRE(gpus >= 0, "--gpus must be positive (got ", gpus, ")");
   CANZONA_REQUIRE(gpus == 0 || a.sweep != "dp", "--gpus fixes dp; it cannot be swept");
-  if (gpus > 0 && a.sweep != "tp") {
-    CANZONA_REQUIRE(p.tp > 0 && p.pp > 0 && gpus % (p.tp * p.pp) == 0, "--gpus ", gpus,
-                    " is not a multiple of tp * pp = ", p.tp * p.pp);
-    p.dp = gpus / (p.tp * p.pp);
+  CANZONA_REQUIRE(!a.sweep.empty() || a.sweep_values.empty(), "--sweep-values needs --sweep");
+  if (a.sweep != "tp") {
+    sim::check_scenario(a.scenario);
+    if (gpus > 0) p.dp = gpus / (p.tp * p.pp);
+  }
+  check_outputs(a);
+  const sim::Cluster cluster = sim::load_cluster(a.cluster);
+  const auto strategies = plan::parse_strategy_list(a.strategies);
+  for (std::size_t i = 0; i < strategies.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      CANZONA_REQUIRE(strategies[i] != strategies[j], "--strategy lists '",
+                      plan::to_string(strategies[i]), "' more than once");
+    }
   }
   if (a.sweep != "tp") sim::tp_link(cluster, p.tp);  // a TP group must fit in a node
   const std::string dp_text = gpus > 0 && a.sweep == "tp" ? "gpus/(tp*pp)" : std::to_string(p.dp);
 
   nlohmann::json json = scenario_json(a, cluster);
   std::vector<sim::ResultGroup> groups;
+  std::string table;
   if (a.sweep.empty()) {
-    CANZONA_REQUIRE(a.sweep_values.empty(), "--sweep-values needs --sweep");
     auto results = sim::run_strategies(a.scenario, cluster, strategies);
-    print_header(a, cluster, dp_text);
-    std::fputs(sim::format_table(results).c_str(), stdout);
+    table = sim::format_table(results);
     json["strategies"] = sim::to_json(results);
     groups.push_back({"", std::move(results)});
   } else {
     const sim::SweepKind kind = sim::parse_sweep_kind(a.sweep);
     auto values =
         a.sweep_values.empty() ? sim::default_sweep_values(kind) : split_list(a.sweep_values);
-    CANZONA_REQUIRE(!values.empty(), "--sweep-values: no values given");
     groups = sim::run_sweep(a.scenario, cluster, strategies, kind, values);
-    print_header(a, cluster, dp_text);
-    std::fputs(sim::format_sweep_table(sim::to_string(kind), groups).c_str(), stdout);
+    table = sim::format_sweep_table(sim::to_string(kind), groups);
     json["sweep"] = sim::to_string(kind);
     json["points"] = nlohmann::json::array();
     for (const auto& g : groups) {
       json["points"].push_back({{"value", g.label}, {"strategies", sim::to_json(g.results)}});
     }
   }
-  if (!a.json_path.empty()) write_json_file(a.json_path, json);
-  if (!a.svg_path.empty()) {
+  std::string svg;
+  if (a.svg_given) {
     std::string title = a.scenario.model + " " + a.optimizer + ", DP=" + dp_text +
                         " TP=" + std::to_string(p.tp) + " PP=" + std::to_string(p.pp) + " on " +
                         cluster.name + (a.sweep.empty() ? "" : ", sweep " + a.sweep);
-    write_text_file(a.svg_path, sim::render_svg(title, groups));
+    svg = sim::render_svg(title, groups);
   }
+  if (a.dump_cluster_given) write_json_file(a.dump_cluster_path, sim::to_json(cluster));
+  if (a.json_given) write_json_file(a.json_path, json);
+  if (a.svg_given) write_text_file(a.svg_path, svg);
+  print_header(a, cluster, dp_text);
+  std::fputs(table.c_str(), stdout);
 }
 
 }  // namespace
@@ -232,11 +272,14 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
                 "count only 6 * params * tokens for forward-backward");
   sub->add_option("--sweep", a.sweep, "model|dp|tp|alpha|cmax: one row per value");
   sub->add_option("--sweep-values", a.sweep_values, "comma list overriding the sweep's values");
-  sub->add_option("--json", a.json_path, "write results as JSON");
-  sub->add_option("--svg", a.svg_path, "write stacked bars as SVG");
-  sub->add_option("--dump-cluster", a.dump_cluster_path,
-                  "write the resolved cluster as JSON (a template for your own)");
-  sub->callback([args, &exit_code] {
+  auto* json = sub->add_option("--json", a.json_path, "write results as JSON");
+  auto* svg = sub->add_option("--svg", a.svg_path, "write stacked bars as SVG");
+  auto* dump = sub->add_option("--dump-cluster", a.dump_cluster_path,
+                               "write the resolved cluster as JSON (a template for your own)");
+  sub->callback([args, json, svg, dump, &exit_code] {
+    args->json_given = json->count() > 0;
+    args->svg_given = svg->count() > 0;
+    args->dump_cluster_given = dump->count() > 0;
     run(*args);
     exit_code = 0;
   });

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
@@ -31,6 +33,10 @@ std::int64_t integer(const nlohmann::json& j, const char* key, const std::string
   const nlohmann::json& v = member(j, key, where);
   CANZONA_REQUIRE(v.is_number_integer(), where, ": key '", key, "' must be an integer, got ",
                   v.dump());
+  CANZONA_REQUIRE(!v.is_number_unsigned() ||
+                      v.get<std::uint64_t>() <=
+                          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+                  where, ": key '", key, "' = ", v.dump(), " exceeds the 64-bit integer range");
   return v.get<std::int64_t>();
 }
 
@@ -41,10 +47,27 @@ std::string text(const nlohmann::json& j, const char* key, const std::string& wh
 }
 
 void check_sample(const CalibrationSample& s, const std::string& where) {
-  CANZONA_REQUIRE(s.rows >= 1 && s.cols >= 1, where, ": sample shape ", s.rows, "x", s.cols,
-                  " must be at least 1x1");
-  CANZONA_REQUIRE(std::isfinite(s.seconds) && s.seconds > 0.0, where, ": sample ", s.rows, "x",
-                  s.cols, " has seconds ", s.seconds, " (must be finite and > 0)");
+  CANZONA_REQUIRE(
+      s.rows >= 1 && s.cols >= 1 && s.rows <= kMaxCalibrationSide && s.cols <= kMaxCalibrationSide,
+      where, ": sample shape ", s.rows, "x", s.cols, " must lie in [1, ", kMaxCalibrationSide,
+      "] per side (kMaxCalibrationSide)");
+  CANZONA_REQUIRE(std::isfinite(s.seconds) && s.seconds > 0.0 && s.seconds <= kMaxSampleSeconds,
+                  where, ": sample ", s.rows, "x", s.cols, " has seconds ", s.seconds,
+                  " (must be finite, > 0 and <= ", kMaxSampleSeconds, ", kMaxSampleSeconds)");
+}
+
+// Throws UsageError "<where>: key '<key>' = x must lie in [..] (<limit>)" unless the fitted or
+// read line is finite and inside the limits of calibration.h.
+void check_line(double intercept_s, double seconds_per_flop, const std::string& where) {
+  CANZONA_REQUIRE(
+      std::isfinite(intercept_s) && intercept_s >= 0.0 && intercept_s <= kMaxInterceptSeconds,
+      where, ": key 'intercept_s' = ", intercept_s, " must lie in [0, ", kMaxInterceptSeconds,
+      "] (kMaxInterceptSeconds)");
+  CANZONA_REQUIRE(std::isfinite(seconds_per_flop) && seconds_per_flop >= kMinSecondsPerFlop &&
+                      seconds_per_flop <= kMaxSecondsPerFlop,
+                  where, ": key 'seconds_per_flop' = ", seconds_per_flop, " must lie in [",
+                  kMinSecondsPerFlop, ", ", kMaxSecondsPerFlop,
+                  "] (kMinSecondsPerFlop, kMaxSecondsPerFlop)");
 }
 
 }  // namespace
@@ -58,6 +81,9 @@ void Calibration::fit(OptimizerKind kind, std::vector<CalibrationSample> samples
   const std::string where = str("calibration of ", to_string(kind));
   CANZONA_REQUIRE(samples.size() >= 2, where, " needs at least 2 samples (got ", samples.size(),
                   ")");
+  CANZONA_REQUIRE(samples.size() <= kMaxCalibrationSamples, where, " has ", samples.size(),
+                  " samples, more than ", kMaxCalibrationSamples, " (kMaxCalibrationSamples)");
+  check_options(options);
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   const double n = static_cast<double>(samples.size());
   for (const CalibrationSample& s : samples) {
@@ -78,6 +104,7 @@ void Calibration::fit(OptimizerKind kind, std::vector<CalibrationSample> samples
     intercept = 0.0;
     slope = sxy / sxx;
   }
+  check_line(intercept, slope, where);
   f.present = true;
   f.intercept_s = intercept;
   f.seconds_per_flop = slope;
@@ -119,12 +146,12 @@ Calibration Calibration::read(const std::string& path) {
     f.present = true;
     f.intercept_s = number(value, "intercept_s", where);
     f.seconds_per_flop = number(value, "seconds_per_flop", where);
-    CANZONA_REQUIRE(std::isfinite(f.intercept_s) && f.intercept_s >= 0.0, where,
-                    ": intercept_s must be finite and >= 0, got ", f.intercept_s);
-    CANZONA_REQUIRE(std::isfinite(f.seconds_per_flop) && f.seconds_per_flop > 0.0, where,
-                    ": seconds_per_flop must be finite and > 0, got ", f.seconds_per_flop);
+    check_line(f.intercept_s, f.seconds_per_flop, where);
     if (!value.contains("samples")) continue;
     CANZONA_REQUIRE(value.at("samples").is_array(), where, ": key 'samples' must be an array");
+    CANZONA_REQUIRE(value.at("samples").size() <= kMaxCalibrationSamples, where,
+                    ": key 'samples' has ", value.at("samples").size(), " entries, more than ",
+                    kMaxCalibrationSamples, " (kMaxCalibrationSamples)");
     for (const nlohmann::json& s : value.at("samples")) {
       const std::string at = where + ".samples[" + std::to_string(f.samples.size()) + "]";
       CalibrationSample sample{integer(s, "rows", at), integer(s, "cols", at),

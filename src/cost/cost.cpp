@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/cost/calibration.h"
 
@@ -18,6 +19,14 @@ bool preconditioned(std::int64_t side, const CostOptions& options) {
 }
 
 }  // namespace
+
+void check_options(const CostOptions& options) {
+  require_in_range(options.ns_steps, 1, kMaxNsSteps, "--ns-steps", "kMaxNsSteps");
+  require_in_range(options.precondition_frequency, 1, kMaxPreconditionFrequency,
+                   "--precondition-frequency", "kMaxPreconditionFrequency");
+  require_in_range(options.max_precond_dim, 0, kMaxPrecondDim, "--max-precond-dim",
+                   "kMaxPrecondDim");
+}
 
 OptimizerKind parse_optimizer(const std::string& name) {
   if (name == "muon") return OptimizerKind::kMuon;
@@ -66,9 +75,10 @@ const char* to_string(CostKind kind) {
 
 double optimizer_flops(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
                        const CostOptions& options) {
+  check_options(options);
   const double m = static_cast<double>(rows);
   const double n = static_cast<double>(cols);
-  const double f = std::max(1, options.precondition_frequency);
+  const double f = options.precondition_frequency;
   const double adam = kAdamFlopsPerElement * m * n;
   switch (kind) {
     case OptimizerKind::kMuon: {
@@ -105,6 +115,7 @@ double optimizer_flops(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
 
 double state_bytes(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
                    const CostOptions& options) {
+  check_options(options);
   const double m = static_cast<double>(rows);
   const double n = static_cast<double>(cols);
   constexpr double kF32 = 4.0;
@@ -131,6 +142,7 @@ double state_bytes(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
 
 double task_cost(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
                  const CostOptions& options) {
+  check_options(options);
   switch (options.kind) {
     case CostKind::kNumel:
       return static_cast<double>(rows) * static_cast<double>(cols);

@@ -12,6 +12,7 @@
 #include "canzona/sim/cluster.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -133,22 +134,31 @@ class ObjectReader {
     fail(key, "missing (give it, or \"base\": \"<preset>\" to inherit it)");
   }
 
-  double number(const std::string& key, double lo, bool lo_open, double hi = 1e300) {
+  // The number at `key`; fails unless it is finite and lies in [lo, hi], naming `limit`.
+  double number(const std::string& key, double lo, double hi, const char* limit) {
     const auto& v = field(key);
     if (!v.is_number()) fail(key, "expected a number");
-    double x = v.get<double>();
-    bool low_ok = lo_open ? x > lo : x >= lo;
-    if (!low_ok || x > hi) {
-      fail(key, str("value ", x, " outside ", lo_open ? "(" : "[", lo, ", ",
-                    hi >= 1e300 ? "inf)" : str(hi, "]")));
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi) {
+      fail(key, str("value ", x, " must lie in [", lo, ", ", hi, "] (", limit, ")"));
     }
     return x;
   }
 
+  // The string at `key`; fails unless it has 1..kMaxClusterNameChars bytes and no control
+  // characters (UTF-8 is fine).
   std::string string(const std::string& key) {
     const auto& v = field(key);
     if (!v.is_string()) fail(key, "expected a string");
-    return v.get<std::string>();
+    std::string text = v.get<std::string>();
+    if (text.empty() || text.size() > kMaxClusterNameChars) {
+      fail(key, str("length ", text.size(), " must lie in [1, ", kMaxClusterNameChars,
+                    "] (kMaxClusterNameChars)"));
+    }
+    for (unsigned char c : text) {
+      if (c < 0x20 || c == 0x7f) fail(key, "control characters are not allowed");
+    }
+    return text;
   }
 
   // Throws for keys neither read nor listed in `also_allowed`.
@@ -180,8 +190,9 @@ Link read_link(ObjectReader& parent, const std::string& key, const nlohmann::jso
   const nlohmann::json* sub = base != nullptr && base->contains(key) ? &base->at(key) : nullptr;
   ObjectReader r(obj, sub, where, key + ".");
   Link link;
-  link.bandwidth_GBps = r.number("bandwidth_GBps", 0.0, true);
-  link.latency_us = r.number("latency_us", 0.0, false);
+  link.bandwidth_GBps = r.number("bandwidth_GBps", kMinBandwidthGBps, kMaxBandwidthGBps,
+                                 "kMinBandwidthGBps, kMaxBandwidthGBps");
+  link.latency_us = r.number("latency_us", 0.0, kMaxLatencyUs, "kMaxLatencyUs");
   r.reject_unknown();
   return link;
 }
@@ -201,8 +212,8 @@ Cluster cluster_from_json(const nlohmann::json& value, const std::string& where)
   ObjectReader root(value, base, where, "");
   Cluster c;
   c.name = root.string("name");
-  double gpus = root.number("gpus_per_node", 1.0, false, 1 << 20);
-  if (gpus != static_cast<int>(gpus)) root.fail("gpus_per_node", "expected an integer");
+  const double gpus = root.number("gpus_per_node", 1.0, kMaxGpusPerNode, "kMaxGpusPerNode");
+  if (gpus != std::floor(gpus)) root.fail("gpus_per_node", "expected an integer");
   c.gpus_per_node = static_cast<int>(gpus);
   c.intra_node = read_link(root, "intra_node", base, where);
   c.inter_node = read_link(root, "inter_node", base, where);
@@ -211,19 +222,23 @@ Cluster cluster_from_json(const nlohmann::json& value, const std::string& where)
   ObjectReader dev(root.field("device"), dev_base, where, "device.");
   Device& d = c.device;
   d.name = dev.string("name");
-  d.bf16_tflops = dev.number("bf16_tflops", 0.0, true);
-  d.tf32_tflops = dev.number("tf32_tflops", 0.0, true);
-  d.fp32_tflops = dev.number("fp32_tflops", 0.0, true);
-  d.hbm_GBps = dev.number("hbm_GBps", 0.0, true);
-  d.matmul_efficiency = dev.number("matmul_efficiency", 0.0, true, 1.0);
-  d.optimizer_efficiency = dev.number("optimizer_efficiency", 0.0, true, 1.0);
+  d.bf16_tflops = dev.number("bf16_tflops", kMinTflops, kMaxTflops, "kMinTflops, kMaxTflops");
+  d.tf32_tflops = dev.number("tf32_tflops", kMinTflops, kMaxTflops, "kMinTflops, kMaxTflops");
+  d.fp32_tflops = dev.number("fp32_tflops", kMinTflops, kMaxTflops, "kMinTflops, kMaxTflops");
+  d.hbm_GBps = dev.number("hbm_GBps", kMinBandwidthGBps, kMaxBandwidthGBps,
+                          "kMinBandwidthGBps, kMaxBandwidthGBps");
+  d.matmul_efficiency = dev.number("matmul_efficiency", kMinEfficiency, 1.0, "kMinEfficiency, 1");
+  d.optimizer_efficiency =
+      dev.number("optimizer_efficiency", kMinEfficiency, 1.0, "kMinEfficiency, 1");
   try {
     d.optimizer_precision = parse_precision(dev.string("optimizer_precision"));
   } catch (const UsageError& e) {
     dev.fail("optimizer_precision", e.what());
   }
-  d.optimizer_task_overhead_us = dev.number("optimizer_task_overhead_us", 0.0, false);
-  d.factorization_tflops = dev.number("factorization_tflops", 0.0, true);
+  d.optimizer_task_overhead_us =
+      dev.number("optimizer_task_overhead_us", 0.0, kMaxTaskOverheadUs, "kMaxTaskOverheadUs");
+  d.factorization_tflops =
+      dev.number("factorization_tflops", kMinTflops, kMaxTflops, "kMinTflops, kMaxTflops");
   dev.reject_unknown();
   root.reject_unknown({"base"});
   return c;

@@ -1,8 +1,11 @@
 // Table and JSON views of simulated iterations (report.h).
 #include "canzona/sim/report.h"
 
+#include <cmath>
 #include <cstdio>
 #include <string>
+
+#include "canzona/common/error.h"
 
 namespace canzona::sim {
 
@@ -20,8 +23,20 @@ std::string pad(const std::string& s, std::size_t width, bool left = false) {
   return left ? s + fill : fill + s;
 }
 
+// num / den; throws Error naming `what` when the quotient is not finite (den == 0 or a
+// non-finite input: simulate() never returns one, so this is a bug, not bad input).
+double ratio(double num, double den, const char* what) {
+  const double q = num / den;
+  if (!std::isfinite(q)) {
+    throw Error(str("simulate: internal error: ", what, " = ", num, " / ", den, " is not finite"));
+  }
+  return q;
+}
+
 double balance(const Breakdown& r) {
-  return r.optimizer_rank_mean_s > 0 ? r.optimizer_rank_max_s / r.optimizer_rank_mean_s : 1.0;
+  return r.optimizer_rank_mean_s > 0
+             ? ratio(r.optimizer_rank_max_s, r.optimizer_rank_mean_s, "optimizer_balance")
+             : 1.0;
 }
 
 }  // namespace
@@ -70,8 +85,9 @@ std::string format_table(const std::vector<Breakdown>& results) {
       out += pad(format("%.4f s", v), 13);
     }
     out += pad(format("%.2f", balance(r)), 13);
-    out += pad(format("%.2fx", base.optimizer_step_s / r.optimizer_step_s), 13);
-    out += pad(format("%.2fx", base.iteration_s / r.iteration_s), 13);
+    out +=
+        pad(format("%.2fx", ratio(base.optimizer_step_s, r.optimizer_step_s, "step-speedup")), 13);
+    out += pad(format("%.2fx", ratio(base.iteration_s, r.iteration_s, "iter-speedup")), 13);
     out += "\n";
   }
   return out;

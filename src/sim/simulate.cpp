@@ -6,7 +6,9 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <utility>
 
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "stage_model.h"
 
@@ -19,15 +21,52 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// Throws Error "simulate: internal error: <name> = <value> is not a finite number >= 0".
+void require_finite(double value, const char* name) {
+  if (!std::isfinite(value) || value < 0.0) {
+    throw Error(
+        str("simulate: internal error: ", name, " = ", value, " is not a finite number >= 0"));
+  }
+}
+
+// Phases first, so the message names where a non-finite value entered, not only the total.
+void check_result(const Breakdown& b) {
+  const std::pair<const char*, double> fields[] = {
+      {"fwd_bwd_s", b.fwd_bwd_s},
+      {"dp_comm_exposed_s", b.dp_comm_exposed_s},
+      {"optimizer_s", b.optimizer_s},
+      {"tp_comm_s", b.tp_comm_s},
+      {"param_sync_s", b.param_sync_s},
+      {"optimizer_step_s", b.optimizer_step_s},
+      {"tp_comm_sequential_s", b.tp_comm_sequential_s},
+      {"tp_comm_pipelined_s", b.tp_comm_pipelined_s},
+      {"dp_comm_total_s", b.dp_comm_total_s},
+      {"optimizer_rank_max_s", b.optimizer_rank_max_s},
+      {"optimizer_rank_mean_s", b.optimizer_rank_mean_s},
+      {"fwd_bwd_flops", b.fwd_bwd_flops},
+      {"iteration_s", b.iteration_s},
+  };
+  for (const auto& [name, value] : fields) require_finite(value, name);
+  require_finite(static_cast<double>(b.micro_batches), "micro_batches");
+}
+
+}  // namespace
+
 void check_workload(const Workload& w) {
   CANZONA_REQUIRE(w.tokens > 0, "--tokens must be positive (got ", w.tokens, ")");
   CANZONA_REQUIRE(w.seq_len > 0, "--seq-len must be positive (got ", w.seq_len, ")");
   CANZONA_REQUIRE(w.micro_batch > 0, "--micro-batch must be positive (got ", w.micro_batch, ")");
-  CANZONA_REQUIRE(w.grad_bytes > 0 && w.param_bytes > 0 && w.adamw_bytes_per_element > 0,
-                  "byte sizes per element must be positive");
+  require_in_range(w.tokens, 1, kMaxTokens, "--tokens", "kMaxTokens");
+  require_in_range(w.seq_len, 1, kMaxSeqLen, "--seq-len", "kMaxSeqLen");
+  require_in_range(w.micro_batch, 1, kMaxMicroBatch, "--micro-batch", "kMaxMicroBatch");
+  for (double bytes : {w.grad_bytes, w.param_bytes, w.adamw_bytes_per_element}) {
+    CANZONA_REQUIRE(std::isfinite(bytes) && bytes > 0 && bytes <= kMaxBytesPerElement,
+                    "byte sizes per element must lie in (0, ", kMaxBytesPerElement,
+                    "] (kMaxBytesPerElement), got ", bytes);
+  }
 }
 
-}  // namespace
+namespace {}  // namespace
 
 std::vector<double> stage_flops_per_token(const model::ModelSpec& model, const plan::Plan& plan,
                                           const Workload& workload) {
@@ -91,9 +130,12 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
 
   Breakdown out;
   out.strategy = options.strategy;
-  const std::int64_t per_replica = workload.seq_len * workload.micro_batch * dp;
-  out.micro_batches = (workload.tokens + per_replica - 1) / per_replica;
-  const double mb_tokens = static_cast<double>(workload.seq_len * workload.micro_batch);
+  const std::int64_t mb_tokens_int =
+      checked_mul(workload.seq_len, workload.micro_batch, "--seq-len x --micro-batch");
+  const std::int64_t per_replica = checked_mul(mb_tokens_int, dp, "tokens per DP step x dp");
+  CANZONA_CHECK(per_replica > 0, "dp ", dp);
+  out.micro_batches = workload.tokens / per_replica + (workload.tokens % per_replica != 0 ? 1 : 0);
+  const double mb_tokens = static_cast<double>(mb_tokens_int);
 
   // Forward-backward: 1F1B, the first micro batch crosses every stage, the rest follow at the
   // pace of the slowest stage.
@@ -113,6 +155,7 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
   const double hbm = cluster.device.hbm_GBps * 1e9;
   double worst = -1.0;
   double rank_sum = 0.0;
+  double rank_min = 0.0;
   std::size_t rank_count = 0;
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const plan::StagePlan& stage = plan.stages[s];
@@ -129,6 +172,7 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
                                  elementwise[d] * workload.adamw_bytes_per_element / hbm);
       for (double h : step.host_task_s) {
         out.optimizer_rank_max_s = std::max(out.optimizer_rank_max_s, h);
+        rank_min = rank_count == 0 ? h : std::min(rank_min, h);
         rank_sum += h;
         ++rank_count;
       }
@@ -148,9 +192,15 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
       out.param_sync_s = param_sync;
     }
   }
-  out.optimizer_rank_mean_s = rank_count > 0 ? rank_sum / static_cast<double>(rank_count) : 0.0;
+  // Equal loads give a mean equal to the max exactly (sum / count can round below it).
+  out.optimizer_rank_mean_s =
+      rank_count == 0 ? 0.0
+      : rank_min == out.optimizer_rank_max_s
+          ? rank_min
+          : std::min(out.optimizer_rank_max_s, rank_sum / static_cast<double>(rank_count));
   out.optimizer_step_s = out.optimizer_s + out.tp_comm_s + out.param_sync_s;
   out.iteration_s = out.fwd_bwd_s + out.dp_comm_exposed_s + out.optimizer_step_s;
+  check_result(out);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "canzona/common/error.h"
 #include "canzona/sim/report.h"
 
 namespace canzona::sim {
@@ -66,6 +67,9 @@ std::string render_svg(const std::string& title, const std::vector<ResultGroup>&
   for (const auto& g : groups) {
     bars += g.results.size();
     for (const auto& r : g.results) max_s = std::max(max_s, r.iteration_s);
+  }
+  if (!std::isfinite(max_s)) {
+    throw Error(str("simulate: internal error: iteration_s = ", max_s, " is not finite"));
   }
   if (max_s <= 0.0) max_s = 1.0;
   const double step = tick_step(max_s);

@@ -1,9 +1,13 @@
 // Strategy comparisons and parameter sweeps (sweep.h).
 #include "canzona/sim/sweep.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
+#include "canzona/cost/cost.h"
 
 namespace canzona::sim {
 
@@ -52,16 +56,20 @@ namespace {
 
 double parse_number(SweepKind kind, const std::string& value) {
   char* end = nullptr;
-  double x = std::strtod(value.c_str(), &end);
-  CANZONA_REQUIRE(!value.empty() && end != nullptr && *end == '\0', "--sweep ", to_string(kind),
-                  ": value '", value, "' is not a number");
+  errno = 0;
+  const double x = std::strtod(value.c_str(), &end);
+  CANZONA_REQUIRE(
+      !value.empty() && end != nullptr && *end == '\0' && errno == 0 && std::isfinite(x),
+      "--sweep ", to_string(kind), ": value '", value, "' is not a finite number");
   return x;
 }
 
 int parse_int(SweepKind kind, const std::string& value) {
-  double x = parse_number(kind, value);
-  CANZONA_REQUIRE(x == static_cast<int>(x), "--sweep ", to_string(kind), ": value '", value,
+  const double x = parse_number(kind, value);
+  CANZONA_REQUIRE(x == std::floor(x), "--sweep ", to_string(kind), ": value '", value,
                   "' is not an integer");
+  CANZONA_REQUIRE(x >= 1.0 && x <= static_cast<double>(kMaxGridRanks), "--sweep ", to_string(kind),
+                  ": value '", value, "' must lie in [1, ", kMaxGridRanks, "] (kMaxGridRanks)");
   return static_cast<int>(x);
 }
 
@@ -88,15 +96,30 @@ Scenario with_value(Scenario scenario, SweepKind kind, const std::string& value)
   return scenario;
 }
 
+void check_scenario(const Scenario& scenario) {
+  const plan::PlanOptions& p = scenario.plan;
+  require_in_range(p.tp, 1, kMaxGridRanks, "--tp", "kMaxGridRanks");
+  require_in_range(p.pp, 1, kMaxGridRanks, "--pp", "kMaxGridRanks");
+  const std::int64_t per_replica = checked_mul(p.tp, p.pp, "tp x pp");
+  require_in_range(per_replica, 1, kMaxGridRanks, "tp x pp", "kMaxGridRanks");
+  if (scenario.gpus != 0) {
+    require_in_range(scenario.gpus, 1, kMaxGridRanks, "--gpus", "kMaxGridRanks");
+    CANZONA_REQUIRE(scenario.gpus % per_replica == 0, "--gpus ", scenario.gpus,
+                    " is not a multiple of tp * pp = ", per_replica);
+  } else {
+    require_in_range(p.dp, 1, kMaxGridRanks, "--dp", "kMaxGridRanks");
+    require_in_range(checked_mul(p.dp, per_replica, "dp x tp x pp"), 1, kMaxGridRanks,
+                     "dp x tp x pp", "kMaxGridRanks");
+  }
+  check_workload(scenario.workload);
+  cost::check_options(p.cost);
+}
+
 std::vector<Breakdown> run_strategies(const Scenario& scenario, const Cluster& cluster,
                                       const std::vector<plan::Strategy>& strategies) {
+  check_scenario(scenario);
   plan::PlanOptions base = scenario.plan;
-  if (scenario.gpus > 0) {
-    const int per_replica = base.tp * base.pp;
-    CANZONA_REQUIRE(per_replica > 0 && scenario.gpus % per_replica == 0, "--gpus ", scenario.gpus,
-                    " is not a multiple of tp * pp = ", per_replica);
-    base.dp = scenario.gpus / per_replica;
-  }
+  if (scenario.gpus > 0) base.dp = scenario.gpus / (base.tp * base.pp);
   model::BuildOptions build = scenario.build;
   build.tp = base.tp;
   const model::ModelSpec model = model::load_model(scenario.model, build);
@@ -113,10 +136,17 @@ std::vector<Breakdown> run_strategies(const Scenario& scenario, const Cluster& c
 std::vector<ResultGroup> run_sweep(const Scenario& scenario, const Cluster& cluster,
                                    const std::vector<plan::Strategy>& strategies, SweepKind kind,
                                    const std::vector<std::string>& values) {
-  std::vector<ResultGroup> groups;
+  CANZONA_REQUIRE(!values.empty(), "--sweep-values: no values given");
+  CANZONA_REQUIRE(values.size() <= kMaxSweepValues, "--sweep-values: ", values.size(),
+                  " values, more than ", kMaxSweepValues, " (kMaxSweepValues)");
+  std::vector<Scenario> points;
   for (const auto& value : values) {
-    groups.push_back(
-        {value, run_strategies(with_value(scenario, kind, value), cluster, strategies)});
+    points.push_back(with_value(scenario, kind, value));
+    check_scenario(points.back());
+  }
+  std::vector<ResultGroup> groups;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    groups.push_back({values[i], run_strategies(points[i], cluster, strategies)});
   }
   return groups;
 }

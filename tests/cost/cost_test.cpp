@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "canzona/common/error.h"
+#include "canzona/cost/calibration.h"
 
 namespace canzona::cost {
 namespace {
@@ -83,6 +87,63 @@ TEST(Cost, ParsingRejectsUnknownNames) {
   EXPECT_THROW(parse_optimizer("lion"), UsageError);
   EXPECT_EQ(parse_cost_kind("flops"), CostKind::kFlops);
   EXPECT_THROW(parse_cost_kind("time"), UsageError);
+}
+
+// Hostile options (issue 9): every entry point that costs a task rejects them by flag name.
+TEST(Cost, OptionsOutOfRangeAreUsageErrors) {
+  struct Case {
+    int ns_steps;
+    int frequency;
+    std::int64_t max_dim;
+    const char* flag;
+  };
+  const Case cases[] = {{0, 10, 10000, "--ns-steps"},
+                        {kMaxNsSteps + 1, 10, 10000, "--ns-steps"},
+                        {5, 0, 10000, "--precondition-frequency"},
+                        {5, -7, 10000, "--precondition-frequency"},
+                        {5, 10, -5, "--max-precond-dim = -5 must lie in [0, 2147483648]"},
+                        {5, 10, kMaxPrecondDim + 1, "--max-precond-dim"}};
+  for (const Case& c : cases) {
+    CostOptions o;
+    o.ns_steps = c.ns_steps;
+    o.precondition_frequency = c.frequency;
+    o.max_precond_dim = c.max_dim;
+    for (CostKind kind : {CostKind::kNumel, CostKind::kFlops, CostKind::kMemory}) {
+      o.kind = kind;
+      try {
+        task_cost(OptimizerKind::kShampoo, 8, 8, o);
+        ADD_FAILURE() << "accepted " << c.flag;
+      } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find(c.flag), std::string::npos) << e.what();
+      }
+    }
+    EXPECT_THROW(optimizer_flops(OptimizerKind::kSoap, 8, 8, o), UsageError);
+    EXPECT_THROW(state_bytes(OptimizerKind::kSoap, 8, 8, o), UsageError);
+  }
+  CostOptions edge;
+  edge.max_precond_dim = 0;  // precondition no side: Shampoo is its grafting Adam
+  EXPECT_DOUBLE_EQ(optimizer_flops(OptimizerKind::kShampoo, 8, 8, edge), 12.0 * 64);
+}
+
+// A calibration fit whose line leaves the limits (a sample of absurd seconds) is refused, and so
+// are samples outside the shape and seconds limits.
+TEST(Calibration, FitAndSamplesStayInsideTheLimits) {
+  Calibration c;
+  const CostOptions o;
+  EXPECT_THROW(c.fit(OptimizerKind::kMuon, {{2, 2, 1e5}, {2, 3, 1e5}}, o), UsageError);
+  EXPECT_THROW(c.fit(OptimizerKind::kMuon, {{1, 1, 1e-3}, {kMaxCalibrationSide + 1, 2, 1.0}}, o),
+               UsageError);
+  EXPECT_THROW(c.fit(OptimizerKind::kMuon, {{64, 64, 1e-3}, {128, 128, kMaxSampleSeconds * 2}}, o),
+               UsageError);
+  EXPECT_THROW(c.fit(OptimizerKind::kMuon,
+                     {{64, 64, std::numeric_limits<double>::infinity()}, {128, 128, 1.0}}, o),
+               UsageError);
+  CostOptions bad;
+  bad.max_precond_dim = -1;
+  EXPECT_THROW(c.fit(OptimizerKind::kMuon, {{64, 64, 1e-4}, {128, 128, 8e-4}}, bad), UsageError);
+  c.fit(OptimizerKind::kMuon, {{1024, 1024, 1e-3}, {2048, 2048, 8e-3}}, o);
+  const double s = c.seconds(OptimizerKind::kMuon, 1 << 24, 1 << 24, o);
+  EXPECT_TRUE(std::isfinite(s) && s > 0.0);
 }
 
 }  // namespace

@@ -7,7 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
+
 #include "canzona/common/error.h"
+#include "canzona/sim/report.h"
 
 namespace canzona::sim {
 namespace {
@@ -194,6 +198,78 @@ TEST(Simulate, RejectsBadWorkloadAndOversizedTp) {
   EXPECT_THROW(simulate(tiny_model(), p, round_cluster(), w), UsageError);
   p.options.tp = 16;
   EXPECT_THROW(simulate(tiny_model(), p, round_cluster(), two_micro_batches(1)), UsageError);
+}
+
+// Hostile workloads (issue 9): out of the documented limits, or tokens per DP step overflowing.
+TEST(Simulate, RejectsWorkloadsOutsideTheLimits) {
+  const plan::Plan p = hosted_plan();
+  auto expect_usage = [&](const Workload& w, const char* words) {
+    try {
+      simulate(tiny_model(), p, round_cluster(), w);
+      ADD_FAILURE() << "accepted " << words;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  Workload w = two_micro_batches(1);
+  w.tokens = std::numeric_limits<std::int64_t>::max();
+  expect_usage(w, "--tokens = 9223372036854775807 must lie in [1, 1099511627776] (kMaxTokens)");
+  w = two_micro_batches(1);
+  w.seq_len = kMaxSeqLen + 1;
+  expect_usage(w, "(kMaxSeqLen)");
+  w = two_micro_batches(1);
+  w.micro_batch = -3;
+  expect_usage(w, "--micro-batch must be positive");
+  w = two_micro_batches(1);
+  w.grad_bytes = std::numeric_limits<double>::quiet_NaN();
+  expect_usage(w, "(kMaxBytesPerElement)");
+  plan::Plan wide = tiny_plan(plan::Strategy::kSc, 1 << 20, 1);
+  w = two_micro_batches(1);
+  w.seq_len = kMaxSeqLen;
+  w.micro_batch = kMaxMicroBatch;
+  try {
+    simulate(tiny_model(), wide, round_cluster(), w);
+    ADD_FAILURE() << "2^64 tokens per DP step accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("overflows a 64-bit integer"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A non-finite time from a cluster that bypassed cluster_from_json is an internal Error naming
+// the field, never printed; so is a speedup of zero over zero in the table.
+TEST(Simulate, NonFiniteResultsAreInternalErrorsNamingTheField) {
+  Cluster c = round_cluster();
+  c.device.bf16_tflops = 0.0;
+  try {
+    simulate(tiny_model(), hosted_plan(), c, two_micro_batches(1));
+    ADD_FAILURE() << "infinite fwd_bwd_s accepted";
+  } catch (const UsageError& e) {
+    ADD_FAILURE() << "an internal failure reported as bad input: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fwd_bwd_s"), std::string::npos) << e.what();
+  }
+  try {
+    format_table({Breakdown{}});
+    ADD_FAILURE() << "0 / 0 speedup printed";
+  } catch (const UsageError& e) {
+    ADD_FAILURE() << "an internal failure reported as bad input: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("speedup"), std::string::npos) << e.what();
+  }
+}
+
+// sc: every DP rank computes everything, so max / mean is exactly 1 even where sum / count
+// rounds (3 x 0.1 s / 3 = 0.10000000000000002).
+TEST(Simulate, EqualLoadsHaveBalanceExactlyOne) {
+  plan::Plan p = tiny_plan(plan::Strategy::kSc, 3, 1);
+  auto& s = p.stages[0];
+  s.owner = {plan::kEveryone, plan::kEveryone, plan::kEveryone};
+  s.tasks = {task(0, 1e12, plan::kEveryone, plan::kAllTp)};  // 0.1 s at 1e13 FLOP/s
+  Breakdown r = simulate(tiny_model(), p, round_cluster(), two_micro_batches(3));
+  EXPECT_EQ(r.optimizer_rank_max_s, 0.1);
+  EXPECT_EQ(r.optimizer_rank_mean_s, r.optimizer_rank_max_s);
+  EXPECT_EQ(to_json(r)["optimizer_balance"].get<double>(), 1.0);
 }
 
 TEST(Simulate, MoreBandwidthIsNeverSlower) {

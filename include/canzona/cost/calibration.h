@@ -7,15 +7,32 @@
 //    "optimizers": {"muon": {"intercept_s": 1e-5, "seconds_per_flop": 7e-12,
 //                            "samples": [{"rows": 1024, "cols": 3072, "seconds": 0.01}, ...]},
 //                   "shampoo": {...}, "soap": {...}, "adamw": {...}}}
+//
+// Limits (read() and fit() reject values outside them with a UsageError naming the file, the key
+// and the limit). Measured CPU kernels run at 1e-12..1e-9 seconds per FLOP and an accelerator at
+// 1e-15; the bounds keep every prediction finite for any shape we accept (sides <= 2^24):
+//   seconds_per_flop in [kMinSecondsPerFlop, kMaxSecondsPerFlop] = [1e-18, 1e-3]
+//   intercept_s      in [0, kMaxInterceptSeconds] = [0, 3600]
+//   samples          at most kMaxCalibrationSamples = 65536 per optimizer
+//   sample rows/cols in [1, kMaxCalibrationSide] = [1, 2^24]
+//   sample seconds   in (0, kMaxSampleSeconds] = (0, 1e6]
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "canzona/cost/cost.h"
 
 namespace canzona::cost {
+
+inline constexpr double kMinSecondsPerFlop = 1e-18;
+inline constexpr double kMaxSecondsPerFlop = 1e-3;
+inline constexpr double kMaxInterceptSeconds = 3600.0;
+inline constexpr std::size_t kMaxCalibrationSamples = 65536;
+inline constexpr std::int64_t kMaxCalibrationSide = std::int64_t{1} << 24;
+inline constexpr double kMaxSampleSeconds = 1e6;
 
 struct CalibrationSample {
   std::int64_t rows = 0;
@@ -33,10 +50,13 @@ struct CalibrationFit {
 class Calibration {
  public:
   // Least-squares fit of seconds against optimizer_flops(kind, shape, options) over `samples`
-  // (intercept clamped at >= 0). Throws UsageError with fewer than 2 samples.
+  // (intercept clamped at >= 0). Throws UsageError with fewer than 2 or more than
+  // kMaxCalibrationSamples samples, a sample outside the limits above, invalid `options`
+  // (check_options) or a fit whose slope or intercept falls outside the limits above.
   void fit(OptimizerKind kind, std::vector<CalibrationSample> samples, const CostOptions& options);
 
-  // Predicted seconds; throws UsageError when `kind` was never calibrated.
+  // Predicted seconds (finite for sides <= 2^24); throws UsageError when `kind` was never
+  // calibrated, and as check_options.
   double seconds(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
                  const CostOptions& options) const;
 

@@ -25,14 +25,29 @@ const char* to_string(CostKind kind);
 
 class Calibration;
 
+// Limits of CostOptions (check_options). Muon runs 5 Newton-Schulz steps in practice, Shampoo
+// and SOAP refresh every 1-1000 steps, and no matrix side exceeds 2^24 (the largest vocabulary we
+// accept); the limits leave orders of magnitude of room while keeping every cost finite.
+inline constexpr int kMaxNsSteps = 1000;
+inline constexpr int kMaxPreconditionFrequency = 1000000;
+inline constexpr std::int64_t kMaxPrecondDim = std::int64_t{1} << 31;
+
 struct CostOptions {
   CostKind kind = CostKind::kNumel;
   OptimizerKind matrix_optimizer = OptimizerKind::kMuon;  // optimizer for matrix tasks
-  int ns_steps = 5;                       // Muon Newton-Schulz iterations
-  int precondition_frequency = 10;        // Shampoo / SOAP: eigh (or QR refresh) every f steps
-  std::int64_t max_precond_dim = 10000;   // sides above this use identity (no statistics)
+  int ns_steps = 5;                          // Muon Newton-Schulz iterations, [1, kMaxNsSteps]
+  int precondition_frequency = 10;           // Shampoo / SOAP: eigh (or QR refresh) every f steps,
+                                             // [1, kMaxPreconditionFrequency]
+  std::int64_t max_precond_dim = 10000;      // sides above this use identity (no statistics),
+                                             // [0, kMaxPrecondDim]; 0 = precondition no side
   const Calibration* calibration = nullptr;  // required for kCalibrated, borrowed
 };
+
+// Throws UsageError naming the option (as its CLI flag) and the limit unless ns_steps lies in
+// [1, kMaxNsSteps], precondition_frequency in [1, kMaxPreconditionFrequency] and max_precond_dim
+// in [0, kMaxPrecondDim]. task_cost, optimizer_flops and state_bytes call it, so every path that
+// costs a task (plan, simulate, calibration fits) rejects such options.
+void check_options(const CostOptions& options);
 
 // Optimizer FLOPs per step for a rows x cols matrix (or, for AdamW, rows*cols elements).
 //   Muon:    ns_steps * (4 max min^2 + 2 min^3): the three GEMMs of each Newton-Schulz step
@@ -54,7 +69,7 @@ double state_bytes(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
                    const CostOptions& options);
 
 // The planner's cost of a task under options.kind. Throws UsageError for kCalibrated without a
-// calibration.
+// calibration, and as check_options.
 double task_cost(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
                  const CostOptions& options);
 

@@ -15,6 +15,20 @@
 
 namespace canzona::sim {
 
+// Limits of a cluster description (cluster_from_json). Today's parts sit orders of magnitude
+// inside them (NVLink 360-900 GB/s, InfiniBand 25-100 GB/s, H100 989 bf16 TFLOP/s, 3.35 TB/s
+// HBM, 3-10 us latencies, 8-72 GPUs per NVLink domain); the bounds keep every simulated time
+// finite and positive for any model and workload simulate accepts.
+inline constexpr int kMaxGpusPerNode = 1024;              // gpus_per_node in [1, 1024]
+inline constexpr double kMinBandwidthGBps = 1e-3;         // link and HBM bandwidth in
+inline constexpr double kMaxBandwidthGBps = 1e6;          //   [1 MB/s, 1 PB/s]
+inline constexpr double kMaxLatencyUs = 1e6;              // latency_us in [0, 1 s]
+inline constexpr double kMinTflops = 1e-3;                // every TFLOP/s rate in
+inline constexpr double kMaxTflops = 1e6;                 //   [1 GFLOP/s, 1 EFLOP/s]
+inline constexpr double kMinEfficiency = 1e-3;            // efficiencies in [0.001, 1]
+inline constexpr double kMaxTaskOverheadUs = 1e6;         // optimizer_task_overhead_us in [0, 1 s]
+inline constexpr std::size_t kMaxClusterNameChars = 256;  // name, device.name: no control chars
+
 struct Link {
   double bandwidth_GBps = 0.0;  // achieved one-direction bandwidth per GPU, 1e9 bytes/s
   double latency_us = 0.0;      // α per message step, microseconds
@@ -61,8 +75,9 @@ Cluster cluster_preset(const std::string& name);
 
 // Parses a cluster description. Every key of to_json(Cluster) is required unless the object has
 // "base": "<preset>", whose values fill the missing keys. Throws UsageError "<where>: key '<k>':
-// <problem>" for a missing key, a wrong type, a non-positive rate or bandwidth, a negative
-// latency, an efficiency outside (0, 1], or an unknown key.
+// <problem>" for a missing key, a wrong type, a number that is not finite or lies outside its
+// limit above (the message names the limit), a non-integer gpus_per_node, a name that is empty,
+// longer than kMaxClusterNameChars bytes or holding a control character, or an unknown key.
 Cluster cluster_from_json(const nlohmann::json& value, const std::string& where);
 nlohmann::json to_json(const Cluster& cluster);
 

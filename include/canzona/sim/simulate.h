@@ -20,6 +20,14 @@
 
 namespace canzona::sim {
 
+// Limits of a Workload (check_workload). Real global batches are 0.5M-64M tokens of 2K-1M-token
+// sequences; the limits leave orders of magnitude of room and keep every product of them (tokens
+// per DP step, FLOPs of an iteration) finite and exact enough.
+inline constexpr std::int64_t kMaxTokens = std::int64_t{1} << 40;      // tokens per iteration
+inline constexpr std::int64_t kMaxSeqLen = std::int64_t{1} << 24;      // tokens per sequence
+inline constexpr std::int64_t kMaxMicroBatch = std::int64_t{1} << 20;  // sequences per micro batch
+inline constexpr double kMaxBytesPerElement = 1024.0;  // grad, param and AdamW bytes per element
+
 // The training job around the optimizer. Defaults: a 512K-token global batch of 4096-token
 // sequences, one sequence per micro batch, fp32 gradient buffer (Megatron main grads), bf16 model
 // params gathered after the step, TP micro groups pipelined.
@@ -72,9 +80,17 @@ double factorization_flops(cost::OptimizerKind kind, std::int64_t rows, std::int
 // the rest of task.flops at Device::optimizer_flops_per_s(), plus the per-task overhead.
 double task_seconds(const plan::Task& task, const cost::CostOptions& options, const Device& device);
 
+// Throws UsageError naming the flag and the limit unless tokens lies in [1, kMaxTokens], seq_len
+// in [1, kMaxSeqLen], micro_batch in [1, kMaxMicroBatch] and every byte size per element is
+// finite and in (0, kMaxBytesPerElement].
+void check_workload(const Workload& workload);
+
 // Simulates one iteration of `plan` (made from `model` by plan::make_plan) on `cluster`.
-// Throws UsageError for non-positive tokens, seq_len or micro_batch, byte sizes <= 0, or tp larger
-// than a node; CANZONA_CHECK failures for a plan inconsistent with the model.
+// Throws UsageError as check_workload, for tp larger than a node, or when the tokens of one DP
+// step (seq_len x micro_batch x dp) overflow; CANZONA_CHECK failures for a plan inconsistent with
+// the model. Every time, FLOP count and ratio of the result is finite and >= 0; a value that is
+// not is an Error (not a UsageError) naming the field. optimizer_rank_mean_s equals
+// optimizer_rank_max_s exactly when every grid rank carries the same load.
 Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const Cluster& cluster,
                    const Workload& workload);
 

@@ -1,20 +1,28 @@
 // `canzona run` (one strategy) and `canzona compare` (several strategies on the same data), both
 // under mpirun: real ranks, real collectives, real optimizer steps (docs/runtime.md).
 //
-// Errors. Bad flags and models fail before MPI starts (every rank exits 2 on its own). After
-// that, errors every rank raises identically (world size, plan mismatch or disagreement) end the
-// job through runtime::abort_agreed (one line naming the rank); anything else through
-// comm::abort_all on the failing rank. --verify failing exits 1 on every rank.
+// Errors. Bad flags, option values, models and unusable --json/--trace paths fail before MPI
+// starts (every rank exits 2 on its own). Then, before the first collective of the grid, every
+// rank's effective configuration is compared (runtime::check_agreement). After that, errors every
+// rank raises identically (a setting ranks disagree on, world size, plan mismatch) end the job
+// through runtime::abort_agreed (one line naming the rank, exit 2, within about a second);
+// anything else through comm::abort_all on the failing rank. --verify failing exits 1 on every
+// rank.
+#include <charconv>
 #include <cstdio>
 #include <exception>
 #include <iostream>
 #include <memory>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "canzona/comm/mpi.h"
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
 #include "canzona/model/load.h"
 #include "canzona/plan/plan.h"
+#include "canzona/runtime/agreement.h"
 #include "canzona/runtime/options.h"
 #include "canzona/runtime/report.h"
 #include "canzona/runtime/session.h"
@@ -31,10 +39,23 @@ struct RunFlags {
   std::string split_qkv = "none";
   std::string reduce_mode = "deterministic";
   std::string optimizer_options = "{}";
+  std::string seed = "1";  // parse_seed
   bool no_pipeline = false;
   bool verify = false;
   std::string trace, json;
+  CLI::Option* trace_flag = nullptr;  // given, even as "" (refused by check_output_path)
+  CLI::Option* json_flag = nullptr;
 };
+
+// --seed: decimal digits only, within uint64 (CLI11 would wrap "-1" and saturate 10^23).
+std::uint64_t parse_seed(const std::string& text) {
+  std::uint64_t seed = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, error] = std::from_chars(text.data(), end, seed);
+  CANZONA_REQUIRE(!text.empty() && error == std::errc() && at == end,
+                  "--seed must be an integer in [0, 18446744073709551615] (got '", text, "')");
+  return seed;
+}
 
 // Everything that can be checked without MPI; throws UsageError.
 runtime::RunOptions resolve(RunFlags& f) {
@@ -46,8 +67,21 @@ runtime::RunOptions resolve(RunFlags& f) {
   o.qkv_split = model::parse_qkv_split(f.split_qkv);
   o.reduce_mode = runtime::parse_reduce_mode(f.reduce_mode);
   o.pipeline = !f.no_pipeline;
+  o.seed = parse_seed(f.seed);
+  std::vector<std::set<std::string>> keys;  // per open object: the keys seen so far
+  const auto reject_duplicates = [&keys](int, nlohmann::json::parse_event_t event,
+                                         nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys.emplace_back();
+    if (event == Event::object_end && !keys.empty()) keys.pop_back();
+    if (event == Event::key && !keys.empty() &&
+        !keys.back().insert(parsed.get<std::string>()).second)
+      throw UsageError(str("--optimizer-options: duplicate key '", parsed.get<std::string>(),
+                           "' in one object"));
+    return true;
+  };
   try {
-    o.optimizer_options = nlohmann::json::parse(f.optimizer_options);
+    o.optimizer_options = nlohmann::json::parse(f.optimizer_options, reject_duplicates);
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(str("--optimizer-options is not valid JSON: ", e.what()));
   }
@@ -58,15 +92,28 @@ runtime::RunOptions resolve(RunFlags& f) {
 int execute(RunFlags& flags) {
   const runtime::RunOptions options = resolve(flags);
   const std::vector<plan::Strategy> strategies = plan::parse_strategy_list(flags.strategies);
+  if (flags.json_flag->count() > 0) check_output_path(flags.json, "--json");
+  if (flags.trace_flag->count() > 0) check_output_path(flags.trace, "--trace");
   const model::ModelSpec model = runtime::load_model(options);
   runtime::SessionOptions session;
   session.verify = flags.verify;
   session.trace_path = flags.trace;
+  runtime::Settings settings = runtime::launch_settings(options, session, strategies, model);
+  settings.push_back({"--json", flags.json});
 
   comm::MpiSession mpi;
   int exit_code = 0;
   try {
-    auto grid = comm::make_mpi_grid(options.dp, options.tp, options.pp, options.reduce_mode);
+    {
+      const auto world = comm::make_mpi_control_world();
+      runtime::check_agreement(*world, settings);
+    }
+    std::unique_ptr<comm::Grid> grid;
+    try {
+      grid = comm::make_mpi_grid(options.dp, options.tp, options.pp, options.reduce_mode);
+    } catch (const UsageError& e) {
+      throw runtime::PlanAgreementError(e.what());  // the world size: the same on every rank
+    }
     const runtime::CompareResult result =
         runtime::run_strategies(*grid, model, options, strategies, session);
     if (grid->world().rank() == 0) {
@@ -125,14 +172,15 @@ void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
       ->capture_default_str();
   sub->add_option("--tokens", o.tokens, "Tokens per simulated batch")->capture_default_str();
   sub->add_option("--reduce-mode", f.reduce_mode, "deterministic | native")->capture_default_str();
-  sub->add_option("--seed", o.seed, "Synthetic init and gradients")->capture_default_str();
+  sub->add_option("--seed", f.seed, "Synthetic init and gradients")->capture_default_str();
   sub->add_flag("--no-pipeline", f.no_pipeline,
                 "Run TP micro groups one after another (no gather/compute overlap)");
   sub->add_flag("--verify", f.verify,
                 "Compare final params bitwise with a single-process reference"
                 " and across strategies");
-  sub->add_option("--trace", f.trace, "Write a Chrome trace (Perfetto) to FILE");
-  sub->add_option("--json", f.json, "Write timings, bytes and verification as JSON to FILE");
+  f.trace_flag = sub->add_option("--trace", f.trace, "Write a Chrome trace (Perfetto) to FILE");
+  f.json_flag =
+      sub->add_option("--json", f.json, "Write timings, bytes and verification as JSON to FILE");
   sub->add_option("--test-perturb-plan-rank", o.perturb_plan_rank)->group("");
   sub->add_option("--test-corrupt-rank", o.corrupt_rank)->group("");
 }

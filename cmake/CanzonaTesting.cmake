@@ -28,16 +28,23 @@ function(canzona_mpi_test name)
   endif()
 endfunction()
 
-# canzona_cli_test(<name> RC <exit code> EXPECT <regex> [NP <n>] [TIMEOUT <s>] COMMAND <exe-and-args...>):
+# canzona_cli_test(<name> RC <exit code> EXPECT <regex> [ONCE <regex>] [NP <n> | MPMD]
+#                  [TIMEOUT <s>] COMMAND <exe-and-args...>):
 # runs the command (under mpirun, as canzona_mpi_test does, when NP is given) and passes only when
-# it exits with exactly RC and its stdout + stderr match EXPECT (cmake/expect_run.cmake).
+# it exits with exactly RC and its stdout + stderr match EXPECT (cmake/expect_run.cmake), and, with
+# ONCE, match that regex exactly once (an error line printed by one rank only). With MPMD, COMMAND
+# is everything after mpirun's own options, in OpenMPI's MPMD syntax
+# (`-np 1 canzona run --steps 2 : -np 1 canzona run --steps 3`), so ranks get different flags.
 function(canzona_cli_test name)
-  cmake_parse_arguments(ARG "" "RC;EXPECT;NP;TIMEOUT" "COMMAND" ${ARGN})
+  cmake_parse_arguments(ARG "MPMD" "RC;EXPECT;ONCE;NP;TIMEOUT" "COMMAND" ${ARGN})
   set(command ${ARG_COMMAND})
   set(labels cli)
+  set(mpirun ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --mca btl self,vader)
   if(ARG_NP)
-    set(command ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --mca btl self,vader
-                -np ${ARG_NP} ${ARG_COMMAND})
+    set(command ${mpirun} -np ${ARG_NP} ${ARG_COMMAND})
+    set(labels cli mpi)
+  elseif(ARG_MPMD)
+    set(command ${mpirun} ${ARG_COMMAND})
     set(labels cli mpi)
   endif()
   if(NOT ARG_TIMEOUT)
@@ -46,7 +53,8 @@ function(canzona_cli_test name)
   math(EXPR inner_timeout "${ARG_TIMEOUT} - 10")
   add_test(NAME ${name}
            COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${command}" "-DRC=${ARG_RC}" "-DEXPECT=${ARG_EXPECT}"
-                   "-DTIMEOUT=${inner_timeout}" -P ${PROJECT_SOURCE_DIR}/cmake/expect_run.cmake)
+                   "-DONCE=${ARG_ONCE}" "-DTIMEOUT=${inner_timeout}"
+                   -P ${PROJECT_SOURCE_DIR}/cmake/expect_run.cmake)
   set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${ARG_TIMEOUT}
                        ENVIRONMENT "${CANZONA_TEST_ENV}")
 endfunction()

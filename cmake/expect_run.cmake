@@ -1,6 +1,7 @@
-# cmake -DCOMMAND=<;-list> -DRC=<exit code> -DEXPECT=<regex> [-DTIMEOUT=<s>] -P expect_run.cmake
-# Runs COMMAND and passes only when it exits with exactly RC and its stdout + stderr match EXPECT:
-# a run must both end as it should and say why. A run past TIMEOUT (default 110 s) fails.
+# cmake -DCOMMAND=<;-list> -DRC=<exit code> -DEXPECT=<regex> [-DONCE=<regex>] [-DTIMEOUT=<s>]
+#       -P expect_run.cmake
+# Runs COMMAND and passes only when it exits with exactly RC and its stdout + stderr match EXPECT
+# (and ONCE, when given, exactly once): a run must both end as it should and say why. A run past TIMEOUT (default 110 s) fails.
 if(NOT TIMEOUT)
   set(TIMEOUT 110)
 endif()
@@ -12,4 +13,11 @@ if(NOT rc STREQUAL "${RC}")
 endif()
 if(NOT "${out}${err}" MATCHES "${EXPECT}")
   message(FATAL_ERROR "output does not match '${EXPECT}'")
+endif()
+if(ONCE)
+  string(REGEX MATCHALL "${ONCE}" matches "${out}${err}")
+  list(LENGTH matches count)
+  if(NOT count EQUAL 1)
+    message(FATAL_ERROR "'${ONCE}' matched ${count} times, expected once")
+  endif()
 endif()

@@ -69,6 +69,12 @@ void abort_all(const std::string& message, int code) {
   std::_Exit(code);
 }
 
+std::unique_ptr<Communicator> make_mpi_control_world() {
+  if (!mpi_usable())
+    throw Error("make_mpi_control_world: MPI is not initialized (create an MpiSession)");
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, ReduceMode::kNative);
+}
+
 std::unique_ptr<Grid> make_mpi_grid(int dp, int tp, int pp, ReduceMode mode) {
   if (!mpi_usable()) throw Error("make_mpi_grid: MPI is not initialized (create an MpiSession)");
   const GridShape shape{dp, tp, pp};

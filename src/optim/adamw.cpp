@@ -99,11 +99,11 @@ void AdamW::update(MatrixView param, ConstMatrixView grad, std::int64_t step) {
 std::unique_ptr<Optimizer> make_adamw(const ParamInfo& param, const nlohmann::json& options) {
   AdamWOptions o;
   detail::OptionsReader reader("adamw", options);
-  reader.read("lr", o.lr);
-  reader.read("beta1", o.beta1);
-  reader.read("beta2", o.beta2);
-  reader.read("eps", o.eps);
-  reader.read("weight_decay", o.weight_decay);
+  reader.read_in("lr", o.lr, 0.0, detail::kMaxRate, "kMaxRate");
+  reader.read_in("beta1", o.beta1, 0.0, detail::kMaxBeta, "kMaxBeta");
+  reader.read_in("beta2", o.beta2, 0.0, detail::kMaxBeta, "kMaxBeta");
+  reader.read_in("eps", o.eps, detail::kMinEps, 1.0, "kMinEps");
+  reader.read_in("weight_decay", o.weight_decay, 0.0, detail::kMaxRate, "kMaxRate");
   reader.finish();
   return std::make_unique<AdamW>(param, o);
 }

@@ -72,14 +72,14 @@ void Muon::update(MatrixView param, ConstMatrixView grad, std::int64_t /*step*/)
 std::unique_ptr<Optimizer> make_muon(const ParamInfo& param, const nlohmann::json& options) {
   MuonOptions o;
   detail::OptionsReader reader("muon", options);
-  reader.read("lr", o.lr);
-  reader.read("momentum", o.momentum);
+  reader.read_in("lr", o.lr, 0.0, detail::kMaxRate, "kMaxRate");
+  reader.read_in("momentum", o.momentum, 0.0, detail::kMaxBeta, "kMaxBeta");
   reader.read("nesterov", o.nesterov);
   reader.read_enum("ns_coefficients", o.ns.coefficients, parse_ns_coefficients);
-  reader.read("ns_steps", o.ns.steps);
-  reader.read("eps", o.ns.eps);
+  reader.read_in("ns_steps", o.ns.steps, 0, detail::kMaxNsSteps, "kMaxNsSteps");
+  reader.read_in("eps", o.ns.eps, detail::kMinEps, 1.0, "kMinEps");
   reader.read_enum("scale", o.scale, parse_muon_scale);
-  reader.read("weight_decay", o.weight_decay);
+  reader.read_in("weight_decay", o.weight_decay, 0.0, detail::kMaxRate, "kMaxRate");
   reader.finish();
   return std::make_unique<Muon>(param, o);
 }

@@ -1,10 +1,23 @@
 #include "options_reader.h"
 
+#include <cmath>
+#include <iomanip>
 #include <limits>
+#include <sstream>
 
 #include "canzona/common/error.h"
 
 namespace canzona::optim::detail {
+namespace {
+
+// Enough digits that a bound like kMaxBeta does not print as 1.
+std::string exact(double v) {
+  std::ostringstream out;
+  out << std::setprecision(10) << v;
+  return out.str();
+}
+
+}  // namespace
 
 OptionsReader::OptionsReader(const char* optimizer, const nlohmann::json& options)
     : optimizer_(optimizer), options_(options) {
@@ -56,6 +69,29 @@ void OptionsReader::read(const char* key, std::string& field) {
   if (!has(key)) return;
   if (!at(key).is_string()) wrong_type(key, "a string");
   field = at(key).get<std::string>();
+}
+
+void OptionsReader::read_in(const char* key, double& field, double lo, double hi, const char* why) {
+  read(key, field);
+  if (!(std::isfinite(field) && field >= lo && field <= hi))
+    throw UsageError(str(optimizer_, " option '", key, "' = ", exact(field),
+                         " must be a finite number in [", exact(lo), ", ", exact(hi), "] (", why,
+                         ")"));
+}
+
+void OptionsReader::read_in(const char* key, std::int64_t& field, std::int64_t lo, std::int64_t hi,
+                            const char* why) {
+  read(key, field);
+  if (field < lo || field > hi)
+    throw UsageError(str(optimizer_, " option '", key, "' = ", field, " must lie in [", lo, ", ",
+                         hi, "] (", why, ")"));
+}
+
+void OptionsReader::read_in(const char* key, int& field, std::int64_t lo, std::int64_t hi,
+                            const char* why) {
+  std::int64_t value = field;
+  read_in(key, value, lo, hi, why);
+  field = static_cast<int>(value);
 }
 
 void OptionsReader::finish() const {

@@ -119,16 +119,17 @@ void Shampoo::update(MatrixView param, ConstMatrixView grad, std::int64_t step) 
 std::unique_ptr<Optimizer> make_shampoo(const ParamInfo& param, const nlohmann::json& options) {
   ShampooOptions o;
   detail::OptionsReader reader("shampoo", options);
-  reader.read("lr", o.lr);
-  reader.read("beta1", o.beta1);
-  reader.read("beta2", o.beta2);
-  reader.read("eps", o.eps);
-  reader.read("precondition_frequency", o.precondition_frequency);
-  reader.read("max_precond_dim", o.max_precond_dim);
-  reader.read("weight_decay", o.weight_decay);
+  reader.read_in("lr", o.lr, 0.0, detail::kMaxRate, "kMaxRate");
+  reader.read_in("beta1", o.beta1, 0.0, detail::kMaxBeta, "kMaxBeta");
+  reader.read_in("beta2", o.beta2, 0.0, detail::kMaxBeta, "kMaxBeta");
+  reader.read_in("eps", o.eps, detail::kMinEps, 1.0, "kMinEps");
+  reader.read_in("precondition_frequency", o.precondition_frequency, 1,
+                 detail::kMaxPrecondFrequency, "kMaxPrecondFrequency");
+  reader.read_in("max_precond_dim", o.max_precond_dim, 1, detail::kMaxPrecondDim, "kMaxPrecondDim");
+  reader.read_in("weight_decay", o.weight_decay, 0.0, detail::kMaxRate, "kMaxRate");
   reader.read_enum("grafting", o.grafting, parse_grafting);
-  reader.read("graft_beta2", o.graft_beta2);
-  reader.read("graft_eps", o.graft_eps);
+  reader.read_in("graft_beta2", o.graft_beta2, 0.0, detail::kMaxBeta, "kMaxBeta");
+  reader.read_in("graft_eps", o.graft_eps, detail::kMinEps, 1.0, "kMinEps");
   reader.finish();
   return std::make_unique<Shampoo>(param, o);
 }

@@ -1,3 +1,4 @@
+// abort_agreed (session.h).
 #include <mpi.h>
 
 #include <chrono>
@@ -15,7 +16,7 @@ void abort_agreed(const std::string& message, int code) {
   MPI_Finalized(&finalized);
   int rank = 0;
   if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(10));
+  if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(kAgreedAbortWaitMs));
   comm::abort_all(message, code);
 }
 

@@ -1,25 +1,42 @@
 #include "canzona/runtime/options.h"
 
+#include <cmath>
+
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/optim/optimizer.h"
 
 namespace canzona::runtime {
+namespace {
+
+// Throws UsageError "<what> = value must be a finite number in [lo, hi] (<why>)" otherwise.
+void require_real(double value, double lo, double hi, const char* what, const char* why) {
+  if (!(std::isfinite(value) && value >= lo && value <= hi))
+    throw UsageError(
+        str(what, " = ", value, " must be a finite number in [", lo, ", ", hi, "] (", why, ")"));
+}
+
+}  // namespace
 
 void validate(const RunOptions& o) {
-  CANZONA_REQUIRE(o.dp > 0, "--dp must be positive (got ", o.dp, ")");
-  CANZONA_REQUIRE(o.tp > 0, "--tp must be positive (got ", o.tp, ")");
+  require_in_range(o.dp, 1, kMaxRanks, "--dp", "kMaxRanks");
+  require_in_range(o.tp, 1, kMaxRanks, "--tp", "kMaxRanks");
+  require_in_range(std::int64_t{o.dp} * o.tp, 1, kMaxRanks, "--dp x --tp", "kMaxRanks");
   CANZONA_REQUIRE(o.pp == 1, "--pp ", o.pp,
                   ": run and compare execute one pipeline stage only (use --pp 1; `canzona plan` "
                   "and `canzona simulate` handle pp > 1)");
-  CANZONA_REQUIRE(o.steps >= 1, "--steps must be >= 1 (got ", o.steps, ")");
-  CANZONA_REQUIRE(o.warmup >= 0, "--warmup must be >= 0 (got ", o.warmup, ")");
-  CANZONA_REQUIRE(o.compute_scale >= 0.0, "--compute-scale must be >= 0 (got ", o.compute_scale,
-                  ")");
-  CANZONA_REQUIRE(o.tokens > 0, "--tokens must be positive (got ", o.tokens, ")");
-  CANZONA_REQUIRE(o.bucket_size >= 0, "--bucket-size must be >= 0 (got ", o.bucket_size, ")");
-  CANZONA_REQUIRE(o.alpha >= 0.0 && o.alpha <= 1.0, "--alpha must be in [0, 1] (got ", o.alpha,
-                  ")");
+  require_in_range(o.steps, 1, kMaxSteps, "--steps", "kMaxSteps");
+  require_in_range(o.warmup, 0, kMaxSteps, "--warmup", "kMaxSteps");
+  require_real(o.compute_scale, 0.0, kMaxComputeScale, "--compute-scale", "kMaxComputeScale");
+  require_in_range(o.tokens, 1, kMaxTokens, "--tokens", "kMaxTokens");
+  require_in_range(o.bucket_size, 0, kMaxBucketSize, "--bucket-size", "kMaxBucketSize");
+  require_real(o.alpha, 0.0, 1.0, "--alpha", "Algorithm 1 blend");
+  require_real(o.cmax_mb, 0.0, kMaxCmaxMb, "--cmax-mb", "kMaxCmaxMb");
   CANZONA_REQUIRE(o.cmax_mb > 0.0, "--cmax-mb must be positive (got ", o.cmax_mb, ")");
+  const std::int64_t ranks = std::int64_t{o.dp} * o.tp;
+  require_in_range(o.perturb_plan_rank, -1, ranks - 1, "--test-perturb-plan-rank",
+                   "-1 or a world rank");
+  require_in_range(o.corrupt_rank, -1, ranks - 1, "--test-corrupt-rank", "-1 or a world rank");
   CANZONA_REQUIRE(o.optimizer == "muon" || o.optimizer == "shampoo" || o.optimizer == "soap",
                   "--optimizer must be a matrix optimizer: muon, shampoo or soap (got '",
                   o.optimizer, "'; element-wise params always use adamw)");

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "canzona/plan/metrics.h"
+#include "canzona/runtime/agreement.h"
 #include "canzona/runtime/reference.h"
 #include "canzona/runtime/verify.h"
 #include "gather_bytes.h"
@@ -277,6 +278,7 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
                              const SessionOptions& session) {
   validate(options);
   comm::Communicator& world = grid.world();
+  check_agreement(world, launch_settings(options, session, strategies, model));
   CompareResult result;
   result.options = options;
   result.model_name = model.name;

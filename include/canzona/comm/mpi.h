@@ -37,6 +37,14 @@ class MpiSession {
 // an initialized MPI it prints "canzona: <message>" and exits the process. code 0 is replaced by 1.
 [[noreturn]] void abort_all(const std::string& message, int code);
 
+// A communicator over every rank of MPI_COMM_WORLD for control traffic (barrier, all_gather_u64)
+// made before the grid exists, e.g. runtime::check_agreement. Its construction is the same
+// collective on every rank whatever the flags (it does not depend on a ReduceMode ranks may
+// disagree on), and its traffic never matches the grid's (a duplicate of the world). Its float
+// collectives use MPI's native reductions; use the grid's communicators for those. Collective over
+// the world; throws canzona::Error when MPI is not initialized or fails.
+std::unique_ptr<Communicator> make_mpi_control_world();
+
 // Builds the DP x TP x PP grid over MPI_COMM_WORLD with MPI_Comm_split; collective over the world.
 // Throws canzona::UsageError (before any communication, identically on every rank) when a degree
 // is < 1 or dp * tp * pp != world size; canzona::Error when MPI is not initialized or fails.

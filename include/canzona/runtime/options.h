@@ -55,9 +55,24 @@ struct RunOptions {
   int total_steps() const { return warmup + steps; }
 };
 
-// Throws UsageError naming the field for: dp, tp <= 0; pp != 1 (not executed); steps < 1;
-// warmup < 0; compute_scale < 0; tokens <= 0; bucket_size < 0; an unknown matrix optimizer or
-// "adamw" as the matrix optimizer; alpha outside [0, 1]; cmax_mb <= 0; non-object option JSON.
+// Limits of validate(), each named in its error message. Generous for every real model and
+// cluster: 2^20 ranks (DP x TP), a million steps, 2^40 tokens per batch (Llama-3-405B trained on
+// 16M-token batches), a 100x full forward/backward per step, 1 PiB micro-group capacity, 2^40
+// elements per DP bucket (4 TiB of fp32).
+inline constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;
+inline constexpr std::int64_t kMaxSteps = 1'000'000;
+inline constexpr std::int64_t kMaxTokens = std::int64_t{1} << 40;
+inline constexpr double kMaxComputeScale = 100.0;
+inline constexpr double kMaxCmaxMb = 1024.0 * 1024.0 * 1024.0;
+inline constexpr std::int64_t kMaxBucketSize = std::int64_t{1} << 40;
+
+// Throws UsageError naming the flag (and the limit above) for: dp, tp outside [1, kMaxRanks] or
+// dp x tp > kMaxRanks; pp != 1 (not executed); steps outside [1, kMaxSteps]; warmup outside
+// [0, kMaxSteps]; compute_scale not finite or outside [0, kMaxComputeScale]; tokens outside
+// [1, kMaxTokens]; bucket_size outside [0, kMaxBucketSize]; alpha not finite or outside [0, 1];
+// cmax_mb not finite or outside (0, kMaxCmaxMb]; a test hook rank outside [-1, dp x tp); an
+// unknown matrix optimizer or "adamw" as the matrix optimizer; non-object option JSON, unknown
+// option keys and option values out of range (the optimizers' own checks).
 void validate(const RunOptions& options);
 
 // The model with options' TP padding and task splits (model::load_model).

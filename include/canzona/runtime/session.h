@@ -2,9 +2,11 @@
 // with plan agreement, statistics gathered to world rank 0, optional verification and trace.
 //
 // Error policy. Everything that could make ranks disagree is checked before the first
-// collective of a strategy: validate_plan() (the plan fits the model and the grid) and
-// check_plan_agreement() (every rank computed the same plan). Both throw PlanAgreementError,
-// identically on every rank, so the caller can report it once (world rank 0) and end the job.
+// collective that depends on it: check_agreement() (agreement.h: every rank runs the same
+// effective configuration) before the first collective of the launch, then per strategy
+// validate_plan() (the plan fits the model and the grid) and check_plan_agreement() (every rank
+// computed the same plan). All throw PlanAgreementError, identically on every rank, so the caller
+// can report it once (world rank 0) and end the job (abort_agreed).
 #pragma once
 
 #include <cstdint>
@@ -94,18 +96,28 @@ struct CompareResult {
 };
 
 // Runs each strategy in turn (plan, validate, agree, set up, warmup + timed steps, finish),
-// collective over every communicator of the grid. With session.verify, world rank 0 also runs the
-// single-process Reference and compares each strategy's final params (every DP replica) with it
-// and with the first strategy's. Throws PlanAgreementError (identically on every rank) or Error.
+// collective over every communicator of the grid. Its first collective is check_agreement()
+// (agreement.h) over launch_settings(options, session, strategies, model), so ranks called with
+// different arguments fail with the same PlanAgreementError instead of hanging. With
+// session.verify, world rank 0 also runs the single-process Reference and compares each strategy's
+// final params (every DP replica) with it and with the first strategy's. Throws PlanAgreementError
+// (identically on every rank) or Error.
 CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
                              const RunOptions& options,
                              const std::vector<plan::Strategy>& strategies,
                              const SessionOptions& session);
 
-// Ends the MPI job after an error every rank raised identically (a PlanAgreementError or any
-// UsageError raised from the same flags): world rank 0 reports it with comm::abort_all (one line
-// naming the rank) and the other ranks wait up to 10 s for that abort before reporting it
-// themselves, so the job prints one line and never hangs.
+// How long a rank other than world rank 0 waits in abort_agreed() for rank 0's abort before
+// reporting the error itself: long enough for rank 0 to reach the same error (they raise it from
+// the same data, microseconds apart) and for MPI_Abort to take the job down (under a second with
+// OpenMPI), short enough that an error only this rank raised still ends the job promptly.
+inline constexpr int kAgreedAbortWaitMs = 3000;
+
+// Ends the MPI job after an error every rank raised identically (a PlanAgreementError, the world
+// size check, or a UsageError raised from the same agreed flags): world rank 0 reports it at once
+// with comm::abort_all (one line naming the rank), which ends every rank within about a second;
+// the other ranks wait up to kAgreedAbortWaitMs for that abort before reporting it themselves, so
+// the job prints one line and never hangs.
 [[noreturn]] void abort_agreed(const std::string& message, int code);
 
 }  // namespace canzona::runtime

@@ -1,0 +1,58 @@
+// Agreement on the launch configuration before the first collective (design.md section 4).
+//
+// Terms. A *setting* is one (key, value) pair of the effective configuration of a `canzona run` /
+// `canzona compare` launch: the key is the CLI flag that sets it ("--steps"), the value its
+// canonical text after parsing and defaults ("2", "deterministic", option JSON with sorted keys).
+// The *settings* of a launch are every setting ranks must agree on, in a fixed order; ranks
+// launched with different flags (OpenMPI's MPMD syntax, a wrapper script, a different model file
+// behind the same path) disagree on some setting, and would otherwise hang in mismatched
+// collectives or silently run different experiments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "canzona/comm/communicator.h"
+#include "canzona/model/spec.h"
+#include "canzona/plan/plan.h"
+#include "canzona/runtime/options.h"
+#include "canzona/runtime/session.h"
+
+namespace canzona::runtime {
+
+struct Setting {
+  std::string key;    // the CLI flag, e.g. "--steps"; "model spec" for the loaded model's hash
+  std::string value;  // canonical text: integers in decimal, doubles with 17 digits, JSON dumped
+};
+
+using Settings = std::vector<Setting>;
+
+// At most this many bytes of a value are exchanged to name it in a disagreement message (longer
+// values, e.g. long option JSON, are shown cut there; the comparison itself uses the full text).
+inline constexpr std::size_t kMaxShownValueBytes = 64;
+
+// Stable 64-bit FNV-1a hash of everything ranks execute from `model`: name, architecture and
+// every param's name, shape, TP split, optimizer class, layer, stage and pieces.
+std::uint64_t model_hash(const model::ModelSpec& model);
+
+// The settings of a launch, in a fixed order that does not depend on the values: every field of
+// RunOptions (option JSON dumped with sorted keys), the SessionOptions (--verify, --trace), the
+// strategy list and model_hash(model). Pure: no MPI, no files. Callers may append settings of their
+// own (e.g. "--json") before check_agreement().
+Settings launch_settings(const RunOptions& options, const SessionOptions& session,
+                         const std::vector<plan::Strategy>& strategies,
+                         const model::ModelSpec& model);
+
+// "key=value" lines, one per setting, in order (what the hashes below are computed over).
+std::string settings_text(const Settings& settings);
+
+// Collective over `world` (control traffic only: all_gather_u64). Returns when every rank holds
+// the same settings (one collective). Otherwise every rank exchanges per-setting hashes and throws
+// the same PlanAgreementError, "ranks disagree on <key>: rank R has <value>, rank 0 has <value>",
+// naming the first differing setting and the lowest rank that differs from rank 0. Every rank
+// must call it with the same number of settings (the same binary); a count mismatch is reported
+// as such.
+void check_agreement(comm::Communicator& world, const Settings& settings);
+
+}  // namespace canzona::runtime

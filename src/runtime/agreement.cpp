@@ -1,0 +1,206 @@
+// launch_settings / check_agreement (agreement.h).
+#include "canzona/runtime/agreement.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "canzona/common/error.h"
+
+namespace canzona::runtime {
+namespace {
+
+constexpr std::uint64_t kFnvOffset = 1469598103934665603ull;
+constexpr std::uint64_t kFnvPrime = 1099511628211ull;
+
+void mix(std::uint64_t& h, const void* data, std::size_t n) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= bytes[i];
+    h *= kFnvPrime;
+  }
+}
+
+void mix(std::uint64_t& h, std::int64_t v) {
+  mix(h, &v, sizeof(v));
+}
+
+void mix(std::uint64_t& h, const std::string& s) {
+  mix(h, static_cast<std::int64_t>(s.size()));
+  mix(h, s.data(), s.size());
+}
+
+std::uint64_t hash_text(const std::string& s) {
+  std::uint64_t h = kFnvOffset;
+  mix(h, s);
+  return h;
+}
+
+std::string hex(std::uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+std::string real(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.17g", v);
+  return text;
+}
+
+std::string qkv_name(model::QkvSplit split) {
+  switch (split) {
+    case model::QkvSplit::kNone:
+      return "none";
+    case model::QkvSplit::kQkv:
+      return "qkv";
+    case model::QkvSplit::kPerHead:
+      return "head";
+  }
+  return "?";
+}
+
+std::string line(const Setting& s) {
+  return s.key + "=" + s.value;
+}
+
+// Every rank's copy of the first kMaxShownValueBytes of `value`, in 8-byte words.
+std::vector<std::string> all_gather_shown(comm::Communicator& world, const std::string& value) {
+  constexpr std::size_t kWords = kMaxShownValueBytes / 8;
+  const std::string shown = value.substr(0, kMaxShownValueBytes);
+  std::vector<std::string> all(static_cast<std::size_t>(world.size()));
+  for (std::size_t w = 0; w < kWords; ++w) {
+    std::uint64_t word = 0;
+    if (w * 8 < shown.size())
+      std::memcpy(&word, shown.data() + w * 8, std::min<std::size_t>(8, shown.size() - w * 8));
+    const std::vector<std::uint64_t> words = world.all_gather_u64(word);
+    for (std::size_t q = 0; q < all.size(); ++q) {
+      char bytes[8];
+      std::memcpy(bytes, &words[q], 8);
+      all[q].append(bytes, strnlen(bytes, 8));
+    }
+  }
+  for (std::size_t q = 0; q < all.size(); ++q) {
+    std::replace_if(
+        all[q].begin(), all[q].end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; },
+        '?');
+  }
+  return all;
+}
+
+// The lowest rank whose value differs from rank 0's, or 0 when all agree.
+std::size_t first_differing(const std::vector<std::uint64_t>& values) {
+  for (std::size_t q = 1; q < values.size(); ++q)
+    if (values[q] != values[0]) return q;
+  return 0;
+}
+
+std::string shown(const std::string& value, std::size_t full_size) {
+  if (value.empty()) return "''";
+  return full_size > kMaxShownValueBytes ? value + "..." : value;
+}
+
+}  // namespace
+
+std::uint64_t model_hash(const model::ModelSpec& model) {
+  std::uint64_t h = kFnvOffset;
+  mix(h, model.name);
+  const model::ArchInfo& a = model.arch;
+  for (std::int64_t v :
+       {std::int64_t{a.num_layers}, std::int64_t{a.num_heads}, std::int64_t{a.num_query_groups},
+        std::int64_t{a.head_dim}, a.vocab_size, a.padded_vocab_size})
+    mix(h, v);
+  mix(h, static_cast<std::int64_t>(model.params.size()));
+  for (const model::ParamSpec& p : model.params) {
+    mix(h, p.name);
+    mix(h, static_cast<std::int64_t>(p.shape.size()));
+    for (std::int64_t d : p.shape) mix(h, d);
+    mix(h, std::int64_t{p.tp_split_dim});
+    mix(h, static_cast<std::int64_t>(p.optimizer));
+    mix(h, std::int64_t{p.layer});
+    mix(h, std::int64_t{p.stage});
+    mix(h, static_cast<std::int64_t>(p.pieces.size()));
+    for (const model::Piece& piece : p.pieces) {
+      mix(h, piece.name);
+      mix(h, static_cast<std::int64_t>(piece.row_ranges.size()));
+      for (const auto& [begin, end] : piece.row_ranges) {
+        mix(h, begin);
+        mix(h, end);
+      }
+    }
+  }
+  return h;
+}
+
+Settings launch_settings(const RunOptions& o, const SessionOptions& session,
+                         const std::vector<plan::Strategy>& strategies,
+                         const model::ModelSpec& model) {
+  std::string strategy_list;
+  for (plan::Strategy s : strategies) {
+    if (!strategy_list.empty()) strategy_list += ',';
+    strategy_list += plan::to_string(s);
+  }
+  const auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  return {
+      {"--model", o.model},
+      {"model spec", hex(model_hash(model))},
+      {"--split-qkv", qkv_name(o.qkv_split)},
+      {"--split-fc1", flag(o.split_fc1)},
+      {"--dp", std::to_string(o.dp)},
+      {"--tp", std::to_string(o.tp)},
+      {"--pp", std::to_string(o.pp)},
+      {"--optimizer", o.optimizer},
+      {"--optimizer-options", o.optimizer_options.dump()},
+      {"adamw options", o.adamw_options.dump()},
+      {"--planner", plan::to_string(o.planner)},
+      {"--alpha", real(o.alpha)},
+      {"--cmax-mb", real(o.cmax_mb)},
+      {"--cost", cost::to_string(o.cost)},
+      {"--bucket-size", std::to_string(o.bucket_size)},
+      {"--steps", std::to_string(o.steps)},
+      {"--warmup", std::to_string(o.warmup)},
+      {"--compute-scale", real(o.compute_scale)},
+      {"--tokens", std::to_string(o.tokens)},
+      {"--seed", std::to_string(o.seed)},
+      {"--no-pipeline", flag(!o.pipeline)},
+      {"--reduce-mode", to_string(o.reduce_mode)},
+      {"--test-perturb-plan-rank", std::to_string(o.perturb_plan_rank)},
+      {"--test-corrupt-rank", std::to_string(o.corrupt_rank)},
+      {"--strategy", strategy_list},
+      {"--verify", flag(session.verify)},
+      {"verify tolerance", real(session.verify_tolerance)},
+      {"--trace", session.trace_path},
+  };
+}
+
+std::string settings_text(const Settings& settings) {
+  std::string text;
+  for (const Setting& s : settings) text += line(s) + "\n";
+  return text;
+}
+
+void check_agreement(comm::Communicator& world, const Settings& settings) {
+  const std::vector<std::uint64_t> totals =
+      world.all_gather_u64(hash_text(settings_text(settings)));
+  if (first_differing(totals) == 0) return;
+  const std::vector<std::uint64_t> counts = world.all_gather_u64(settings.size());
+  if (const std::size_t q = first_differing(counts); q != 0)
+    throw PlanAgreementError(str("ranks disagree on the set of settings: rank ", q, " has ",
+                                 counts[q], ", rank 0 has ", counts[0],
+                                 " (run the same canzona binary on every rank)"));
+  for (const Setting& s : settings) {
+    const std::vector<std::uint64_t> hashes = world.all_gather_u64(hash_text(line(s)));
+    const std::size_t q = first_differing(hashes);
+    if (q == 0) continue;
+    const std::vector<std::uint64_t> sizes = world.all_gather_u64(s.value.size());
+    const std::vector<std::string> values = all_gather_shown(world, s.value);
+    throw PlanAgreementError(str("ranks disagree on ", s.key, ": rank ", q, " has ",
+                                 shown(values[q], sizes[q]), ", rank 0 has ",
+                                 shown(values[0], sizes[0]),
+                                 " (every rank must run with the same flags and model)"));
+  }
+  throw PlanAgreementError(
+      "ranks disagree on the configuration, but on no single setting (hash collision?)");
+}
+
+}  // namespace canzona::runtime

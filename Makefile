@@ -5,7 +5,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CANZONA := $(BUILD)/apps/canzona
 
-.PHONY: all deps configure build demo test bench format clean
+.PHONY: all deps configure build demo test test-sanitize fuzz fuzz-deps fuzz-build bench format clean
 
 all: build
 
@@ -28,6 +28,66 @@ demo: build
 test: build
 	cd $(BUILD) && OPENBLAS_NUM_THREADS=1 ctest --output-on-failure -j $(JOBS)
 
+# The whole ctest suite again, built with ASan + UBSan (-DCANZONA_SANITIZE=ON, RelWithDebInfo, no
+# benches) in its own build dir. detect_leaks=0: OpenMPI's MPI_Init/MPI_Finalize leak by design
+# (hwloc, PMIx, opal state) and LeakSanitizer would fail every MPI test on them; use-after-free,
+# overflows and every UBSan check stay fatal. Also the options gtest_discover_tests runs with.
+# CANZONA_SANITIZE=1 tells test scripts that the binaries are ASan builds: ASan reserves ~15 TB of
+# virtual shadow memory at start, so `ulimit -v` kills them; such scripts bound memory with
+# ASAN_OPTIONS=...:hard_rss_limit_mb=N instead.
+SAN_BUILD ?= build-sanitize
+SAN_ENV := CANZONA_SANITIZE=1 ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OPENBLAS_NUM_THREADS=1
+
+$(SAN_BUILD)/build.ninja:
+	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCANZONA_SANITIZE=ON \
+	  -DCANZONA_BUILD_BENCH=OFF
+
+test-sanitize: deps $(SAN_BUILD)/build.ninja
+	$(SAN_ENV) cmake --build $(SAN_BUILD) -j $(JOBS)
+	cd $(SAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer targets (fuzz/CMakeLists.txt), built with clang + ASan + UBSan in their own build dir;
+# each runs FUZZ_SECONDS on a scratch copy of its seed corpus fuzz/corpus/<target>/ (new inputs
+# stay out of the repo) with the dictionary fuzz/dict/<target>.dict when there is one. Fails when
+# any target finds a crash, a sanitizer report, a leak, an input over FUZZ_RSS_MB or one slower
+# than FUZZ_INPUT_TIMEOUT s; the reproducer is saved as $(FUZZ_BUILD)/findings/<target>/crash-*
+# (or leak-*, oom-*, timeout-*). Copy it to fuzz/crashes/<target>/ and it becomes a regression
+# test: ctest's fuzz_replay_<target> replays that folder in `make test` and `make test-sanitize`.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_MAX_LEN ?= 4096
+FUZZ_RSS_MB ?= 2048
+FUZZ_INPUT_TIMEOUT ?= 10
+FUZZ_TARGETS := model_json cluster calibration planner
+
+fuzz-deps:
+	@scripts/install-deps.sh --fuzz
+
+$(FUZZ_BUILD)/build.ninja: | fuzz-deps
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCANZONA_FUZZ=ON -DCANZONA_BUILD_BENCH=OFF
+
+fuzz-build: deps fuzz-deps $(FUZZ_BUILD)/build.ninja
+	cmake --build $(FUZZ_BUILD) --target canzona_fuzz_all -j $(JOBS)
+
+fuzz: fuzz-build
+	@status=0; for t in $(FUZZ_TARGETS); do \
+	  work=$(FUZZ_BUILD)/corpus/$$t; found=$(FUZZ_BUILD)/findings/$$t; \
+	  rm -rf $$work $$found; mkdir -p $$work $$found; cp fuzz/corpus/$$t/* $$work/; \
+	  dict=; if [ -f fuzz/dict/$$t.dict ]; then dict=-dict=fuzz/dict/$$t.dict; fi; \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	  if ! ASAN_OPTIONS=halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	       OPENBLAS_NUM_THREADS=1 $(FUZZ_BUILD)/fuzz/canzona_fuzz_$$t $$work \
+	       -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) -rss_limit_mb=$(FUZZ_RSS_MB) \
+	       -timeout=$(FUZZ_INPUT_TIMEOUT) -print_final_stats=1 -artifact_prefix=$$found/ $$dict \
+	       >$(FUZZ_BUILD)/findings/$$t.log 2>&1; then \
+	    echo "fuzz: $$t FOUND A CRASH: $$(ls $$found); log $(FUZZ_BUILD)/findings/$$t.log"; \
+	    grep -E '^(==|SUMMARY|.*runtime error)' $(FUZZ_BUILD)/findings/$$t.log | head -5; status=1; \
+	  else grep -E '^(stat::number_of_executed_units|stat::new_units_added)' \
+	         $(FUZZ_BUILD)/findings/$$t.log | tr '\n' ' '; echo; fi; \
+	done; exit $$status
+
 bench: build
 	$(BUILD)/bench/plan/canzona_bench_plan --benchmark_min_time=0.2
 	$(BUILD)/bench/optim/canzona_bench_optim --benchmark_min_time=0.2
@@ -37,4 +97,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp')
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD)

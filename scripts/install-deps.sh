@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian package Canzona needs to build, test and run. Idempotent: packages that are
 # already installed are skipped, and `apt-get update` runs only when something is missing.
-# Usage: scripts/install-deps.sh   (as root, or with sudo available; no stdin needed)
+# Usage: scripts/install-deps.sh [--fuzz]   (as root, or with sudo available; no stdin needed)
+#   --fuzz  only the packages `make fuzz` needs on top: clang and its libFuzzer / sanitizer runtime
+#           (Debian bookworm: clang 14, libclang-rt-14-dev). `make test` never needs them.
 set -euo pipefail
 
 packages=(
@@ -11,6 +13,12 @@ packages=(
   libopenblas-dev liblapacke-dev
   libcli11-dev nlohmann-json3-dev
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  packages=(clang libclang-rt-14-dev)
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/install-deps.sh [--fuzz]" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -23,7 +23,7 @@ cli_init "$2"
 # Runs a command with the time and memory bound every hostile case must meet.
 bounded() {
   (
-    ulimit -v 4000000
+    bound_memory_4gb
     exec timeout 20 "$@"
   )
 }

@@ -17,7 +17,7 @@ cli_init "$2"
 
 bounded() {
   (
-    ulimit -v 4000000
+    bound_memory_4gb
     exec timeout 20 "$@"
   )
 }

@@ -26,7 +26,7 @@ cli_init "$3"
 # Runs canzona bounded in time (20 s) and address space (4 GB).
 bounded() {
   (
-    ulimit -v 4000000
+    bound_memory_4gb
     exec timeout 20 "$canzona" "$@"
   )
 }

@@ -86,3 +86,14 @@ cli_finish() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
 }
+
+# Caps this (sub)shell's memory at 4 GB: `ulimit -v` in a normal build; an ASan build
+# (CANZONA_SANITIZE=1, make test-sanitize) reserves terabytes of shadow address space at start, so
+# there the cap is ASan's own resident-memory limit instead.
+bound_memory_4gb() {
+  if [ -n "${CANZONA_SANITIZE:-}" ]; then
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-}:hard_rss_limit_mb=4000"
+  else
+    ulimit -v 4000000
+  fi
+}

@@ -1,0 +1,32 @@
+# Build options for the correctness habits of issue 9: sanitizer builds and libFuzzer targets.
+#
+#   CANZONA_SANITIZE=ON  every target (libraries, apps, tests, benches) is compiled and linked with
+#                        ASan + UBSan, UBSan fatal (-fno-sanitize-recover=undefined), frame pointers
+#                        kept for readable stacks. Works with gcc (libasan8, libubsan1 come with
+#                        gcc-12) and clang. `make test-sanitize` configures build-sanitize with it.
+#   CANZONA_FUZZ=ON      clang only: the libraries are compiled with -fsanitize=fuzzer-no-link plus
+#                        ASan + UBSan, and fuzz/ adds one libFuzzer binary per hostile-input reader
+#                        (canzona_fuzz_<target>). `make fuzz` configures build-fuzz with it and
+#                        builds only the target canzona_fuzz_all.
+#   CANZONA_BUILD_BENCH  (default ON) builds bench/; the sanitizer and fuzz builds switch it off,
+#                        since no test runs a benchmark binary.
+option(CANZONA_SANITIZE "Compile and link everything with ASan + UBSan" OFF)
+option(CANZONA_FUZZ "Build the libFuzzer targets in fuzz/ (clang with libclang-rt-dev)" OFF)
+option(CANZONA_BUILD_BENCH "Build the benchmarks in bench/" ON)
+
+set(CANZONA_SANITIZER_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined
+                            -fno-omit-frame-pointer)
+if(CANZONA_SANITIZE)
+  add_compile_options(${CANZONA_SANITIZER_FLAGS})
+  add_link_options(-fsanitize=address,undefined)
+endif()
+if(CANZONA_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "CANZONA_FUZZ needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  if(NOT CANZONA_SANITIZE)
+    add_compile_options(${CANZONA_SANITIZER_FLAGS})
+    add_link_options(-fsanitize=address,undefined)
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

@@ -21,13 +21,6 @@ source "$(dirname "$0")/../tools/cli_test_lib.sh"
 cli_init "$2"
 
 # Runs a command with the time and memory bound every hostile case must meet.
-bounded() {
-  (
-    bound_memory_4gb
-    exec timeout 20 "$@"
-  )
-}
-
 # Param list with one param per argument: "NAME SHAPE [EXTRA JSON FIELDS]".
 param_list() {
   local file=$1
@@ -51,7 +44,7 @@ hf_config() {
 base_keys='"intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000'
 
 out=$work/out.json
-run_plan() { bounded "$canzona" plan --json "$out" "$@"; }
+run_plan() { run_bounded "$canzona" plan --json "$out" "$@"; }
 
 # --- Stage assignment: a layer index near INT_MAX crashed with --pp 2.
 param_list "$work/layer.json" '{"name": "a", "shape": [64, 64], "layer": 0}' \
@@ -116,21 +109,21 @@ expect_usage_error "--bucket-size" run_plan --model qwen3-tiny --bucket-size 1e2
 expect_absent "$out"
 
 # --- Output paths are checked before anything else (here: before a model that would fail).
-expect_usage_error "--json: empty output path" bounded "$canzona" plan --model "$work/layer.json" \
+expect_usage_error "--json: empty output path" run_bounded "$canzona" plan --model "$work/layer.json" \
   --pp 2 --json ""
-expect_usage_error "--svg $work/absent/x.svg" bounded "$canzona" plan --model "$work/layer.json" \
+expect_usage_error "--svg $work/absent/x.svg" run_bounded "$canzona" plan --model "$work/layer.json" \
   --pp 2 --svg "$work/absent/x.svg"
 mkdir "$work/dir"
-expect_usage_error "--dump-params $work/dir" bounded "$canzona" plan --model qwen3-tiny \
+expect_usage_error "--dump-params $work/dir" run_bounded "$canzona" plan --model qwen3-tiny \
   --dump-params "$work/dir"
 # A usage error found after loading writes neither the param dump nor the plan.
-expect_usage_error "unknown strategy" bounded "$canzona" plan --model qwen3-tiny --strategy fast \
+expect_usage_error "unknown strategy" run_bounded "$canzona" plan --model qwen3-tiny --strategy fast \
   --dump-params "$work/dump.json" --json "$out"
 expect_absent "$work/dump.json"
 expect_absent "$out"
 
 # --- bench-kernels: every flag and output path is refused before any timing starts.
-bench() { bounded "$canzona" bench-kernels --kernels sgemm --json "$out" "$@"; }
+bench() { run_bounded "$canzona" bench-kernels --kernels sgemm --json "$out" "$@"; }
 expect_usage_error "kMaxBenchSide" bench --shapes 100000x100000
 expect_usage_error "kMaxBenchElements" bench --shapes 16384x16384
 expect_usage_error "is not ROWSxCOLS" bench --shapes 99999999999999999999999x2
@@ -140,9 +133,9 @@ expect_usage_error "kMaxBenchNsSteps" bench --shapes 64x64 --ns-steps 1000000
 expect_usage_error "kMaxBenchFrequency" bench --shapes 64x64 --frequency 2147483647
 expect_usage_error "--peak" bench --shapes 64x64 --peak inf
 expect_absent "$out"
-expect_usage_error "--json: empty output path" bounded "$canzona" bench-kernels --shapes 64x64 \
+expect_usage_error "--json: empty output path" run_bounded "$canzona" bench-kernels --shapes 64x64 \
   --json ""
-expect_usage_error "--calibration $work/absent/c.json" bounded "$canzona" bench-kernels \
+expect_usage_error "--calibration $work/absent/c.json" run_bounded "$canzona" bench-kernels \
   --calibration "$work/absent/c.json"
 
 cli_finish

@@ -15,15 +15,8 @@ canzona=$1
 source "$(dirname "$0")/../tools/cli_test_lib.sh"
 cli_init "$2"
 
-bounded() {
-  (
-    bound_memory_4gb
-    exec timeout 20 "$@"
-  )
-}
-
 out=$work/out.json
-run_plan() { bounded "$canzona" plan --json "$out" "$@"; }
+run_plan() { run_bounded "$canzona" plan --json "$out" "$@"; }
 
 # A param list of replicated matrices (no TP divisibility rules), so grid sizes reach the planner.
 printf '{"params": [{"name": "a", "shape": [64, 64]}, {"name": "b", "shape": [64]}]}\n' \
@@ -38,7 +31,7 @@ expect_usage_error "kMaxCmaxMb" run_plan --model qwen3-tiny --tp 2 --cmax-mb 1e3
 expect_absent "$out"
 expect_usage_error "--cmax-mb" run_plan --model qwen3-tiny --tp 2 --cmax-mb -inf
 
-# --- Grid sizes: each factor and the product bounded by kMaxRanks (no int overflow).
+# --- Grid sizes: each factor and the product run_bounded by kMaxRanks (no int overflow).
 expect_usage_error "kMaxRanks" run_plan --model "$work/small.json" --dp 2048 --tp 1024 --pp 2
 expect_absent "$out"
 expect_usage_error "kMaxRanks" run_plan --model "$work/small.json" --dp 2147483647 --tp 2147483647
@@ -49,7 +42,7 @@ printf '%s\n' '{"architectures": ["LlamaForCausalLM"], "model_type": "llama",
   "num_attention_heads": 16384, "num_key_value_heads": 16384, "head_dim": 128,
   "vocab_size": 32000, "tie_word_embeddings": false}' >"$work/heads.json"
 for planner in paper canzona; do
-  if expect_ok "heads_$planner" bounded "$canzona" plan --model "$work/heads.json" --dp 8 --tp 8 \
+  if expect_ok "heads_$planner" run_bounded "$canzona" plan --model "$work/heads.json" --dp 8 --tp 8 \
     --split-qkv head --cmax-mb 1000000 --planner "$planner" --json "$work/heads_$planner.json"; then
     check_file "$work/heads_$planner.json" json "/planner==$planner"
   fi

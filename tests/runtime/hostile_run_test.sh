@@ -16,16 +16,9 @@ canzona=$1
 source "$(dirname "$0")/../tools/cli_test_lib.sh"
 cli_init "$2"
 
-bounded() {
-  (
-    bound_memory_4gb
-    exec timeout 20 "$@"
-  )
-}
-
 out=$work/out.json
 trace=$work/trace.json
-run() { bounded "$canzona" compare --json "$out" --trace "$trace" "$@"; }
+run() { run_bounded "$canzona" compare --json "$out" --trace "$trace" "$@"; }
 opts() { run --optimizer "$1" --optimizer-options "$2"; }
 
 # Numeric flags: finite and within the documented limits.
@@ -64,11 +57,11 @@ expect_usage_error "--optimizer-options: duplicate key 'lr'" opts muon '{"lr": 0
 expect_absent "$out"
 
 # Output paths, refused before the model is loaded and before MPI starts.
-expect_usage_error "--json" bounded "$canzona" compare --steps 1 --json ""
-expect_usage_error "--trace" bounded "$canzona" run --steps 1 --trace ""
-expect_usage_error "--json $work/absent/r.json" bounded "$canzona" compare --steps 1 \
+expect_usage_error "--json" run_bounded "$canzona" compare --steps 1 --json ""
+expect_usage_error "--trace" run_bounded "$canzona" run --steps 1 --trace ""
+expect_usage_error "--json $work/absent/r.json" run_bounded "$canzona" compare --steps 1 \
   --json "$work/absent/r.json"
-expect_usage_error "--trace $work" bounded "$canzona" run --steps 1 --trace "$work"
+expect_usage_error "--trace $work" run_bounded "$canzona" run --steps 1 --trace "$work"
 expect_absent "$work/absent"
 
 cli_finish

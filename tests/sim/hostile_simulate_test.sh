@@ -25,10 +25,7 @@ cli_init "$3"
 
 # Runs canzona bounded in time (20 s) and address space (4 GB).
 bounded() {
-  (
-    bound_memory_4gb
-    exec timeout 20 "$canzona" "$@"
-  )
+  run_bounded "$canzona" "$@"
 }
 
 # bad WORDS ARGS...: `canzona simulate ARGS... --json J --svg S` is a usage error naming WORDS

@@ -97,3 +97,11 @@ bound_memory_4gb() {
     ulimit -v 4000000
   fi
 }
+
+# run_bounded CMD...: runs CMD with at most 20 s and 4 GB (bound_memory_4gb), in a subshell.
+run_bounded() {
+  (
+    bound_memory_4gb
+    exec timeout 20 "$@"
+  )
+}

@@ -54,7 +54,7 @@ model::ModelSpec random_model(fuzz::Bytes& in) {
       int k = 0;
       while (begin < rows) {
         std::int64_t end = in.left() == 0 ? rows : std::min(rows, begin + in.range(1, 256));
-        p.pieces.push_back({"x" + std::to_string(k++), {{begin, end}}});
+        p.pieces.push_back({std::string("x").append(std::to_string(k++)), {{begin, end}}});
         begin = end;
       }
     }

@@ -24,7 +24,8 @@ constexpr const char* kValid = R"({"model_type": "llama", "hidden_size": 64,
 // (the reader refuses duplicate keys).
 std::string config_with(const std::string& extra) {
   nlohmann::json config = nlohmann::json::parse(std::string(kValid) + "}");
-  if (!extra.empty()) config.update(nlohmann::json::parse("{" + extra.substr(1) + "}"));
+  if (!extra.empty())
+    config.update(nlohmann::json::parse(std::string("{").append(extra.substr(1)).append("}")));
   return config.dump();
 }
 

@@ -65,13 +65,6 @@ int run_plan(const PlanFlags& f) {
   CANZONA_REQUIRE(f.bucket_size >= 0, "--bucket-size must be >= 0, 0 = Megatron default (got ",
                   f.bucket_size, ")");
   require_in_range(f.bucket_size, 0, layout::kMaxBucketSize, "--bucket-size", "kMaxBucketSize");
-  model::BuildOptions build;
-  build.tp = f.tp;
-  build.qkv_split = model::parse_qkv_split(f.split_qkv);
-  build.split_fc1 = f.split_fc1;
-  CANZONA_REQUIRE(f.tp > 0, "--tp must be positive (got ", f.tp, ")");
-  const model::ModelSpec model = model::load_model(f.model, build);
-
   plan::PlanOptions options;
   options.strategy = plan::parse_strategy(f.strategy);
   options.variant = plan::parse_variant(f.planner);
@@ -86,13 +79,21 @@ int run_plan(const PlanFlags& f) {
   options.cost.ns_steps = f.ns_steps;
   options.cost.precondition_frequency = f.precondition_frequency;
   options.cost.max_precond_dim = f.max_precond_dim;
+  // Flags first (plan::validate_options: grid, alpha, C_max, cost), then the files they name.
+  plan::validate_options(options);
+  CANZONA_REQUIRE(options.cost.kind != cost::CostKind::kCalibrated || !f.calibration.empty(),
+                  "--cost calibrated needs --calibration FILE (written by canzona bench-kernels)");
+  model::BuildOptions build;
+  build.tp = f.tp;
+  build.qkv_split = model::parse_qkv_split(f.split_qkv);
+  build.split_fc1 = f.split_fc1;
+  const model::ModelSpec model = model::load_model(f.model, build);
+
   cost::Calibration calibration;
   if (!f.calibration.empty()) {
     calibration = cost::Calibration::read(f.calibration);
     options.cost.calibration = &calibration;
   }
-  CANZONA_REQUIRE(options.cost.kind != cost::CostKind::kCalibrated || !f.calibration.empty(),
-                  "--cost calibrated needs --calibration FILE (written by canzona bench-kernels)");
 
   // Before: asc (start-index, round-robin). After: the requested strategy; for lb-asc also the
   // paper's algorithms so every improvement is measured against them.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "canzona/common/error.h"
@@ -29,9 +30,7 @@ nlohmann::json ratio_json(const plan::Ratio& r) {
 
 std::vector<plan::RankLoad> flatten(const plan::Metrics& m) {
   std::vector<plan::RankLoad> out;
-  for (const auto& stage : m.loads)
-    for (const auto& row : stage)
-      for (const auto& l : row) out.push_back(l);
+  for (const auto& stage : m.loads) out.insert(out.end(), stage.cells.begin(), stage.cells.end());
   return out;
 }
 
@@ -78,10 +77,18 @@ void panel(std::ostringstream& svg, double y0, const std::string& title,
 }
 
 // Throws Error "<label>: <what> is <value>, not a finite number" unless `value` is finite.
-void finite(const PlanRun& run, double value, const std::string& what) {
-  if (!std::isfinite(value))
-    throw Error(str("plan '", run.label, "': ", what, " is ", value,
-                    ", not a finite number (internal error; please report it)"));
+// `what` is a string or a callable returning one, called only on failure: a plan for 2^20 ranks
+// checks millions of values, and formatting each one's name would dominate the time.
+template <typename What>
+void finite(const PlanRun& run, double value, const What& what) {
+  if (std::isfinite(value)) return;
+  std::string name;
+  if constexpr (std::is_invocable_v<What>)
+    name = what();
+  else
+    name = what;
+  throw Error(str("plan '", run.label, "': ", name, " is ", value,
+                  ", not a finite number (internal error; please report it)"));
 }
 
 }  // namespace
@@ -107,26 +114,30 @@ void require_finite(const PlanRun& run) {
   finite(run, m.group_makespan_sum, "sum of group makespans");
   finite(run, m.bucket_comm_imbalance, "bucket shard max/mean");
   for (std::size_t b = 0; b < m.bucket_shard_ratio.size(); ++b)
-    finite(run, m.bucket_shard_ratio[b], str("bucket ", b, " shard ratio"));
+    finite(run, m.bucket_shard_ratio[b], [&] { return str("bucket ", b, " shard ratio"); });
   for (std::size_t s = 0; s < m.loads.size(); ++s)
-    for (std::size_t d = 0; d < m.loads[s].size(); ++d)
-      for (std::size_t t = 0; t < m.loads[s][d].size(); ++t) {
-        const std::string where = str("stage ", s, " rank (dp ", d, ", tp ", t, ") ");
-        finite(run, m.loads[s][d][t].flops, where + "FLOPs");
-        finite(run, m.loads[s][d][t].memory, where + "memory");
+    for (int d = 0; d < m.loads[s].dp; ++d)
+      for (int t = 0; t < m.loads[s].tp; ++t) {
+        auto where = [&](const char* what) {
+          return [&, what] { return str("stage ", s, " rank (dp ", d, ", tp ", t, ") ", what); };
+        };
+        finite(run, m.loads[s].at(d, t).flops, where("FLOPs"));
+        finite(run, m.loads[s].at(d, t).memory, where("memory"));
       }
   for (const plan::StagePlan& stage : run.plan.stages) {
     for (std::size_t i = 0; i < stage.tasks.size(); ++i) {
       const plan::Task& t = stage.tasks[i];
-      const std::string where = str("stage ", stage.stage, " task ", i, " ");
-      finite(run, t.cost, where + "cost");
-      finite(run, t.flops, where + "FLOPs");
-      finite(run, t.state_bytes, where + "state bytes");
+      auto where = [&](const char* what) {
+        return [&, what] { return str("stage ", stage.stage, " task ", i, " ", what); };
+      };
+      finite(run, t.cost, where("cost"));
+      finite(run, t.flops, where("FLOPs"));
+      finite(run, t.state_bytes, where("state bytes"));
     }
     for (const auto& groups : stage.groups)
       for (std::size_t g = 0; g < groups.size(); ++g)
         finite(run, groups[g].makespan,
-               str("stage ", stage.stage, " micro group ", g, " makespan"));
+               [&] { return str("stage ", stage.stage, " micro group ", g, " makespan"); });
   }
 }
 
@@ -276,9 +287,12 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
       }
     js["micro_groups"] = std::move(groups);
     js["loads"] = nlohmann::json::array();
-    for (const auto& row : m.loads[s]) {
+    for (int d = 0; d < m.loads[s].dp; ++d) {
       nlohmann::json jr = nlohmann::json::array();
-      for (const auto& l : row) jr.push_back({{"flops", l.flops}, {"memory", l.memory}});
+      for (int t = 0; t < m.loads[s].tp; ++t) {
+        const plan::RankLoad& l = m.loads[s].at(d, t);
+        jr.push_back({{"flops", l.flops}, {"memory", l.memory}});
+      }
       js["loads"].push_back(std::move(jr));
     }
     stages.push_back(std::move(js));

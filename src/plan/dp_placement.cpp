@@ -21,22 +21,27 @@ std::vector<int> assign_exact(const std::vector<double>& costs, const std::vecto
   std::vector<double> phi(m + 1, 0.0);
   for (int i = 0; i < m; ++i) phi[i + 1] = phi[i] + costs[i];
   // best[r][j]: least cost placing the first j items on ranks 0..r; from[r][j]: first item of
-  // rank r's segment (j when rank r is empty).
-  std::vector<std::vector<double>> best(ranks, std::vector<double>(m + 1, kInf));
-  std::vector<std::vector<int>> from(ranks, std::vector<int>(m + 1, 0));
+  // rank r's segment (j when rank r is empty). Row-major in one allocation each (ranks may be
+  // 2^20 with a handful of items, where one vector per rank would dominate the time).
+  const std::size_t stride = static_cast<std::size_t>(m) + 1;
+  std::vector<double> best(static_cast<std::size_t>(ranks) * stride, kInf);
+  std::vector<int> from(static_cast<std::size_t>(ranks) * stride, 0);
   for (int r = 0; r < ranks; ++r) {
+    double* row = &best[static_cast<std::size_t>(r) * stride];
+    const double* above = r == 0 ? nullptr : row - stride;
+    int* row_from = &from[static_cast<std::size_t>(r) * stride];
     for (int j = 0; j <= m; ++j) {
       // Segment [i, j) on rank r, i descending while every item in it allows r; on ties the
       // smallest i wins.
       for (int i = j; i >= 0; --i) {
         if (i < j && (r < cap_lo[i] || r > cap_hi[i])) break;
-        const double before = r == 0 ? (i == 0 ? 0.0 : kInf) : best[r - 1][i];
+        const double before = r == 0 ? (i == 0 ? 0.0 : kInf) : above[i];
         if (before == kInf) continue;
         const double s = phi[j] - phi[i];
         const double value = before + s * (2.0 * load[r] + s);
-        if (value <= best[r][j]) {
-          best[r][j] = value;
-          from[r][j] = i;
+        if (value <= row[j]) {
+          row[j] = value;
+          row_from[j] = i;
         }
       }
     }
@@ -44,7 +49,7 @@ std::vector<int> assign_exact(const std::vector<double>& costs, const std::vecto
   std::vector<int> owner(m, 0);
   int j = m;
   for (int r = ranks - 1; r >= 0; --r) {
-    const int i = from[r][j];
+    const int i = from[static_cast<std::size_t>(r) * stride + j];
     for (int k = i; k < j; ++k) owner[k] = r;
     j = i;
   }

@@ -27,19 +27,27 @@ void add_adam(RankLoad& load, std::int64_t numel, const cost::CostOptions& c) {
   load.memory += cost::state_bytes(OptimizerKind::kAdamW, numel, 1, c);
 }
 
+// Work every DP rank does alike (sc's redundant updates, kEveryone tasks) is summed once per TP
+// rank in `everyone` and added to each DP rank at the end, so the cost is O(slots + tasks +
+// dp x tp), not O((slots + tasks) x dp x tp).
 void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePlan& stage,
-                 std::vector<std::vector<RankLoad>>& loads, Metrics& m) {
+                 LoadGrid& loads, Metrics& m) {
   const PlanOptions& o = plan.options;
   const cost::CostOptions& c = o.cost;
+  std::vector<RankLoad> everyone(o.tp);
   for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b) {
     const auto& bucket = stage.layout.buckets[b];
     for (const auto& slot : bucket.slots) {
       const model::ParamSpec& p = model.params[slot.param];
       if (p.is_matrix()) continue;
       const int owner = stage.owner[slot.param];
-      // Only the DP ranks holding part of the slot: its owner, every rank (sc), or for a divided
-      // slot the ranks whose shards [cuts[d], cuts[d+1]) meet it (found by binary search), so
-      // the work is O(ranks that hold it), not O(dp), per slot.
+      if (owner == kEveryone) {
+        for (int t = 0; t < o.tp; ++t) add_adam(everyone[t], slot.numel, c);
+        continue;
+      }
+      // Only the DP ranks holding part of the slot: its owner, or for a divided slot the ranks
+      // whose shards [cuts[d], cuts[d+1]) meet it (found by binary search), so the work is
+      // O(ranks that hold it), not O(dp), per slot.
       int d_begin = 0, d_end = o.dp;
       if (owner >= 0) {
         d_begin = owner;
@@ -53,7 +61,7 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
         d_end = std::min<int>(
             o.dp, static_cast<int>(std::lower_bound(cuts.begin(), cuts.end(), slot.end()) -
                                    cuts.begin()));
-      } else if (owner != kEveryone) {
+      } else {
         d_end = d_begin;
       }
       for (int d = d_begin; d < d_end; ++d) {
@@ -64,7 +72,7 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
               0, std::min(slot.end(), cuts[d + 1]) - std::max(slot.offset, cuts[d]));
         }
         if (numel == 0) continue;
-        for (int t = 0; t < o.tp; ++t) add_adam(loads[d][t], numel, c);
+        for (int t = 0; t < o.tp; ++t) add_adam(loads.at(d, t), numel, c);
       }
       if (owner == kDivided) ++m.divided_params;
     }
@@ -82,16 +90,19 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
     }
   }
   for (const Task& t : stage.tasks) {
-    const int d_begin = t.dp_owner == kEveryone ? 0 : t.dp_owner;
-    const int d_end = t.dp_owner == kEveryone ? o.dp : t.dp_owner + 1;
     const int h_begin = t.host == kAllTp ? 0 : t.host;
     const int h_end = t.host == kAllTp ? o.tp : t.host + 1;
-    for (int d = d_begin; d < d_end; ++d)
-      for (int h = h_begin; h < h_end; ++h) {
-        loads[d][h].flops += t.flops;
-        loads[d][h].memory += t.state_bytes;
-      }
+    for (int h = h_begin; h < h_end; ++h) {
+      RankLoad& load = t.dp_owner == kEveryone ? everyone[h] : loads.at(t.dp_owner, h);
+      load.flops += t.flops;
+      load.memory += t.state_bytes;
+    }
   }
+  for (int d = 0; d < o.dp; ++d)
+    for (int t = 0; t < o.tp; ++t) {
+      loads.at(d, t).flops += everyone[t].flops;
+      loads.at(d, t).memory += everyone[t].memory;
+    }
 }
 
 }  // namespace
@@ -102,14 +113,14 @@ Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan) {
   double largest_param_flops = 0.0, largest_param_memory = 0.0;
   MaxMean grid_flops_all, grid_memory_all;
   for (const StagePlan& stage : plan.stages) {
-    auto& loads = m.loads.emplace_back(o.dp, std::vector<RankLoad>(o.tp));
+    LoadGrid& loads = m.loads.emplace_back(o.dp, o.tp);
     stage_loads(model, plan, stage, loads, m);
     MaxMean dp_flops, dp_memory, grid_flops, grid_memory, tp_flops_all, tp_memory_all;
     for (int t = 0; t < o.tp; ++t) {
       RankLoad sum;
       for (int d = 0; d < o.dp; ++d) {
-        sum.flops += loads[d][t].flops;
-        sum.memory += loads[d][t].memory;
+        sum.flops += loads.at(d, t).flops;
+        sum.memory += loads.at(d, t).memory;
       }
       tp_flops_all.add(sum.flops);
       tp_memory_all.add(sum.memory);
@@ -120,7 +131,7 @@ Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan) {
       MaxMean tp_flops, tp_memory;
       RankLoad sum;
       for (int t = 0; t < o.tp; ++t) {
-        const RankLoad& l = loads[d][t];
+        const RankLoad& l = loads.at(d, t);
         tp_flops.add(l.flops);
         tp_memory.add(l.memory);
         grid_flops.add(l.flops);

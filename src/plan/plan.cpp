@@ -20,6 +20,8 @@ using cost::OptimizerKind;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+}  // namespace
+
 // Each message names the flag the field maps to (CLI flags map one-to-one onto PlanOptions) and
 // the limit (plan.h). NaN fails every comparison, so each test is written to reject it.
 void validate_options(const PlanOptions& o) {
@@ -45,6 +47,8 @@ void validate_options(const PlanOptions& o) {
   CANZONA_REQUIRE(o.cost.ns_steps > 0, "ns steps must be positive");
   CANZONA_REQUIRE(o.cost.precondition_frequency > 0, "precondition frequency must be positive");
 }
+
+namespace {
 
 // C_max in bytes: cmax_mb is validated finite and in [2^-20, kMaxCmaxMb], so the product is at
 // most 2^50 and the conversion exact enough and in range.
@@ -310,6 +314,13 @@ StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int
     }
     case Strategy::kAsc:
     case Strategy::kLbAsc: {
+      const auto buckets = static_cast<std::int64_t>(stage.layout.buckets.size());
+      // buckets <= params <= 2^20 and dp <= 2^20: the product fits int64.
+      CANZONA_REQUIRE((o.dp + std::int64_t{1}) * buckets <= kMaxCutPoints, "stage ", stage_index,
+                      ": ", buckets, " buckets x (--dp ", o.dp,
+                      " + 1) = ", (o.dp + std::int64_t{1}) * buckets,
+                      " DP cut points is more than ", kMaxCutPoints,
+                      " (kMaxCutPoints); use a larger --bucket-size or fewer DP ranks");
       std::vector<StageCuts> candidates = dp_cut_candidates(model, stage.layout, stage.tasks, o);
       StagePlan best;
       double best_score = std::numeric_limits<double>::infinity();

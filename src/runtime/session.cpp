@@ -309,8 +309,8 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
     const plan::Metrics metrics = plan::compute_metrics(model, plan);
     sr.predicted_flops_max = metrics.max_rank.flops;
     sr.predicted_flops_mean = metrics.mean_rank.flops;
-    for (const auto& dp_loads : metrics.loads[0])
-      for (const plan::RankLoad& load : dp_loads) sr.predicted_flops.push_back(load.flops);
+    for (const plan::RankLoad& load : metrics.loads[0].cells)
+      sr.predicted_flops.push_back(load.flops);
 
     StrategyRunner runner(grid, model, plan, options, trace);
     world.barrier();

@@ -116,6 +116,14 @@ expect_usage_error "--svg $work/absent/x.svg" run_bounded "$canzona" plan --mode
 mkdir "$work/dir"
 expect_usage_error "--dump-params $work/dir" run_bounded "$canzona" plan --model qwen3-tiny \
   --dump-params "$work/dir"
+# Flags come before the files they name: with a bad flag and a model that would fail (or take a
+# read), the flag is what the one line names.
+expect_usage_error "unknown strategy 'fast'" run_bounded "$canzona" plan --model "$work/layer.json" \
+  --pp 2 --strategy fast
+expect_usage_error "--alpha must be in [0, 1]" run_bounded "$canzona" plan --model /dev/zero \
+  --alpha 2
+expect_usage_error "--cost calibrated needs --calibration" run_bounded "$canzona" plan \
+  --model "$work/layer.json" --pp 2 --cost calibrated
 # A usage error found after loading writes neither the param dump nor the plan.
 expect_usage_error "unknown strategy" run_bounded "$canzona" plan --model qwen3-tiny --strategy fast \
   --dump-params "$work/dump.json" --json "$out"

@@ -5,6 +5,8 @@
 # Every case runs under `timeout 20` and `ulimit -v 4000000` (4 GB). Classes:
 #   * plan options not finite or out of range (--alpha, --cmax-mb, the DP x TP x PP grid): exit 2,
 #     one stderr line naming the flag (and the limit), nothing on stdout, no --json written
+#   * plan size: (dp + 1) x buckets over kMaxCutPoints is a usage error naming the limit; the
+#     largest grid (dp 2^20) with one bucket, and sc at dp 2^20, plan within the bound
 #   * planning time: a 16,384-head model split per head (98,000 TP tasks) with a C_max large
 #     enough for one micro group plans with both planners within the bound (the paper planner
 #     re-solved the whole candidate group for each added task: over a minute); only the bound is
@@ -35,6 +37,19 @@ expect_usage_error "--cmax-mb" run_plan --model qwen3-tiny --tp 2 --cmax-mb -inf
 expect_usage_error "kMaxRanks" run_plan --model "$work/small.json" --dp 2048 --tp 1024 --pp 2
 expect_absent "$out"
 expect_usage_error "kMaxRanks" run_plan --model "$work/small.json" --dp 2147483647 --tp 2147483647
+
+# --- Plan size: asc / lb-asc keep dp + 1 cut points per bucket, bounded by kMaxCutPoints (2^24):
+# 113 buckets x 2^20 + 1 ranks is refused at once instead of allocating gigabytes.
+expect_usage_error "kMaxCutPoints" run_plan --model qwen3-0.6b --dp 1048576 --bucket-size 1048576
+expect_absent "$out"
+expect_usage_error "--bucket-size" run_plan --model qwen3-0.6b --strategy asc --dp 262144 \
+  --bucket-size 1048576
+# ... while the largest grid with one bucket, and sc at the largest DP, plan within the bounds
+# (work linear in dp: no per-rank formatting, allocation or per-param x rank loops).
+if expect_ok "dp_max_one_bucket" run_plan --model qwen3-0.6b --dp 1048576 --bucket-size 1000000000; then
+  check_file "$out" json "/dp==1048576"
+fi
+expect_ok "sc_dp_max" run_bounded "$canzona" plan --model qwen3-0.6b --strategy sc --dp 1048576
 
 # --- Planning time near-linear in TP pieces: 16,384 heads and KV heads split per head, one group.
 printf '%s\n' '{"architectures": ["LlamaForCausalLM"], "model_type": "llama",

@@ -96,6 +96,34 @@ TEST(PlanHostile, LimitsThemselvesAreAccepted) {
   EXPECT_EQ(usage_error(tiny(2), o), "");
 }
 
+// kMaxCutPoints = 2^22 bounds (dp + 1) x buckets for asc / lb-asc: 16 one-param buckets allow
+// dp = 2^18 - 1 exactly and refuse 2^18 with a message naming the limit; sc keeps no cuts, so the
+// same grid is accepted there.
+TEST(PlanHostile, CutPointsAreBoundedPerStage) {
+  model::ModelSpec m;
+  m.name = "16 buckets";
+  for (int k = 0; k < 16; ++k) {
+    model::ParamSpec p;
+    p.name = std::string("p").append(std::to_string(k));
+    p.shape = {64};
+    m.params.push_back(p);
+  }
+  PlanOptions o;
+  o.layout.bucket_size = 1;  // every param closes its bucket
+  o.dp = (1 << 18) - 1;
+  const Plan plan = make_plan(m, o);
+  ASSERT_EQ(plan.stages[0].layout.buckets.size(), 16u);
+  ASSERT_EQ(plan.stages[0].cuts.size(), 16u);
+  EXPECT_EQ(plan.stages[0].cuts[0].size(), std::size_t{1} << 18);
+  o.dp = 1 << 18;
+  const std::string message = usage_error(m, o);
+  EXPECT_NE(message.find("kMaxCutPoints"), std::string::npos) << message;
+  EXPECT_NE(message.find("16 buckets x (--dp 262144 + 1) = 4194320"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  o.strategy = Strategy::kSc;
+  EXPECT_EQ(usage_error(m, o), "");
+}
+
 model::ParamSpec matrix(const std::string& name, std::int64_t rows, std::int64_t cols) {
   model::ParamSpec p;
   p.name = name;

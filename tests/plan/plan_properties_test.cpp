@@ -157,8 +157,7 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
   const Metrics metrics = compute_metrics(m, plan);
   double sum = 0.0;
   for (const auto& stage : metrics.loads)
-    for (const auto& row : stage)
-      for (const auto& l : row) sum += l.flops;
+    for (const auto& l : stage.cells) sum += l.flops;
   const double expected = expected_total_flops(m, plan);
   EXPECT_NEAR(sum, expected, 1e-9 * expected);
 }

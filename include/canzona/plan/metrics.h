@@ -12,6 +12,7 @@
 // on the DP axis and a single task on the grid; element-wise params are divisible.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "canzona/model/spec.h"
@@ -29,10 +30,21 @@ struct Ratio {
   double flops = 1.0;
 };
 
+// The loads of one stage's DP x TP ranks, row-major in one allocation (dp may be 2^20).
+struct LoadGrid {
+  int dp = 0, tp = 0;
+  std::vector<RankLoad> cells;  // cells[d * tp + t]
+  LoadGrid() = default;
+  LoadGrid(int dp_ranks, int tp_ranks)
+      : dp(dp_ranks), tp(tp_ranks), cells(static_cast<std::size_t>(dp_ranks) * tp_ranks) {}
+  RankLoad& at(int d, int t) { return cells[static_cast<std::size_t>(d) * tp + t]; }
+  const RankLoad& at(int d, int t) const { return cells[static_cast<std::size_t>(d) * tp + t]; }
+};
+
 struct Metrics {
-  std::vector<std::vector<std::vector<RankLoad>>> loads;  // [stage][dp][tp]
-  Ratio dp, tp, grid;                                     // max/mean
-  Ratio tp_worst_group;                                   // max/mean inside the worst TP group
+  std::vector<LoadGrid> loads;  // [stage]
+  Ratio dp, tp, grid;           // max/mean
+  Ratio tp_worst_group;         // max/mean inside the worst TP group
   Ratio lower_bound_dp, lower_bound_grid;
   RankLoad max_rank, mean_rank;     // over the whole grid
   int split_tensors = 0;            // params an equal-chunk ZeRO-1 shard would split

@@ -38,6 +38,12 @@ const char* to_string(PlannerVariant variant);
 // capacity in bytes always fits int64). The same values as the runtime's (runtime/options.h).
 inline constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;
 inline constexpr double kMaxCmaxMb = 1024.0 * 1024.0 * 1024.0;
+// asc and lb-asc store dp + 1 cut points per bucket, so a stage's plan (and its JSON) grows with
+// buckets x dp, and so does planning (several candidates, each O(cut points)). 2^22 cut points
+// keep planning within a few seconds and a few hundred MiB on one core. Megatron's default bucket
+// (max(40M, 1M x dp) elements) gives about numel / 1M cut points at large DP (Qwen3-32B: ~33,000);
+// only hand-set small buckets at large DP reach the limit, and the UsageError asks for larger ones.
+inline constexpr std::int64_t kMaxCutPoints = std::int64_t{1} << 22;
 
 struct PlanOptions {
   Strategy strategy = Strategy::kLbAsc;
@@ -96,9 +102,15 @@ struct Plan {
   std::vector<StagePlan> stages;
 };
 
+// The checks of make_plan on the options alone (no model): dp, tp, pp, alpha, cmax_mb, the matrix
+// optimizer and cost counts, as listed below. Lets a command report a bad flag before it loads a
+// model. Throws UsageError.
+void validate_options(const PlanOptions& options);
+
 // Builds the plan. Throws UsageError naming the flag and limit for: dp, tp, pp outside
 // [1, kMaxRanks] or dp x tp x pp > kMaxRanks; alpha not finite or outside [0, 1]; cmax_mb not
-// finite or outside [2^-20 (one byte), kMaxCmaxMb]; a model that fails model::validate or whose
+// finite or outside [2^-20 (one byte), kMaxCmaxMb]; asc / lb-asc with more than kMaxCutPoints
+// cut points ((dp + 1) x buckets) in a stage; a model that fails model::validate or whose
 // stages cannot be assigned; a matrix whose fp32 gradient bytes (rows x cols x 4), or a stage
 // whose summed matrix gradient bytes, overflow int64; a matrix whose optimizer cost is not
 // finite. Near-linear in the number of matrix tasks (pieces) for a fixed grid: the TP planners

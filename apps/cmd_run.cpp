@@ -1,8 +1,10 @@
 // `canzona run` (one strategy) and `canzona compare` (several strategies on the same data), both
 // under mpirun: real ranks, real collectives, real optimizer steps (docs/runtime.md).
 //
-// Errors. Bad flags, option values, models and unusable --json/--trace paths fail before MPI
-// starts (every rank exits 2 on its own). Then, before the first collective of the grid, every
+// Errors. Bad flags, option values, models and unusable --json/--trace paths are found before MPI
+// starts; alone the process exits 2 with one line, under a launcher the ranks start MPI only to
+// agree on it (runtime::agree_on_launch_error: one line from the lowest failing rank, every rank
+// exits 2). Then, before the first collective of the grid, every
 // rank's effective configuration is compared (runtime::check_agreement). After that, errors every
 // rank raises identically (a setting ranks disagree on, world size, plan mismatch) end the job
 // through runtime::abort_agreed (one line naming the rank, exit 2, within about a second);
@@ -89,24 +91,52 @@ runtime::RunOptions resolve(RunFlags& f) {
   return o;
 }
 
-int execute(RunFlags& flags) {
-  const runtime::RunOptions options = resolve(flags);
-  const std::vector<plan::Strategy> strategies = plan::parse_strategy_list(flags.strategies);
+// Everything a launch needs that is checked before MPI starts.
+struct Launch {
+  runtime::RunOptions options;
+  std::vector<plan::Strategy> strategies;
+  model::ModelSpec model;
+  runtime::SessionOptions session;
+  runtime::Settings settings;
+};
+
+Launch prepare(RunFlags& flags) {
+  Launch l;
+  l.options = resolve(flags);
+  l.strategies = plan::parse_strategy_list(flags.strategies);
   if (flags.json_flag->count() > 0) check_output_path(flags.json, "--json");
   if (flags.trace_flag->count() > 0) check_output_path(flags.trace, "--trace");
-  const model::ModelSpec model = runtime::load_model(options);
-  runtime::SessionOptions session;
-  session.verify = flags.verify;
-  session.trace_path = flags.trace;
-  runtime::Settings settings = runtime::launch_settings(options, session, strategies, model);
-  settings.push_back({"--json", flags.json});
+  l.model = runtime::load_model(l.options);
+  l.session.verify = flags.verify;
+  l.session.trace_path = flags.trace;
+  l.settings = runtime::launch_settings(l.options, l.session, l.strategies, l.model);
+  l.settings.push_back({"--json", flags.json});
+  return l;
+}
+
+int execute(RunFlags& flags) {
+  // A usage error found before MPI: alone, report it (main: one line, exit 2); under a launcher,
+  // start MPI anyway so the ranks agree on it and it is printed once (agree_on_launch_error).
+  Launch launch;
+  std::string launch_error;
+  try {
+    launch = prepare(flags);
+  } catch (const UsageError& e) {
+    if (comm::launched_world_size() <= 1) throw;
+    launch_error = e.what();
+  }
+  const runtime::RunOptions& options = launch.options;
+  const std::vector<plan::Strategy>& strategies = launch.strategies;
+  const model::ModelSpec& model = launch.model;
+  const runtime::SessionOptions& session = launch.session;
 
   comm::MpiSession mpi;
   int exit_code = 0;
   try {
     {
       const auto world = comm::make_mpi_control_world();
-      runtime::check_agreement(*world, settings);
+      if (const int code = runtime::agree_on_launch_error(*world, launch_error)) return code;
+      runtime::check_agreement(*world, launch.settings);
     }
     std::unique_ptr<comm::Grid> grid;
     try {
@@ -186,6 +216,25 @@ void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
 }
 
 }  // namespace
+
+bool is_launch_command(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.empty() || arg[0] == '-') continue;
+    return arg == "run" || arg == "compare";
+  }
+  return false;
+}
+
+int launch_error_exit(const std::string& error) {
+  comm::MpiSession mpi;
+  try {
+    const auto world = comm::make_mpi_control_world();
+    return runtime::agree_on_launch_error(*world, error);
+  } catch (const std::exception& e) {
+    comm::abort_all(e.what(), 1);
+  }
+}
 
 void add_run_commands(CLI::App& app, int& exit_code) {
   auto run_flags = std::make_shared<RunFlags>();

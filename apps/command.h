@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace canzona::apps {
 
@@ -12,5 +13,12 @@ void add_plan_command(CLI::App& app, int& exit_code);
 void add_bench_kernels_command(CLI::App& app, int& exit_code);
 void add_run_commands(CLI::App& app, int& exit_code);  // `run` and `compare`
 void add_simulate_command(CLI::App& app, int& exit_code);
+
+// True when argv selects `run` or `compare` (the first argument that is not an option).
+bool is_launch_command(int argc, char** argv);
+// For a command-line error of `run` / `compare` under an MPI launcher with more than one rank:
+// starts MPI so that the ranks agree on the error and it is printed once (see
+// runtime::agree_on_launch_error); returns the exit code (2).
+int launch_error_exit(const std::string& error);
 
 }  // namespace canzona::apps

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "canzona/comm/mpi.h"
 #include "canzona/common/error.h"
 #include "canzona/optim/blas_env.h"
 #include "command.h"
@@ -26,6 +27,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // Under mpirun, every rank of `run`/`compare` is waiting to start MPI: agree, print once.
+    if (canzona::apps::is_launch_command(argc, argv) && canzona::comm::launched_world_size() > 1)
+      return canzona::apps::launch_error_exit(e.what());
     std::fprintf(stderr, "canzona: error: %s\n", e.what());
     return 2;
   } catch (const canzona::UsageError& e) {

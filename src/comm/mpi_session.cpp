@@ -36,6 +36,18 @@ std::unique_ptr<Communicator> split_world(int color, int key, ReduceMode mode) {
 
 }  // namespace
 
+int launched_world_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char* text = std::getenv(name);
+    if (text == nullptr) continue;
+    char* end = nullptr;
+    const long size = std::strtol(text, &end, 10);
+    return end != text && *end == '\0' && size > 0 && size <= (1L << 24) ? static_cast<int>(size)
+                                                                         : 1;
+  }
+  return 1;
+}
+
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialized = 0;
   check_mpi(MPI_Initialized(&initialized), "MPI_Initialized");

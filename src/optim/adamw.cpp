@@ -96,7 +96,8 @@ void AdamW::update(MatrixView param, ConstMatrixView grad, std::int64_t step) {
   }
 }
 
-std::unique_ptr<Optimizer> make_adamw(const ParamInfo& param, const nlohmann::json& options) {
+std::unique_ptr<Optimizer> make_adamw(const ParamInfo& param, const nlohmann::json& options,
+                                      nlohmann::json* effective) {
   AdamWOptions o;
   detail::OptionsReader reader("adamw", options);
   reader.read_in("lr", o.lr, 0.0, detail::kMaxRate, "kMaxRate");
@@ -105,6 +106,7 @@ std::unique_ptr<Optimizer> make_adamw(const ParamInfo& param, const nlohmann::js
   reader.read_in("eps", o.eps, detail::kMinEps, 1.0, "kMinEps");
   reader.read_in("weight_decay", o.weight_decay, 0.0, detail::kMaxRate, "kMaxRate");
   reader.finish();
+  if (effective != nullptr) *effective = reader.effective();
   return std::make_unique<AdamW>(param, o);
 }
 

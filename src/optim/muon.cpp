@@ -15,6 +15,10 @@ MuonScale parse_muon_scale(const std::string& name) {
   throw UsageError(str("unknown Muon update scale '", name, "' (known: spectral, aspect)"));
 }
 
+const char* to_string(MuonScale scale) {
+  return scale == MuonScale::kSpectral ? "spectral" : "aspect";
+}
+
 Muon::Muon(ParamInfo param, MuonOptions options) : Optimizer(std::move(param)), options_(options) {
   const std::string who = str("muon for ", this->param().describe());
   CANZONA_REQUIRE(std::isfinite(options_.lr), who, ": lr must be finite");
@@ -69,18 +73,20 @@ void Muon::update(MatrixView param, ConstMatrixView grad, std::int64_t /*step*/)
   }
 }
 
-std::unique_ptr<Optimizer> make_muon(const ParamInfo& param, const nlohmann::json& options) {
+std::unique_ptr<Optimizer> make_muon(const ParamInfo& param, const nlohmann::json& options,
+                                     nlohmann::json* effective) {
   MuonOptions o;
   detail::OptionsReader reader("muon", options);
   reader.read_in("lr", o.lr, 0.0, detail::kMaxRate, "kMaxRate");
   reader.read_in("momentum", o.momentum, 0.0, detail::kMaxBeta, "kMaxBeta");
   reader.read("nesterov", o.nesterov);
-  reader.read_enum("ns_coefficients", o.ns.coefficients, parse_ns_coefficients);
+  reader.read_enum("ns_coefficients", o.ns.coefficients, parse_ns_coefficients, to_string);
   reader.read_in("ns_steps", o.ns.steps, 0, detail::kMaxNsSteps, "kMaxNsSteps");
   reader.read_in("eps", o.ns.eps, detail::kMinEps, 1.0, "kMinEps");
-  reader.read_enum("scale", o.scale, parse_muon_scale);
+  reader.read_enum("scale", o.scale, parse_muon_scale, to_string);
   reader.read_in("weight_decay", o.weight_decay, 0.0, detail::kMaxRate, "kMaxRate");
   reader.finish();
+  if (effective != nullptr) *effective = reader.effective();
   return std::make_unique<Muon>(param, o);
 }
 

@@ -40,15 +40,19 @@ void OptionsReader::wrong_type(const char* key, const char* expected) const {
 }
 
 void OptionsReader::read(const char* key, double& field) {
-  if (!has(key)) return;
-  if (!at(key).is_number()) wrong_type(key, "a number");
-  field = at(key).get<double>();
+  if (has(key)) {
+    if (!at(key).is_number()) wrong_type(key, "a number");
+    field = at(key).get<double>();
+  }
+  effective_[key] = field;
 }
 
 void OptionsReader::read(const char* key, std::int64_t& field) {
-  if (!has(key)) return;
-  if (!at(key).is_number_integer()) wrong_type(key, "an integer");
-  field = at(key).get<std::int64_t>();
+  if (has(key)) {
+    if (!at(key).is_number_integer()) wrong_type(key, "an integer");
+    field = at(key).get<std::int64_t>();
+  }
+  effective_[key] = field;
 }
 
 void OptionsReader::read(const char* key, int& field) {
@@ -60,15 +64,19 @@ void OptionsReader::read(const char* key, int& field) {
 }
 
 void OptionsReader::read(const char* key, bool& field) {
-  if (!has(key)) return;
-  if (!at(key).is_boolean()) wrong_type(key, "true or false");
-  field = at(key).get<bool>();
+  if (has(key)) {
+    if (!at(key).is_boolean()) wrong_type(key, "true or false");
+    field = at(key).get<bool>();
+  }
+  effective_[key] = field;
 }
 
 void OptionsReader::read(const char* key, std::string& field) {
-  if (!has(key)) return;
-  if (!at(key).is_string()) wrong_type(key, "a string");
-  field = at(key).get<std::string>();
+  if (has(key)) {
+    if (!at(key).is_string()) wrong_type(key, "a string");
+    field = at(key).get<std::string>();
+  }
+  effective_[key] = field;
 }
 
 void OptionsReader::read_in(const char* key, double& field, double lo, double hi, const char* why) {

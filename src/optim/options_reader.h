@@ -43,18 +43,24 @@ class OptionsReader {
   void read_in(const char* key, int& field, std::int64_t lo, std::int64_t hi, const char* why);
   void read_in(const char* key, std::int64_t& field, std::int64_t lo, std::int64_t hi,
                const char* why);
-  // Reads a string and converts it with `parse` (which throws UsageError on a bad value).
+  // Reads a string and converts it with `parse` (which throws UsageError on a bad value); the
+  // effective value is recorded as name(field).
   template <typename Enum>
-  void read_enum(const char* key, Enum& field, Enum (*parse)(const std::string&)) {
-    std::string value;
+  void read_enum(const char* key, Enum& field, Enum (*parse)(const std::string&),
+                 const char* (*name)(Enum)) {
+    std::string value = name(field);
     if (has(key)) {
       read(key, value);
       field = parse(value);
     }
+    effective_[key] = name(field);
   }
 
   // Throws UsageError naming the first key no read() asked for.
   void finish() const;
+  // Every key read so far with its final value (the given one or the default): the options the
+  // optimizer really runs with, the same JSON however they were spelled (agreement across ranks).
+  const nlohmann::json& effective() const { return effective_; }
 
  private:
   bool has(const char* key);
@@ -64,6 +70,7 @@ class OptionsReader {
   std::string optimizer_;
   const nlohmann::json& options_;
   std::set<std::string> known_;
+  nlohmann::json effective_ = nlohmann::json::object();
 };
 
 }  // namespace canzona::optim::detail

@@ -22,16 +22,26 @@ constexpr RegistryEntry kRegistry[] = {
     {"adamw", make_adamw},
 };
 
-}  // namespace
-
-std::unique_ptr<Optimizer> create_optimizer(const std::string& name, const ParamInfo& param,
-                                            const nlohmann::json& options) {
+const RegistryEntry& entry_of(const std::string& name) {
   for (const RegistryEntry& entry : kRegistry)
-    if (name == entry.name) return entry.make(param, options);
+    if (name == entry.name) return entry;
   std::string known;
   for (const RegistryEntry& entry : kRegistry)
     known += (known.empty() ? "" : ", ") + std::string(entry.name);
   throw UsageError(str("unknown optimizer '", name, "' (known: ", known, ")"));
+}
+
+}  // namespace
+
+std::unique_ptr<Optimizer> create_optimizer(const std::string& name, const ParamInfo& param,
+                                            const nlohmann::json& options) {
+  return entry_of(name).make(param, options, nullptr);
+}
+
+nlohmann::json effective_options(const std::string& name, const nlohmann::json& options) {
+  nlohmann::json effective;
+  entry_of(name).make(ParamInfo{"options check", 2, 2}, options, &effective);
+  return effective;
 }
 
 std::vector<std::string> optimizer_names() {

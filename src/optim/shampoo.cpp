@@ -17,6 +17,18 @@ Grafting parse_grafting(const std::string& name) {
   throw UsageError(str("unknown grafting '", name, "' (known: adam, sgd, none)"));
 }
 
+const char* to_string(Grafting grafting) {
+  switch (grafting) {
+    case Grafting::kAdam:
+      return "adam";
+    case Grafting::kSgd:
+      return "sgd";
+    case Grafting::kNone:
+      return "none";
+  }
+  return "?";
+}
+
 Shampoo::Shampoo(ParamInfo param, ShampooOptions options)
     : Optimizer(std::move(param)), options_(options) {
   const ParamInfo& p = this->param();
@@ -116,7 +128,8 @@ void Shampoo::update(MatrixView param, ConstMatrixView grad, std::int64_t step) 
   }
 }
 
-std::unique_ptr<Optimizer> make_shampoo(const ParamInfo& param, const nlohmann::json& options) {
+std::unique_ptr<Optimizer> make_shampoo(const ParamInfo& param, const nlohmann::json& options,
+                                        nlohmann::json* effective) {
   ShampooOptions o;
   detail::OptionsReader reader("shampoo", options);
   reader.read_in("lr", o.lr, 0.0, detail::kMaxRate, "kMaxRate");
@@ -127,10 +140,11 @@ std::unique_ptr<Optimizer> make_shampoo(const ParamInfo& param, const nlohmann::
                  detail::kMaxPrecondFrequency, "kMaxPrecondFrequency");
   reader.read_in("max_precond_dim", o.max_precond_dim, 1, detail::kMaxPrecondDim, "kMaxPrecondDim");
   reader.read_in("weight_decay", o.weight_decay, 0.0, detail::kMaxRate, "kMaxRate");
-  reader.read_enum("grafting", o.grafting, parse_grafting);
+  reader.read_enum("grafting", o.grafting, parse_grafting, to_string);
   reader.read_in("graft_beta2", o.graft_beta2, 0.0, detail::kMaxBeta, "kMaxBeta");
   reader.read_in("graft_eps", o.graft_eps, detail::kMinEps, 1.0, "kMinEps");
   reader.finish();
+  if (effective != nullptr) *effective = reader.effective();
   return std::make_unique<Shampoo>(param, o);
 }
 

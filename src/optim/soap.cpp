@@ -159,7 +159,8 @@ void Soap::update(MatrixView param, ConstMatrixView grad, std::int64_t step) {
   }
 }
 
-std::unique_ptr<Optimizer> make_soap(const ParamInfo& param, const nlohmann::json& options) {
+std::unique_ptr<Optimizer> make_soap(const ParamInfo& param, const nlohmann::json& options,
+                                     nlohmann::json* effective) {
   SoapOptions o;
   detail::OptionsReader reader("soap", options);
   reader.read_in("lr", o.lr, 0.0, detail::kMaxRate, "kMaxRate");
@@ -173,6 +174,7 @@ std::unique_ptr<Optimizer> make_soap(const ParamInfo& param, const nlohmann::jso
   reader.read_in("max_precond_dim", o.max_precond_dim, 1, detail::kMaxPrecondDim, "kMaxPrecondDim");
   reader.read("correct_bias", o.correct_bias);
   reader.finish();
+  if (effective != nullptr) *effective = reader.effective();
   return std::make_unique<Soap>(param, o);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "canzona/common/error.h"
+#include "canzona/optim/optimizer.h"
 
 namespace canzona::runtime {
 namespace {
@@ -141,7 +142,7 @@ Settings launch_settings(const RunOptions& o, const SessionOptions& session,
     strategy_list += plan::to_string(s);
   }
   const auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
-  return {
+  Settings settings{
       {"--model", o.model},
       {"model spec", hex(model_hash(model))},
       {"--split-qkv", qkv_name(o.qkv_split)},
@@ -150,8 +151,7 @@ Settings launch_settings(const RunOptions& o, const SessionOptions& session,
       {"--tp", std::to_string(o.tp)},
       {"--pp", std::to_string(o.pp)},
       {"--optimizer", o.optimizer},
-      {"--optimizer-options", o.optimizer_options.dump()},
-      {"adamw options", o.adamw_options.dump()},
+
       {"--planner", plan::to_string(o.planner)},
       {"--alpha", real(o.alpha)},
       {"--cmax-mb", real(o.cmax_mb)},
@@ -171,6 +171,15 @@ Settings launch_settings(const RunOptions& o, const SessionOptions& session,
       {"verify tolerance", real(session.verify_tolerance)},
       {"--trace", session.trace_path},
   };
+  // One setting per option the optimizers run with (given values over the defaults, keys sorted),
+  // so {} and {"ns_steps": 5} agree and a disagreement names the key.
+  const auto add_options = [&settings](const std::string& prefix, const nlohmann::json& options) {
+    for (const auto& [key, value] : options.items())
+      settings.push_back({str(prefix, " ", key), value.dump()});
+  };
+  add_options("--optimizer-options", optim::effective_options(o.optimizer, o.optimizer_options));
+  add_options("adamw options", optim::effective_options("adamw", o.adamw_options));
+  return settings;
 }
 
 std::string settings_text(const Settings& settings) {
@@ -179,19 +188,39 @@ std::string settings_text(const Settings& settings) {
   return text;
 }
 
+int agree_on_launch_error(comm::Communicator& world, const std::string& error) {
+  const std::vector<std::uint64_t> failed = world.all_gather_u64(error.empty() ? 0 : 1);
+  const auto first = std::find(failed.begin(), failed.end(), 1u);
+  if (first == failed.end()) return 0;
+  if (first - failed.begin() == world.rank()) {
+    std::fprintf(stderr, "canzona: error: %s\n", error.c_str());
+    std::fflush(stderr);
+  }
+  return 2;
+}
+
 void check_agreement(comm::Communicator& world, const Settings& settings) {
   const std::vector<std::uint64_t> totals =
       world.all_gather_u64(hash_text(settings_text(settings)));
   if (first_differing(totals) == 0) return;
+  // Settings are compared one by one over the prefix every rank has (the count can differ: each
+  // optimizer has its own option keys), so the first differing one is named even then.
   const std::vector<std::uint64_t> counts = world.all_gather_u64(settings.size());
-  if (const std::size_t q = first_differing(counts); q != 0)
-    throw PlanAgreementError(str("ranks disagree on the set of settings: rank ", q, " has ",
-                                 counts[q], ", rank 0 has ", counts[0],
-                                 " (run the same canzona binary on every rank)"));
-  for (const Setting& s : settings) {
+  const std::size_t common = *std::min_element(counts.begin(), counts.end());
+  for (std::size_t i = 0; i < common; ++i) {
+    const Setting& s = settings[i];
     const std::vector<std::uint64_t> hashes = world.all_gather_u64(hash_text(line(s)));
     const std::size_t q = first_differing(hashes);
     if (q == 0) continue;
+    const std::vector<std::uint64_t> keys = world.all_gather_u64(hash_text(s.key));
+    if (const std::size_t k = first_differing(keys); k != 0) {
+      const std::vector<std::uint64_t> sizes = world.all_gather_u64(s.key.size());
+      const std::vector<std::string> names = all_gather_shown(world, s.key);
+      throw PlanAgreementError(str("ranks disagree on the settings: setting ", i, " is ",
+                                   shown(names[k], sizes[k]), " on rank ", k, ", ",
+                                   shown(names[0], sizes[0]),
+                                   " on rank 0 (run the same canzona binary on every rank)"));
+    }
     const std::vector<std::uint64_t> sizes = world.all_gather_u64(s.value.size());
     const std::vector<std::string> values = all_gather_shown(world, s.value);
     throw PlanAgreementError(str("ranks disagree on ", s.key, ": rank ", q, " has ",
@@ -199,6 +228,10 @@ void check_agreement(comm::Communicator& world, const Settings& settings) {
                                  shown(values[0], sizes[0]),
                                  " (every rank must run with the same flags and model)"));
   }
+  if (const std::size_t q = first_differing(counts); q != 0)
+    throw PlanAgreementError(str("ranks disagree on the set of settings: rank ", q, " has ",
+                                 counts[q], ", rank 0 has ", counts[0],
+                                 " (run the same canzona binary on every rank)"));
   throw PlanAgreementError(
       "ranks disagree on the configuration, but on no single setting (hash collision?)");
 }

@@ -53,6 +53,39 @@ TEST(Registry, MissingOptionsKeepThePublishedDefaults) {
   }
 }
 
+// effective_options: every documented key with the value the optimizer runs with; the Muon
+// defaults are the published ones (typed here from published.h, not read from the code).
+TEST(Registry, EffectiveOptionsListEveryKeyWithItsDefault) {
+  const nlohmann::json muon = effective_options("muon", nlohmann::json::object());
+  const nlohmann::json want = {{"lr", published::kMuonLr},
+                               {"momentum", published::kMuonMomentum},
+                               {"nesterov", published::kMuonNesterov},
+                               {"ns_coefficients", "simple"},
+                               {"ns_steps", published::kMuonNsSteps},
+                               {"eps", published::kMuonEps},
+                               {"scale", "spectral"},
+                               {"weight_decay", published::kMuonWeightDecay}};
+  EXPECT_EQ(muon, want) << muon.dump();
+  EXPECT_EQ(effective_options("shampoo", nullptr).at("grafting"), "adam");
+  EXPECT_EQ(effective_options("shampoo", nullptr).size(), 10u);
+  EXPECT_EQ(effective_options("soap", nullptr).size(), 9u);
+  EXPECT_EQ(effective_options("adamw", nullptr).size(), 5u);
+}
+
+// Spelling a default out changes nothing; changing a value changes the result; bad input throws
+// exactly as create_optimizer does.
+TEST(Registry, EffectiveOptionsAreTheSameHoweverSpelled) {
+  const std::string base = effective_options("muon", nlohmann::json::object()).dump();
+  EXPECT_EQ(effective_options("muon", {{"ns_steps", 5}}).dump(), base);
+  EXPECT_EQ(effective_options("muon", {{"scale", "spectral"}, {"lr", 0.02}}).dump(), base);
+  EXPECT_EQ(effective_options("muon", nullptr).dump(), base);
+  EXPECT_NE(effective_options("muon", {{"ns_steps", 6}}).dump(), base);
+  EXPECT_NE(effective_options("muon", {{"scale", "aspect"}}).dump(), base);
+  EXPECT_EQ(effective_options("shampoo", {{"grafting", "sgd"}}).at("grafting"), "sgd");
+  EXPECT_THROW(effective_options("muon", {{"ns_stepz", 5}}), UsageError);
+  EXPECT_THROW(effective_options("lion", nlohmann::json::object()), UsageError);
+}
+
 TEST(Registry, AppliesJsonOptions) {
   auto opt = create_optimizer("muon", ParamInfo{"w", 4, 4},
                               {{"lr", 0.5},

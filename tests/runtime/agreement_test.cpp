@@ -123,12 +123,11 @@ const std::vector<Change> kChanges = {
     {"--split-fc1", [](RunOptions& o, SessionOptions&) { o.split_fc1 = true; }},
     {"--dp", [](RunOptions& o, SessionOptions&) { o.dp = 2; }},
     {"--tp", [](RunOptions& o, SessionOptions&) { o.tp = 2; }},
-    {"--optimizer", [](RunOptions& o, SessionOptions&) { o.optimizer = "soap"; }},
-    {"--optimizer-options",
+    {"--optimizer-options lr",
      [](RunOptions& o, SessionOptions&) {
        o.optimizer_options = {{"lr", 0.5}};
      }},
-    {"adamw options",
+    {"adamw options lr",
      [](RunOptions& o, SessionOptions&) {
        o.adamw_options = {{"lr", 0.5}};
      }},
@@ -187,6 +186,21 @@ TEST(LaunchSettings, StrategiesAndModelAreSettings) {
   EXPECT_NE(settings_text(grown), text);
 }
 
+// Ranks agree on the options the optimizers run with, not on how they were written.
+TEST(LaunchSettings, OptimizerOptionsAreComparedAfterDefaults) {
+  const std::string base = settings_text(settings_of(RunOptions{}));
+  RunOptions spelled;
+  spelled.optimizer_options = {{"ns_steps", 5}, {"lr", 0.02}};
+  spelled.adamw_options = {{"beta2", 0.999}};
+  EXPECT_EQ(settings_text(settings_of(spelled)), base);
+  RunOptions changed;
+  changed.optimizer_options = {{"ns_steps", 6}};
+  EXPECT_NE(settings_text(settings_of(changed)), base);
+  RunOptions adam;
+  adam.adamw_options = {{"eps", 1e-6}};
+  EXPECT_NE(settings_text(settings_of(adam)), base);
+}
+
 TEST(CheckAgreement, SameSettingsPass) {
   const Settings s = settings_of(RunOptions{});
   for (int ranks : {1, 2, 5})
@@ -208,20 +222,41 @@ TEST(CheckAgreement, NamesTheFirstDifferingSettingAndRankOnEveryRank) {
   }
 }
 
-TEST(CheckAgreement, ShowsLongAndEmptyValuesCut) {
+// Another optimizer has other option keys (a different count of settings): the --optimizer
+// setting, which comes first, is the one named.
+TEST(LaunchSettings, AnotherOptimizerDiffersFirstOnTheOptimizer) {
+  RunOptions soap;
+  soap.optimizer = "soap";
+  const Settings a = settings_of(RunOptions{}), b = settings_of(soap);
+  EXPECT_NE(a.size(), b.size());  // muon has 8 options, soap 9
+  const std::vector<std::string> errors = agree({a, b, a});
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("ranks disagree on --optimizer: rank 1 has soap, rank 0 has muon"),
+              std::string::npos)
+        << e;
+}
+
+// Every option is its own setting, named by its key, whichever comes late in the JSON.
+TEST(CheckAgreement, NamesTheDifferingOptionKey) {
   RunOptions with_options;
-  with_options.optimizer_options = {{"lr", 0.125},
-                                    {"weight_decay", 0.25},
-                                    {"momentum", 0.5},
-                                    {"ns_steps", 7},
-                                    {"nesterov", false}};
+  with_options.optimizer_options = {{"weight_decay", 0.25}};
+  const std::vector<std::string> e = agree({settings_of(RunOptions{}), settings_of(with_options)});
+  EXPECT_NE(e[0].find("ranks disagree on --optimizer-options weight_decay: rank 1 has 0.25, rank 0 "
+                      "has 0.0"),
+            std::string::npos)
+      << e[0];
+}
+
+TEST(CheckAgreement, ShowsLongAndEmptyValuesCut) {
+  RunOptions long_model;
+  long_model.model = std::string(100, 'm');
   SessionOptions traced;
   traced.trace_path = "trace.json";
-  const std::vector<std::string> e1 = agree({settings_of(RunOptions{}), settings_of(with_options)});
-  EXPECT_NE(e1[1].find("ranks disagree on --optimizer-options: rank 1 has {\"lr\":0.125"),
+  const std::vector<std::string> e1 = agree({settings_of(RunOptions{}), settings_of(long_model)});
+  EXPECT_NE(e1[1].find(str("ranks disagree on --model: rank 1 has ", std::string(64, 'm'),
+                           "..., rank 0 has qwen3-tiny")),
             std::string::npos)
       << e1[1];
-  EXPECT_NE(e1[1].find("..., rank 0 has {}"), std::string::npos) << e1[1];
   const std::vector<std::string> e2 =
       agree({settings_of(RunOptions{}), settings_of(RunOptions{}, traced)});
   EXPECT_NE(e2[0].find("ranks disagree on --trace: rank 1 has trace.json, rank 0 has ''"),

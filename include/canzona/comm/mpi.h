@@ -37,6 +37,11 @@ class MpiSession {
 // an initialized MPI it prints "canzona: <message>" and exits the process. code 0 is replaced by 1.
 [[noreturn]] void abort_all(const std::string& message, int code);
 
+// The number of ranks the MPI launcher started, read from its environment before MPI is
+// initialized (Open MPI's OMPI_COMM_WORLD_SIZE, else PMI_SIZE of MPICH's Hydra); 1 when the
+// process was not started by a launcher (or the value is not a positive integer).
+int launched_world_size();
+
 // A communicator over every rank of MPI_COMM_WORLD for control traffic (barrier, all_gather_u64)
 // made before the grid exists, e.g. runtime::check_agreement. Its construction is the same
 // collective on every rank whatever the flags (it does not depend on a ReduceMode ranks may

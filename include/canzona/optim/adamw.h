@@ -57,6 +57,7 @@ class AdamW : public Optimizer {
 };
 
 // Registry factory: JSON keys lr, beta1, beta2, eps, weight_decay.
-std::unique_ptr<Optimizer> make_adamw(const ParamInfo& param, const nlohmann::json& options);
+std::unique_ptr<Optimizer> make_adamw(const ParamInfo& param, const nlohmann::json& options,
+                                      nlohmann::json* effective = nullptr);
 
 }  // namespace canzona::optim

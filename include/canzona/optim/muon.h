@@ -70,6 +70,7 @@ enum class MuonScale {
 };
 // "spectral" | "aspect"; throws UsageError otherwise.
 MuonScale parse_muon_scale(const std::string& name);
+const char* to_string(MuonScale scale);
 
 struct MuonOptions {
   double lr = 0.02;        // learning rate
@@ -102,6 +103,7 @@ class Muon : public Optimizer {
 
 // Registry factory: JSON keys lr, momentum, nesterov, ns_coefficients ("simple" | "quintic" |
 // "polar_express"), ns_steps, eps, scale ("spectral" | "aspect"), weight_decay.
-std::unique_ptr<Optimizer> make_muon(const ParamInfo& param, const nlohmann::json& options);
+std::unique_ptr<Optimizer> make_muon(const ParamInfo& param, const nlohmann::json& options,
+                                     nlohmann::json* effective = nullptr);
 
 }  // namespace canzona::optim

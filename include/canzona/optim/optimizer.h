@@ -74,13 +74,19 @@ class Optimizer {
 // optimizer's options struct, e.g. {"lr": 0.02, "ns_steps": 5}; missing keys keep the documented
 // defaults). Throws UsageError for an unknown name (listing the known ones) or an unknown or
 // mistyped option key.
+// When `effective` is not null it receives every option with its final value (given or default).
 using OptimizerFactory = std::unique_ptr<Optimizer> (*)(const ParamInfo& param,
-                                                        const nlohmann::json& options);
+                                                        const nlohmann::json& options,
+                                                        nlohmann::json* effective);
 
 // Registry lookup: "muon", "shampoo", "soap", "adamw".
 std::unique_ptr<Optimizer> create_optimizer(
     const std::string& name, const ParamInfo& param,
     const nlohmann::json& options = nlohmann::json::object());
+// Every option of optimizer `name` with the value it runs with: `options` merged over the
+// documented defaults, in one canonical JSON (sorted keys), so {} and {"ns_steps": 5} give the
+// same result. Throws like create_optimizer.
+nlohmann::json effective_options(const std::string& name, const nlohmann::json& options);
 // Registered names in registry order.
 std::vector<std::string> optimizer_names();
 

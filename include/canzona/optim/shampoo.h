@@ -32,6 +32,7 @@ namespace canzona::optim {
 enum class Grafting { kAdam, kSgd, kNone };
 // "adam" | "sgd" | "none"; throws UsageError otherwise.
 Grafting parse_grafting(const std::string& name);
+const char* to_string(Grafting grafting);
 
 struct ShampooOptions {
   double lr = 1e-3;                      // in Adam units when grafting to Adam
@@ -74,6 +75,7 @@ class Shampoo : public Optimizer {
 
 // Registry factory: JSON keys lr, beta1, beta2, eps, precondition_frequency, max_precond_dim,
 // weight_decay, grafting ("adam" | "sgd" | "none"), graft_beta2, graft_eps.
-std::unique_ptr<Optimizer> make_shampoo(const ParamInfo& param, const nlohmann::json& options);
+std::unique_ptr<Optimizer> make_shampoo(const ParamInfo& param, const nlohmann::json& options,
+                                        nlohmann::json* effective = nullptr);
 
 }  // namespace canzona::optim

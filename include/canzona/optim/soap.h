@@ -69,6 +69,7 @@ class Soap : public Optimizer {
 
 // Registry factory: JSON keys lr, beta1, beta2, shampoo_beta, eps, weight_decay,
 // precondition_frequency, max_precond_dim, correct_bias.
-std::unique_ptr<Optimizer> make_soap(const ParamInfo& param, const nlohmann::json& options);
+std::unique_ptr<Optimizer> make_soap(const ParamInfo& param, const nlohmann::json& options,
+                                     nlohmann::json* effective = nullptr);
 
 }  // namespace canzona::optim

@@ -36,10 +36,11 @@ inline constexpr std::size_t kMaxShownValueBytes = 64;
 // every param's name, shape, TP split, optimizer class, layer, stage and pieces.
 std::uint64_t model_hash(const model::ModelSpec& model);
 
-// The settings of a launch, in a fixed order that does not depend on the values: every field of
-// RunOptions (option JSON dumped with sorted keys), the SessionOptions (--verify, --trace), the
-// strategy list and model_hash(model). Pure: no MPI, no files. Callers may append settings of their
-// own (e.g. "--json") before check_agreement().
+// The settings of a launch, in a fixed order that depends only on the optimizer: every field of
+// RunOptions, the SessionOptions (--verify, --trace), the strategy list, model_hash(model), then
+// one setting per optimizer option as it runs (optim::effective_options, sorted keys: key
+// "--optimizer-options lr", then "adamw options beta1", ...). Pure: no MPI, no files. Callers may
+// append settings of their own (e.g. "--json") before check_agreement().
 Settings launch_settings(const RunOptions& options, const SessionOptions& session,
                          const std::vector<plan::Strategy>& strategies,
                          const model::ModelSpec& model);
@@ -48,11 +49,19 @@ Settings launch_settings(const RunOptions& options, const SessionOptions& sessio
 std::string settings_text(const Settings& settings);
 
 // Collective over `world` (control traffic only: all_gather_u64). Returns when every rank holds
-// the same settings (one collective). Otherwise every rank exchanges per-setting hashes and throws
-// the same PlanAgreementError, "ranks disagree on <key>: rank R has <value>, rank 0 has <value>",
-// naming the first differing setting and the lowest rank that differs from rank 0. Every rank
-// must call it with the same number of settings (the same binary); a count mismatch is reported
-// as such.
+// the same settings (one collective). Otherwise every rank exchanges per-setting hashes over the
+// prefix all ranks have and throws the same PlanAgreementError, "ranks disagree on <key>: rank R
+// has <value>, rank 0 has <value>", naming the first differing setting and the lowest rank that
+// differs from rank 0 (or, when the keys themselves differ there, both keys); when that prefix
+// agrees, the differing counts are reported.
 void check_agreement(comm::Communicator& world, const Settings& settings);
+
+// Collective over `world`, the first one of a launch: `error` is this rank's usage error found
+// before MPI started ("" when none). Returns 0 when no rank has one. Otherwise the lowest rank
+// with an error prints it as the one line "canzona: error: <error>" on stderr and every rank
+// returns 2 (exit quietly: with the same flags every rank found the same error, and with
+// different flags the lowest rank's is the one shown), so a bad flag gives one line, not one per
+// rank, and no abort banner.
+int agree_on_launch_error(comm::Communicator& world, const std::string& error);
 
 }  // namespace canzona::runtime

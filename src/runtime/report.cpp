@@ -143,8 +143,10 @@ nlohmann::json report_json(const CompareResult& r) {
   nlohmann::json strategies = nlohmann::json::object();
   for (const StrategyResult& s : r.strategies) {
     const StepTimes& m = s.median;
-    char hash[20];
+    char hash[20], params_hash[20];
     std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(s.plan_hash));
+    std::snprintf(params_hash, sizeof(params_hash), "%016llx",
+                  static_cast<unsigned long long>(s.params_hash));
     strategies[plan::to_string(s.strategy)] = {{"step_ms", m.step},
                                                {"forward_ms", m.forward},
                                                {"backward_ms", m.backward},
@@ -162,6 +164,7 @@ nlohmann::json report_json(const CompareResult& r) {
                                                {"dp_phase_bytes", phase_json(s.dp_phase_bytes)},
                                                {"tp_phase_bytes", phase_json(s.tp_phase_bytes)},
                                                {"plan_hash", hash},
+                                               {"params_hash", params_hash},
                                                {"buckets", s.buckets},
                                                {"micro_groups", s.micro_groups},
                                                {"predicted_flops_max", s.predicted_flops_max},

@@ -72,6 +72,22 @@ PhaseBytes per_step(PhaseBytes b, int steps) {
 
 // Gathers every rank's timed steps, CPU times, state and bytes to world rank 0 and reduces them.
 // `dp_phase` / `tp_phase` are this rank's bytes by phase summed over the timed steps.
+std::uint64_t fnv1a(const void* data, std::size_t bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < bytes; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::uint64_t world_params_hash(comm::Communicator& world, std::span<const float> params) {
+  const std::vector<std::uint64_t> ranks =
+      world.all_gather_u64(fnv1a(params.data(), params.size_bytes()));
+  return fnv1a(ranks.data(), ranks.size() * sizeof(std::uint64_t));
+}
+
 void summarize(comm::Grid& grid, const std::vector<StepTimes>& steps, double state_bytes,
                const comm::CommBytes& dp_bytes, const comm::CommBytes& tp_bytes,
                const PhaseBytes& dp_phase, const PhaseBytes& tp_phase, StrategyResult& out) {
@@ -329,6 +345,7 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
       tp_phase += runner.last_step_bytes().tp;
     }
     runner.finish();
+    sr.params_hash = world_params_hash(world, runner.params());
     summarize(grid, timed, static_cast<double>(runner.state_bytes()), grid.dp().bytes() - dp0,
               grid.tp().bytes() - tp0, dp_phase, tp_phase, sr);
     if (verifier) verifier->check(grid, plan, runner);

@@ -50,6 +50,10 @@ struct SessionOptions {
 struct StrategyResult {
   plan::Strategy strategy = plan::Strategy::kLbAsc;
   std::uint64_t plan_hash = 0;
+  // FNV-1a of the final params: each world rank hashes the bytes of its params (layout order),
+  // then the per-rank hashes are hashed in world-rank order. The same for every strategy of one
+  // grid when they agree bit for bit (what --verify checks element by element).
+  std::uint64_t params_hash = 0;
   int buckets = 0;
   int micro_groups = 0;                 // over all DP ranks
   StepTimes median;                     // per phase: median over timed steps of the max over ranks

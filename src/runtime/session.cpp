@@ -5,6 +5,8 @@
 #include <array>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "canzona/plan/metrics.h"
@@ -28,38 +30,11 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-std::vector<double> bytes_values(const comm::CommBytes& b) {
-  return {static_cast<double>(b.reduce_scatter), static_cast<double>(b.all_gather),
-          static_cast<double>(b.all_reduce), static_cast<double>(b.all_to_all)};
-}
-
-comm::CommBytes bytes_from(const std::vector<double>& v, std::size_t at) {
-  comm::CommBytes b;
-  b.reduce_scatter = static_cast<std::int64_t>(v[at]);
-  b.all_gather = static_cast<std::int64_t>(v[at + 1]);
-  b.all_reduce = static_cast<std::int64_t>(v[at + 2]);
-  b.all_to_all = static_cast<std::int64_t>(v[at + 3]);
-  return b;
-}
-
 comm::CommBytes per_step(comm::CommBytes b, int steps) {
   b.reduce_scatter /= steps;
   b.all_gather /= steps;
   b.all_reduce /= steps;
   b.all_to_all /= steps;
-  return b;
-}
-
-std::vector<double> phase_values(const PhaseBytes& b) {
-  return {static_cast<double>(b.grad_sync), static_cast<double>(b.optimizer),
-          static_cast<double>(b.param_sync)};
-}
-
-PhaseBytes phase_from(const std::vector<double>& v, std::size_t at) {
-  PhaseBytes b;
-  b.grad_sync = static_cast<std::int64_t>(v[at]);
-  b.optimizer = static_cast<std::int64_t>(v[at + 1]);
-  b.param_sync = static_cast<std::int64_t>(v[at + 2]);
   return b;
 }
 
@@ -70,8 +45,41 @@ PhaseBytes per_step(PhaseBytes b, int steps) {
   return b;
 }
 
-// Gathers every rank's timed steps, CPU times, state and bytes to world rank 0 and reduces them.
-// `dp_phase` / `tp_phase` are this rank's bytes by phase summed over the timed steps.
+// One rank's statistics as they travel to world rank 0: this fixed header, then `steps`
+// StepTimes. Both are plain trivially copyable structs, copied byte for byte (every rank runs the
+// same binary) and read back by field.
+struct RankStats {
+  std::int64_t steps = 0;    // timed steps (StepTimes) that follow the header
+  double state_bytes = 0.0;  // StrategyRunner::state_bytes()
+  comm::CommBytes dp_bytes;  // on the DP / TP communicator, summed over the timed steps
+  comm::CommBytes tp_bytes;
+  PhaseBytes dp_phase;  // the same bytes by phase
+  PhaseBytes tp_phase;
+};
+static_assert(std::is_trivially_copyable_v<RankStats> && std::is_trivially_copyable_v<StepTimes>);
+
+std::string pack(const RankStats& stats, const std::vector<StepTimes>& steps) {
+  std::string blob(sizeof(RankStats) + steps.size() * sizeof(StepTimes), '\0');
+  std::memcpy(blob.data(), &stats, sizeof(RankStats));
+  if (!steps.empty())
+    std::memcpy(blob.data() + sizeof(RankStats), steps.data(), steps.size() * sizeof(StepTimes));
+  return blob;
+}
+
+// Reads what pack() wrote; throws canzona::Error when the size does not match its header.
+RankStats unpack(const std::string& blob, std::vector<StepTimes>& steps) {
+  RankStats stats;
+  CANZONA_CHECK(blob.size() >= sizeof(RankStats), "rank statistics of ", blob.size(), " bytes");
+  std::memcpy(&stats, blob.data(), sizeof(RankStats));
+  CANZONA_CHECK(stats.steps >= 0, "rank statistics of ", stats.steps, " steps");
+  CANZONA_CHECK_EQ(blob.size(),
+                   sizeof(RankStats) + static_cast<std::size_t>(stats.steps) * sizeof(StepTimes));
+  steps.resize(static_cast<std::size_t>(stats.steps));
+  if (!steps.empty())
+    std::memcpy(steps.data(), blob.data() + sizeof(RankStats), steps.size() * sizeof(StepTimes));
+  return stats;
+}
+
 std::uint64_t fnv1a(const void* data, std::size_t bytes) {
   std::uint64_t h = 1469598103934665603ull;
   const auto* p = static_cast<const unsigned char*>(data);
@@ -88,42 +96,45 @@ std::uint64_t world_params_hash(comm::Communicator& world, std::span<const float
   return fnv1a(ranks.data(), ranks.size() * sizeof(std::uint64_t));
 }
 
+// Gathers every rank's timed steps, CPU times, state and bytes to world rank 0 and reduces them.
+// `dp_phase` / `tp_phase` are this rank's bytes by phase summed over the timed steps.
 void summarize(comm::Grid& grid, const std::vector<StepTimes>& steps, double state_bytes,
                const comm::CommBytes& dp_bytes, const comm::CommBytes& tp_bytes,
                const PhaseBytes& dp_phase, const PhaseBytes& tp_phase, StrategyResult& out) {
-  std::vector<double> mine;
-  for (const StepTimes& t : steps)
-    for (auto field : kFields) mine.push_back(t.*field);
-  mine.push_back(state_bytes);
-  for (double v : bytes_values(dp_bytes)) mine.push_back(v);
-  for (double v : bytes_values(tp_bytes)) mine.push_back(v);
-  for (double v : phase_values(dp_phase)) mine.push_back(v);
-  for (double v : phase_values(tp_phase)) mine.push_back(v);
-  const std::vector<std::string> all = gather_bytes_to_root(grid.world(), pack_doubles(mine));
+  const RankStats mine{.steps = std::ssize(steps),
+                       .state_bytes = state_bytes,
+                       .dp_bytes = dp_bytes,
+                       .tp_bytes = tp_bytes,
+                       .dp_phase = dp_phase,
+                       .tp_phase = tp_phase};
+  const std::vector<std::string> all = gather_bytes_to_root(grid.world(), pack(mine, steps));
   if (all.empty()) return;
   const std::size_t n = steps.size();
-  const std::size_t f = kFields.size();
-  std::vector<std::vector<double>> ranks;
-  for (const std::string& blob : all) ranks.push_back(unpack_doubles(blob));
-  for (std::size_t k = 0; k < f; ++k) {
-    std::vector<double> critical(n, 0.0);
-    for (const auto& r : ranks)
-      for (std::size_t s = 0; s < n; ++s) critical[s] = std::max(critical[s], r[s * f + k]);
-    out.median.*kFields[k] = median(critical);
+  std::vector<RankStats> ranks;
+  std::vector<std::vector<StepTimes>> times(all.size());  // (ranks, n)
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    ranks.push_back(unpack(all[r], times[r]));
+    CANZONA_CHECK_EQ(times[r].size(), n);
   }
-  for (const auto& r : ranks) {
+  for (auto field : kFields) {
+    std::vector<double> critical(n, 0.0);
+    for (const auto& t : times)
+      for (std::size_t s = 0; s < n; ++s) critical[s] = std::max(critical[s], t[s].*field);
+    out.median.*field = median(critical);
+  }
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
     std::vector<double> opt_cpu, busy;
-    for (std::size_t s = 0; s < n; ++s) {
-      opt_cpu.push_back(r[s * f + 8]);
-      busy.push_back(r[s * f + 9]);
+    for (const StepTimes& t : times[r]) {
+      opt_cpu.push_back(t.opt_cpu);
+      busy.push_back(t.busy_cpu);
     }
     out.opt_cpu_ms.push_back(median(opt_cpu));
     out.busy_cpu_ms.push_back(median(busy));
-    out.state_mb.push_back(r[n * f] / (1024.0 * 1024.0));
-    out.dp_bytes += bytes_from(r, n * f + 1);
-    out.tp_bytes += bytes_from(r, n * f + 5);
-    out.dp_phase_bytes += phase_from(r, n * f + 9);
-    out.tp_phase_bytes += phase_from(r, n * f + 12);
+    out.state_mb.push_back(ranks[r].state_bytes / (1024.0 * 1024.0));
+    out.dp_bytes += ranks[r].dp_bytes;
+    out.tp_bytes += ranks[r].tp_bytes;
+    out.dp_phase_bytes += ranks[r].dp_phase;
+    out.tp_phase_bytes += ranks[r].tp_phase;
   }
   out.dp_phase_bytes = per_step(out.dp_phase_bytes, static_cast<int>(n));
   out.tp_phase_bytes = per_step(out.tp_phase_bytes, static_cast<int>(n));

@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "canzona/comm/mpi_communicator.h"
 #include "canzona/common/error.h"
+#include "mpi_communicator.h"
 #include "mpi_internal.h"
 #include "test_util.h"
 

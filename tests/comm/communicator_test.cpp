@@ -20,6 +20,9 @@ class FakeCommunicator final : public Communicator {
   std::vector<std::uint64_t> all_gather_u64(std::uint64_t value) override {
     return std::vector<std::uint64_t>(size_, value);
   }
+  std::vector<std::vector<std::byte>> all_gather_bytes(std::span<const std::byte> bytes) override {
+    return std::vector<std::vector<std::byte>>(size_, {bytes.begin(), bytes.end()});
+  }
   int posted = 0;
   int waited = 0;
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "canzona/comm/mpi_communicator.h"
+#include "mpi_communicator.h"
 #include "test_util.h"
 
 namespace canzona::comm {

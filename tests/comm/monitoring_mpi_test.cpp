@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "canzona/comm/mpi_communicator.h"
+#include "mpi_communicator.h"
 #include "workload.h"
 
 namespace canzona::comm {

@@ -43,6 +43,21 @@ TEST(MpiBytes, ReduceScatterCountsTheBlocksOtherRanksReceive) {
   }
 }
 
+TEST(MpiBytes, ByteAllgathervCountsOneBytePerElementOncePerOtherRank) {
+  const std::vector<CountsCase> cases = {
+      {{9}, {0}},                    // P = 1
+      {{0, 5}, {0, 5}},              // P = 2: 5 bytes to 1 other rank
+      {{2, 0, 3}, {4, 0, 6}},        // P = 3: 2 x 2 and 3 x 2 bytes
+      {{1, 0, 2, 0}, {3, 0, 6, 0}},  // P = 4: 1 x 3 and 2 x 3 bytes
+  };
+  for (const CountsCase& c : cases) {
+    for (int me = 0; me < std::ssize(c.counts); ++me) {
+      EXPECT_EQ(byte_allgatherv_bytes(c.counts, me), c.by_rank[me])
+          << "P " << c.counts.size() << " rank " << me;
+    }
+  }
+}
+
 TEST(MpiBytes, AllgathervCountsTheOwnBlockOncePerOtherRank) {
   const std::vector<CountsCase> cases = {
       {{9}, {0}},                      // P = 1

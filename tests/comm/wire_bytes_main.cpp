@@ -23,7 +23,7 @@
 #include <string>
 
 #include "canzona/comm/mpi.h"
-#include "canzona/comm/mpi_communicator.h"
+#include "mpi_communicator.h"
 #include "workload.h"
 
 namespace {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -17,16 +18,30 @@
 namespace canzona::runtime {
 namespace {
 
-// Ranks as threads: all_gather_u64 is a generation barrier over shared slots. Only control
-// traffic is implemented; float collectives are never called by check_agreement().
+// Ranks as threads: all_gather_u64 and all_gather_bytes are a generation barrier over shared
+// slots. Only control traffic is implemented; float collectives are never called by
+// check_agreement().
 class ThreadHub {
  public:
+  using Bytes = std::vector<std::byte>;
+
   explicit ThreadHub(int size) : size_(size), slots_(size), result_(size) {}
 
   std::vector<std::uint64_t> all_gather(int rank, std::uint64_t value) {
+    Bytes mine(sizeof value);
+    std::memcpy(mine.data(), &value, sizeof value);
+    std::vector<std::uint64_t> out;
+    for (const Bytes& theirs : all_gather_bytes(rank, std::move(mine))) {
+      std::memcpy(&value, theirs.data(), sizeof value);
+      out.push_back(value);
+    }
+    return out;
+  }
+
+  std::vector<Bytes> all_gather_bytes(int rank, Bytes value) {
     std::unique_lock<std::mutex> lock(mutex_);
     const std::uint64_t generation = generation_;
-    slots_[rank] = value;
+    slots_[rank] = std::move(value);
     if (++arrived_ == size_) {
       result_ = slots_;
       arrived_ = 0;
@@ -46,7 +61,7 @@ class ThreadHub {
   std::condition_variable cv_;
   int arrived_ = 0;
   std::uint64_t generation_ = 0;
-  std::vector<std::uint64_t> slots_, result_;
+  std::vector<Bytes> slots_, result_;
 };
 
 class ThreadWorld final : public comm::Communicator {
@@ -57,6 +72,9 @@ class ThreadWorld final : public comm::Communicator {
   void barrier() override { hub_.all_gather(rank_, 0); }
   std::vector<std::uint64_t> all_gather_u64(std::uint64_t value) override {
     return hub_.all_gather(rank_, value);
+  }
+  std::vector<std::vector<std::byte>> all_gather_bytes(std::span<const std::byte> bytes) override {
+    return hub_.all_gather_bytes(rank_, {bytes.begin(), bytes.end()});
   }
 
  protected:

@@ -17,21 +17,24 @@
 // Byte counters (CommBytes) are kept per Communicator-level operation kind (reduce_scatter,
 // all_gather, all_reduce, all_to_all) and counted by the backend from what it actually hands its
 // transport, not from the public call's arguments: when the backend makes each transport call, it
-// adds the bytes of this rank's send arguments destined to other ranks (4 bytes per element) to
-// the counter of the operation that call serves; an operation built from several transport calls
-// (a deterministic all-reduce) counts each. MpiCommunicator states its exact definition per MPI
-// call (mpi_communicator.h); for its reduce_scatter, all_gather and all_to_all it comes to, with
-// P = size() and me = rank():
+// adds the bytes of this rank's send arguments destined to other ranks (4 bytes per float) to the
+// counter of the operation that call serves; an operation built from several transport calls (a
+// deterministic all-reduce) counts each. MpiCommunicator states its exact definition per MPI
+// call (src/comm/mpi/mpi_communicator.h); for its reduce_scatter, all_gather and all_to_all it
+// comes to, with P = size() and me = rank():
 //   reduce_scatter(counts)  4 * (sum(counts) - counts[me])   every other rank's block, once
 //   all_gather(counts)      4 * (P - 1) * counts[me]         own block to every other rank
 //   all_to_all(send_counts) 4 * sum over r != me of send_counts[r]
 // and for all_reduce(n) to 4 * ((n - c[me]) + (P - 1) * c[me]), c = even_split(n, P), summed over
-// ranks 2(P-1)n * 4 bytes against (P-1)n * 4 for a reduce-scatter. barrier() and all_gather_u64()
-// are control traffic and are not counted. A counter grows when its transport call is made (for
-// most operations when posted; phase 2 of a deterministic all-reduce when test() or wait() posts
-// it), so read counters after waiting the requests of interest.
+// ranks 2(P-1)n * 4 bytes against (P-1)n * 4 for a reduce-scatter. The blocking byte gather
+// all_gather_bytes(bytes) counts into all_gather, (P - 1) * bytes.size(); the sizes it exchanges
+// first, barrier() and all_gather_u64() are control traffic and are not counted. A counter grows
+// when its transport call is made (for most operations when posted; phase 2 of a deterministic
+// all-reduce when test() or wait() posts it), so read counters after waiting the requests of
+// interest.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -107,6 +110,16 @@ class Communicator {
   // Blocking: returns every rank's `value`, indexed by rank. For agreement checks (plan hashes)
   // before the first collective.
   virtual std::vector<std::uint64_t> all_gather_u64(std::uint64_t value) = 0;
+
+  // Blocking All-Gather of byte strings whose sizes may differ between ranks (control data such
+  // as run statistics, traces, verification digests): returns every rank's `bytes`, indexed by
+  // rank, each exactly as sent (empty ones included). Every rank must call it (in the same order
+  // relative to the other collectives); the sizes need not agree. The bytes are copied as they
+  // are: serialize anything a reader on another rank must interpret. Throws canzona::Error,
+  // identically on every rank, when the backend cannot move the total size (MPI: every size and
+  // their sum within INT_MAX), and on a backend failure.
+  virtual std::vector<std::vector<std::byte>> all_gather_bytes(
+      std::span<const std::byte> bytes) = 0;
 
   // Bytes handed to the transport so far on this communicator, as defined above.
   const CommBytes& bytes() const { return bytes_; }

@@ -1,4 +1,5 @@
-// Starting, using and stopping MPI from a `main` (design.md section 4, "Fatal errors").
+// Starting, using and stopping MPI from a `main` (design.md section 4, "Fatal errors"): the public
+// entry points of the MPI backend (src/comm/mpi/); callers need no <mpi.h>.
 //
 // Terms. The *caller* (an application's main or a test main) owns MPI's lifetime through one
 // MpiSession; everything MPI-backed (Grid, MpiCommunicator) must be destroyed before it. A *fatal
@@ -7,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "canzona/comm/grid.h"
@@ -36,6 +38,10 @@ class MpiSession {
 // and calls MPI_Abort(MPI_COMM_WORLD, code), which ends every rank with a non-zero status. Without
 // an initialized MPI it prints "canzona: <message>" and exits the process. code 0 is replaced by 1.
 [[noreturn]] void abort_all(const std::string& message, int code);
+
+// This process's rank in MPI_COMM_WORLD while MPI is running (initialized and not finalized);
+// std::nullopt otherwise. Never throws.
+std::optional<int> world_rank_if_initialized() noexcept;
 
 // The number of ranks the MPI launcher started, read from its environment before MPI is
 // initialized (Open MPI's OMPI_COMM_WORLD_SIZE, else PMI_SIZE of MPICH's Hydra); 1 when the

@@ -34,6 +34,9 @@
 //                   Either way 4 * (sum(counts) - counts[me]).
 //   all_gather      its MPI_Iallgatherv: 4 * (P - 1) * counts[me].
 //   all_to_all      its MPI_Ialltoallv: 4 * sum over r != me of send_counts[r].
+//   all_gather_bytes   its MPI_Allgatherv of MPI_BYTE, into the all_gather counter:
+//                      (P - 1) * bytes.size() (the MPI_Allgather of the sizes before it is control
+//                      traffic, like all_gather_u64, and not counted).
 //   all_reduce      kDeterministic: phase 1 (MPI_Ialltoallv, n - c[me] elements) plus phase 2
 //                   (MPI_Iallgatherv, (P - 1) * c[me]), phase 2 counted when it is posted (by
 //                   test() or wait()). kNative: MPI_Iallreduce's arguments do not say how the
@@ -75,6 +78,7 @@ class MpiCommunicator final : public Communicator {
 
   void barrier() override;
   std::vector<std::uint64_t> all_gather_u64(std::uint64_t value) override;
+  std::vector<std::vector<std::byte>> all_gather_bytes(std::span<const std::byte> bytes) override;
 
  protected:
   Request do_reduce_scatter(std::span<const float> send, std::span<float> recv,

@@ -36,6 +36,12 @@ std::unique_ptr<Communicator> split_world(int color, int key, ReduceMode mode) {
 
 }  // namespace
 
+std::optional<int> world_rank_if_initialized() noexcept {
+  int rank = 0;
+  if (!mpi_usable() || MPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS) return std::nullopt;
+  return rank;
+}
+
 int launched_world_size() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
     const char* text = std::getenv(name);

@@ -1,4 +1,4 @@
-#include "canzona/comm/mpi_communicator.h"
+#include "mpi_communicator.h"
 
 #include <algorithm>
 #include <climits>
@@ -85,6 +85,33 @@ std::vector<std::uint64_t> MpiCommunicator::all_gather_u64(std::uint64_t value) 
   check_mpi(MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, comm_),
             "MPI_Allgather");
   return values;
+}
+
+std::vector<std::vector<std::byte>> MpiCommunicator::all_gather_bytes(
+    std::span<const std::byte> bytes) {
+  const char* call = "MPI_Allgatherv";
+  const std::vector<std::uint64_t> sizes = all_gather_u64(bytes.size());
+  std::vector<int> counts(size_), displs(size_);
+  std::int64_t total = 0;
+  for (int r = 0; r < size_; ++r) {
+    // Every rank sees the same sizes, so all of them throw here or none does.
+    if (sizes[r] > static_cast<std::uint64_t>(INT_MAX) || total + sizes[r] > INT_MAX)
+      throw Error(str("all_gather_bytes: ", sizes[r], " bytes from rank ", r,
+                      " take the total past INT_MAX, the most one ", call, " can move"));
+    counts[r] = static_cast<int>(sizes[r]);
+    displs[r] = static_cast<int>(total);
+    total += counts[r];
+  }
+  std::vector<std::byte> recv(static_cast<std::size_t>(total));
+  static const std::byte kEmpty{};
+  std::byte empty_recv{};
+  detail::allgatherv_bytes_blocking({comm_, rank_, size_}, bytes.empty() ? &kEmpty : bytes.data(),
+                                    recv.empty() ? &empty_recv : recv.data(), counts, displs,
+                                    mutable_bytes().all_gather, call);
+  std::vector<std::vector<std::byte>> out(size_);
+  for (int r = 0; r < size_; ++r)
+    out[r].assign(recv.begin() + displs[r], recv.begin() + displs[r] + counts[r]);
+  return out;
 }
 
 Request MpiCommunicator::do_reduce_scatter(std::span<const float> send, std::span<float> recv,

@@ -1,9 +1,9 @@
 // The MPI nonblocking collectives the MPI backend posts, and the bytes it counts for each.
 //
 // Terms. A call goes to an MpiGroup: an MPI communicator of P = size ranks in which this process
-// is `me` = rank. Every call moves MPI_FLOAT (4 bytes). The *bytes to other ranks* of a call are 4
-// times the elements of this rank's send arguments that are destined to ranks other than me, read
-// from the int counts exactly as they are handed to MPI:
+// is `me` = rank. Every nonblocking call moves MPI_FLOAT (4 bytes). The *bytes to other ranks* of
+// a call are 4 times the elements of this rank's send arguments that are destined to ranks other
+// than me, read from the int counts exactly as they are handed to MPI:
 //   MPI_Ialltoallv       sum over r != me of sendcounts[r]
 //   MPI_Iallgatherv      (P - 1) * sendcount, where sendcount = recvcounts[me] (the wrapper hands
 //                        MPI exactly that, also with MPI_IN_PLACE, where MPI reads the own block
@@ -15,6 +15,7 @@
 //                        counts what ReduceMode::kDeterministic hands MPI for the same n (a
 //                        reduce-scatter then an all-gather over the even split). Summed over ranks
 //                        it is 2 (P - 1) n, the least any all-reduce algorithm must send.
+//   MPI_Allgatherv       (blocking, MPI_BYTE: 1 byte per element) (P - 1) * recvcounts[me]
 // Every wrapper makes its MPI call, converts the return code (canzona::Error naming `call`) and,
 // once MPI accepted the call, adds the call's bytes to `counter`: the counter of the Communicator
 // operation the call belongs to (CommBytes in communicator.h).
@@ -36,6 +37,7 @@ struct MpiGroup {
 // Bytes to other ranks, as defined above. Counts have P = size() entries; rank is me.
 std::int64_t alltoallv_bytes(std::span<const int> send_counts, int rank);
 std::int64_t allgatherv_bytes(std::span<const int> recv_counts, int rank);
+std::int64_t byte_allgatherv_bytes(std::span<const int> recv_counts, int rank);  // MPI_BYTE
 std::int64_t reduce_scatter_bytes(std::span<const int> recv_counts, int rank);
 std::int64_t allreduce_bytes(int count, int size, int rank);
 
@@ -50,6 +52,11 @@ void post_ialltoallv(const MpiGroup& group, const void* send, std::span<const in
 void post_iallgatherv(const MpiGroup& group, const void* send, void* recv,
                       std::span<const int> recv_counts, std::span<const int> recv_displs,
                       MPI_Request* request, std::int64_t& counter, const char* call);
+
+// Blocking MPI_Allgatherv of MPI_BYTE with sendcount = recv_counts[group.rank].
+void allgatherv_bytes_blocking(const MpiGroup& group, const void* send, void* recv,
+                               std::span<const int> recv_counts, std::span<const int> recv_displs,
+                               std::int64_t& counter, const char* call);
 
 // MPI_Ireduce_scatter of MPI_FLOAT with MPI_SUM.
 void post_ireduce_scatter(const MpiGroup& group, const void* send, void* recv,

@@ -27,6 +27,10 @@ std::int64_t allgatherv_bytes(std::span<const int> recv_counts, int rank) {
   return kFloatBytes * others * recv_counts[rank];
 }
 
+std::int64_t byte_allgatherv_bytes(std::span<const int> recv_counts, int rank) {
+  return (std::ssize(recv_counts) - 1) * recv_counts[rank];
+}
+
 std::int64_t reduce_scatter_bytes(std::span<const int> recv_counts, int rank) {
   return kFloatBytes * sum_except(recv_counts, rank);
 }
@@ -53,6 +57,15 @@ void post_iallgatherv(const MpiGroup& group, const void* send, void* recv,
                             recv_displs.data(), MPI_FLOAT, group.comm, request),
             call);
   counter += allgatherv_bytes(recv_counts, group.rank);
+}
+
+void allgatherv_bytes_blocking(const MpiGroup& group, const void* send, void* recv,
+                               std::span<const int> recv_counts, std::span<const int> recv_displs,
+                               std::int64_t& counter, const char* call) {
+  check_mpi(MPI_Allgatherv(send, recv_counts[group.rank], MPI_BYTE, recv, recv_counts.data(),
+                           recv_displs.data(), MPI_BYTE, group.comm),
+            call);
+  counter += byte_allgatherv_bytes(recv_counts, group.rank);
 }
 
 void post_ireduce_scatter(const MpiGroup& group, const void* send, void* recv,

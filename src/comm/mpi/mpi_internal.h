@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "canzona/comm/mpi_communicator.h"
 #include "mpi_calls.h"
+#include "mpi_communicator.h"
 
 namespace canzona::comm::detail {
 

@@ -1,0 +1,386 @@
+#include "thread_comm.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <thread>
+
+#include "canzona/common/error.h"
+
+namespace canzona::testing {
+namespace {
+
+using comm::Communicator;
+using comm::ReduceMode;
+using comm::Request;
+
+constexpr std::int64_t kFloatBytes = sizeof(float);
+
+enum class Op {
+  kReduceScatter,
+  kAllGather,
+  kAllToAll,
+  kAllReduce,
+  kBarrier,
+  kAllGatherU64,
+  kAllGatherBytes,
+};
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::kReduceScatter:
+      return "reduce_scatter";
+    case Op::kAllGather:
+      return "all_gather";
+    case Op::kAllToAll:
+      return "all_to_all";
+    case Op::kAllReduce:
+      return "all_reduce";
+    case Op::kBarrier:
+      return "barrier";
+    case Op::kAllGatherU64:
+      return "all_gather_u64";
+    case Op::kAllGatherBytes:
+      return "all_gather_bytes";
+  }
+  return "?";
+}
+
+// One rank's contribution to one collective, copied when it is posted.
+struct Contribution {
+  Op op = Op::kBarrier;
+  // reduce_scatter, all_to_all: (P) the block destined to each rank; all_gather, all_reduce: (1)
+  // this rank's send buffer; otherwise empty.
+  std::vector<std::vector<float>> blocks;
+  std::vector<std::byte> bytes;  // all_gather_bytes: the payload; all_gather_u64: the value
+};
+
+// One collective of a group: the contributions posted so far, by rank. Entries are written only
+// until `posted` reaches the group size (under the group's mutex), and only read after that.
+struct Slot {
+  explicit Slot(int size) : by_rank(size) {}
+  std::vector<std::optional<Contribution>> by_rank;
+  int posted = 0;
+};
+
+using Contributions = std::vector<std::optional<Contribution>>;
+
+// The state shared by the communicators of one thread group.
+class Group {
+ public:
+  explicit Group(int size) : size_(size), departed_(size, false) {}
+
+  int size() const { return size_; }
+
+  // Stores `contribution` as rank's part of collective `seq`; returns that collective's slot.
+  std::shared_ptr<const Slot> post(std::uint64_t seq, int rank, Contribution contribution) {
+    std::lock_guard lock(mutex_);
+    std::shared_ptr<Slot>& entry = open_[seq];
+    if (!entry) entry = std::make_shared<Slot>(size_);
+    std::shared_ptr<Slot> slot = entry;
+    slot->by_rank[rank] = std::move(contribution);
+    if (++slot->posted == size_) {
+      open_.erase(seq);
+      changed_.notify_all();
+    }
+    return slot;
+  }
+
+  bool complete(const Slot& slot) {
+    std::lock_guard lock(mutex_);
+    return slot.posted == size_;
+  }
+
+  // Returns true once every rank has posted `slot`. Blocks for that when `may_block`; otherwise
+  // returns false at once if some rank has not. Throws canzona::Error when a rank that has not
+  // posted it has departed.
+  bool await(const Slot& slot, std::uint64_t seq, int rank, Op op, bool may_block) {
+    std::unique_lock lock(mutex_);
+    if (!may_block && slot.posted < size_) return false;
+    changed_.wait(lock, [&] { return slot.posted == size_ || departed_missing(slot) >= 0; });
+    if (slot.posted == size_) return true;
+    throw Error(str("thread communicator: rank ", departed_missing(slot), " of ", size_,
+                    " was destroyed before posting collective #", seq, " (", op_name(op),
+                    ") that rank ", rank, " waits for"));
+  }
+
+  // Rank's communicator is gone: it posts nothing more.
+  void depart(int rank) noexcept {
+    std::lock_guard lock(mutex_);
+    departed_[rank] = true;
+    changed_.notify_all();
+  }
+
+ private:
+  // A departed rank that has not posted `slot`, or -1. Needs mutex_.
+  int departed_missing(const Slot& slot) const {
+    for (int r = 0; r < size_; ++r) {
+      if (departed_[r] && !slot.by_rank[r]) return r;
+    }
+    return -1;
+  }
+
+  const int size_;
+  std::mutex mutex_;
+  std::condition_variable changed_;                      // a slot completed or a rank departed
+  std::map<std::uint64_t, std::shared_ptr<Slot>> open_;  // slots some rank has not posted
+  std::vector<bool> departed_;                           // by rank
+};
+
+// Computes this rank's result from every rank's contribution (all present, all of the same op).
+using Finish = std::function<void(const Contributions&)>;
+
+class ThreadRequest final : public Request::Impl {
+ public:
+  ThreadRequest(std::shared_ptr<Group> group, std::shared_ptr<const Slot> slot, std::uint64_t seq,
+                int rank, Op op, Finish finish)
+      : group_(std::move(group)),
+        slot_(std::move(slot)),
+        seq_(seq),
+        rank_(rank),
+        op_(op),
+        finish_(std::move(finish)) {}
+
+  void wait() override {
+    if (!group_->await(*slot_, seq_, rank_, op_, /*may_block=*/std::uncaught_exceptions() == 0))
+      return;
+    for (int r = 0; r < group_->size(); ++r) {
+      const Op theirs = slot_->by_rank[r]->op;
+      if (theirs != op_)
+        throw Error(str("thread communicator: collective #", seq_, " is ", op_name(op_),
+                        " on rank ", rank_, " but ", op_name(theirs), " on rank ", r));
+    }
+    finish_(slot_->by_rank);
+  }
+
+  bool test() override { return group_->complete(*slot_); }
+
+ private:
+  std::shared_ptr<Group> group_;
+  std::shared_ptr<const Slot> slot_;
+  std::uint64_t seq_;
+  int rank_;
+  Op op_;
+  Finish finish_;
+};
+
+[[noreturn]] void throw_mismatch(Op op, int rank, int other, std::int64_t expected,
+                                 std::int64_t got) {
+  throw Error(str("thread communicator: ", op_name(op), " counts disagree: rank ", rank,
+                  " expects ", expected, " elements from rank ", other, ", which sent ", got));
+}
+
+// out[j] = x_0[j]; out[j] += x_1[j]; ...; out[j] += x_{P-1}[j], with x_q = `block(q)` (the MPI
+// backend's sum_in_rank_order). Every block must have out.size() elements.
+template <typename BlockOf>
+void sum_in_rank_order(int size, const BlockOf& block, std::span<float> out) {
+  for (int q = 0; q < size; ++q) {
+    const std::vector<float>& x = block(q);
+    if (q == 0) {
+      std::copy(x.begin(), x.end(), out.begin());
+    } else {
+      for (std::size_t j = 0; j < out.size(); ++j) out[j] += x[j];
+    }
+  }
+}
+
+class ThreadCommunicator final : public Communicator {
+ public:
+  ThreadCommunicator(std::shared_ptr<Group> group, int rank, ReduceMode mode)
+      : group_(std::move(group)), rank_(rank), mode_(mode) {}
+  ~ThreadCommunicator() override { group_->depart(rank_); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return group_->size(); }
+  ReduceMode mode() const { return mode_; }
+
+  void barrier() override {
+    post(Contribution{Op::kBarrier, {}, {}}, [](const Contributions&) {}).wait();
+  }
+
+  std::vector<std::uint64_t> all_gather_u64(std::uint64_t value) override {
+    Contribution mine{Op::kAllGatherU64, {}, std::vector<std::byte>(sizeof value)};
+    std::memcpy(mine.bytes.data(), &value, sizeof value);
+    std::vector<std::uint64_t> values(size());
+    post(std::move(mine), [&values](const Contributions& by_rank) {
+      for (std::size_t r = 0; r < values.size(); ++r)
+        std::memcpy(&values[r], by_rank[r]->bytes.data(), sizeof values[r]);
+    }).wait();
+    return values;
+  }
+
+  std::vector<std::vector<std::byte>> all_gather_bytes(std::span<const std::byte> bytes) override {
+    mutable_bytes().all_gather += std::int64_t{size() - 1} * std::ssize(bytes);
+    std::vector<std::vector<std::byte>> out(size());
+    post(Contribution{Op::kAllGatherBytes, {}, {bytes.begin(), bytes.end()}},
+         [&out](const Contributions& by_rank) {
+           for (std::size_t r = 0; r < out.size(); ++r) out[r] = by_rank[r]->bytes;
+         })
+        .wait();
+    return out;
+  }
+
+ protected:
+  Request do_reduce_scatter(std::span<const float> send, std::span<float> recv,
+                            std::span<const std::int64_t> counts) override {
+    Contribution mine{Op::kReduceScatter, std::vector<std::vector<float>>(size()), {}};
+    std::int64_t offset = 0;
+    for (int r = 0; r < size(); ++r) {
+      const auto block = send.subspan(offset, counts[r]);
+      mine.blocks[r].assign(block.begin(), block.end());
+      offset += counts[r];
+    }
+    mutable_bytes().reduce_scatter += kFloatBytes * (offset - counts[rank_]);
+    const int me = rank_;
+    return post(std::move(mine), [recv, me](const Contributions& by_rank) {
+      const int size = static_cast<int>(by_rank.size());
+      for (int q = 0; q < size; ++q) {
+        const std::int64_t got = std::ssize(by_rank[q]->blocks[me]);
+        if (got != std::ssize(recv))
+          throw_mismatch(Op::kReduceScatter, me, q, std::ssize(recv), got);
+      }
+      sum_in_rank_order(
+          size, [&](int q) -> const std::vector<float>& { return by_rank[q]->blocks[me]; }, recv);
+    });
+  }
+
+  Request do_all_gather(std::span<const float> send, std::span<float> recv,
+                        std::span<const std::int64_t> counts,
+                        std::span<const std::int64_t> displs) override {
+    Contribution mine{Op::kAllGather, {std::vector<float>(send.begin(), send.end())}, {}};
+    mutable_bytes().all_gather += kFloatBytes * (size() - 1) * counts[rank_];
+    return post(std::move(mine),
+                [recv, me = rank_, counts = std::vector(counts.begin(), counts.end()),
+                 displs = std::vector(displs.begin(), displs.end())](const Contributions& by_rank) {
+                  for (std::size_t r = 0; r < by_rank.size(); ++r) {
+                    const std::vector<float>& block = by_rank[r]->blocks[0];
+                    if (std::ssize(block) != counts[r])
+                      throw_mismatch(Op::kAllGather, me, static_cast<int>(r), counts[r],
+                                     std::ssize(block));
+                    std::copy(block.begin(), block.end(), recv.begin() + displs[r]);
+                  }
+                });
+  }
+
+  Request do_all_to_all(std::span<const float> send, std::span<const std::int64_t> send_counts,
+                        std::span<const std::int64_t> send_displs, std::span<float> recv,
+                        std::span<const std::int64_t> recv_counts,
+                        std::span<const std::int64_t> recv_displs) override {
+    Contribution mine{Op::kAllToAll, std::vector<std::vector<float>>(size()), {}};
+    std::int64_t to_others = 0;
+    for (int r = 0; r < size(); ++r) {
+      const auto block = send.subspan(send_displs[r], send_counts[r]);
+      mine.blocks[r].assign(block.begin(), block.end());
+      if (r != rank_) to_others += send_counts[r];
+    }
+    mutable_bytes().all_to_all += kFloatBytes * to_others;
+    return post(std::move(mine), [recv, me = rank_,
+                                  counts = std::vector(recv_counts.begin(), recv_counts.end()),
+                                  displs = std::vector(recv_displs.begin(), recv_displs.end())](
+                                     const Contributions& by_rank) {
+      for (std::size_t q = 0; q < by_rank.size(); ++q) {
+        const std::vector<float>& block = by_rank[q]->blocks[me];
+        if (std::ssize(block) != counts[q])
+          throw_mismatch(Op::kAllToAll, me, static_cast<int>(q), counts[q], std::ssize(block));
+        std::copy(block.begin(), block.end(), recv.begin() + displs[q]);
+      }
+    });
+  }
+
+  Request do_all_reduce(std::span<const float> send, std::span<float> recv) override {
+    Contribution mine{Op::kAllReduce, {std::vector<float>(send.begin(), send.end())}, {}};
+    const std::int64_t n = std::ssize(send);
+    const std::int64_t own = comm::even_split(n, size())[rank_];
+    mutable_bytes().all_reduce += kFloatBytes * ((n - own) + (size() - 1) * own);
+    return post(std::move(mine), [recv, me = rank_](const Contributions& by_rank) {
+      const int size = static_cast<int>(by_rank.size());
+      for (int q = 0; q < size; ++q) {
+        const std::int64_t got = std::ssize(by_rank[q]->blocks[0]);
+        if (got != std::ssize(recv)) throw_mismatch(Op::kAllReduce, me, q, std::ssize(recv), got);
+      }
+      sum_in_rank_order(
+          size, [&](int q) -> const std::vector<float>& { return by_rank[q]->blocks[0]; }, recv);
+    });
+  }
+
+ private:
+  // Posts this rank's part of the next collective; never blocks.
+  Request post(Contribution mine, Finish finish) {
+    const std::uint64_t seq = next_seq_++;
+    const Op op = mine.op;
+    std::shared_ptr<const Slot> slot = group_->post(seq, rank_, std::move(mine));
+    return Request(std::make_unique<ThreadRequest>(group_, std::move(slot), seq, rank_, op,
+                                                   std::move(finish)));
+  }
+
+  std::shared_ptr<Group> group_;
+  int rank_;
+  ReduceMode mode_;  // sums are in rank order either way
+  std::uint64_t next_seq_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> make_thread_communicators(int size, ReduceMode mode) {
+  CANZONA_CHECK(size >= 1, "thread group size ", size);
+  auto group = std::make_shared<Group>(size);
+  std::vector<std::unique_ptr<Communicator>> communicators;
+  for (int r = 0; r < size; ++r)
+    communicators.push_back(std::make_unique<ThreadCommunicator>(group, r, mode));
+  return communicators;
+}
+
+std::vector<std::unique_ptr<comm::Grid>> make_thread_grids(const comm::GridShape& shape,
+                                                           ReduceMode mode) {
+  comm::check_grid_shape(shape, shape.dp * shape.tp * shape.pp);
+  const int world_size = shape.dp * shape.tp * shape.pp;
+  // Indexed like make_mpi_grid's split colors: DP group pp * tp + tp, TP group pp * dp + dp.
+  auto world = std::make_shared<Group>(world_size);
+  std::vector<std::shared_ptr<Group>> dp_groups(shape.pp * shape.tp);
+  std::vector<std::shared_ptr<Group>> tp_groups(shape.pp * shape.dp);
+  for (auto& g : dp_groups) g = std::make_shared<Group>(shape.dp);
+  for (auto& g : tp_groups) g = std::make_shared<Group>(shape.tp);
+  std::vector<std::unique_ptr<comm::Grid>> grids;
+  for (int w = 0; w < world_size; ++w) {
+    const comm::GridCoord c = comm::grid_coord(shape, w);
+    grids.push_back(std::make_unique<comm::Grid>(
+        shape, c, std::make_unique<ThreadCommunicator>(world, w, mode),
+        std::make_unique<ThreadCommunicator>(dp_groups[c.pp * shape.tp + c.tp], c.dp, mode),
+        std::make_unique<ThreadCommunicator>(tp_groups[c.pp * shape.dp + c.dp], c.tp, mode)));
+  }
+  return grids;
+}
+
+void run_on_thread_grid(const comm::GridShape& shape, ReduceMode mode,
+                        const std::function<void(comm::Grid&)>& body) {
+  std::vector<std::unique_ptr<comm::Grid>> grids = make_thread_grids(shape, mode);
+  std::mutex mutex;
+  std::exception_ptr first;  // guarded by mutex
+  const auto run_rank = [&](std::unique_ptr<comm::Grid> grid) {
+    try {
+      body(*grid);
+    } catch (...) {
+      std::lock_guard lock(mutex);
+      if (!first) first = std::current_exception();
+    }
+    // The Grid goes only after a failure is recorded, so failures it causes elsewhere come later.
+  };
+  std::vector<std::thread> threads;
+  try {
+    for (auto& grid : grids) threads.emplace_back(run_rank, std::move(grid));
+  } catch (...) {
+    grids.clear();  // ranks never started depart, so started ones fail instead of hanging
+    for (std::thread& t : threads) t.join();
+    throw;
+  }
+  for (std::thread& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace canzona::testing

@@ -1,0 +1,64 @@
+// An in-process Communicator backend for tests: N threads of one process, each thread one rank.
+//
+// Terms. A *thread group* is P ThreadCommunicators that talk to each other through shared memory;
+// communicator r of the group has rank r and belongs to exactly one thread. Each collective a rank
+// posts gets the next *sequence number* of its communicator; since every rank posts the same
+// collectives in the same order, equal sequence numbers name the same collective on every rank.
+// Posting copies this rank's contribution (the send data destined to other ranks, and its own
+// share) into the group's *slot* for that sequence number and never blocks; wait() blocks until
+// every rank of the group has posted that sequence number, then computes this rank's result from
+// all contributions and writes it into the receive buffer; test() says whether every rank has
+// posted. Requests may therefore be waited in any order, on each rank independently.
+//
+// Semantics are those of communicator.h. Sums are formed in rank order in both ReduceModes,
+// out[j] = x_0[j]; out[j] += x_1[j]; ...; out[j] += x_{P-1}[j], the order in which the MPI
+// backend's kDeterministic mode sums (sum_in_rank_order in src/comm/mpi/), so kDeterministic
+// results are bitwise those of MpiCommunicator. Byte counters follow MpiCommunicator's
+// definitions (mpi_communicator.h), all counted when the operation is posted:
+//   reduce_scatter(counts)  4 * (sum(counts) - counts[me])
+//   all_gather(counts)      4 * (P - 1) * counts[me]
+//   all_to_all(send_counts) 4 * sum over r != me of send_counts[r]
+//   all_reduce(n)           4 * ((n - c[me]) + (P - 1) * c[me]), c = even_split(n, P), both modes
+//   all_gather_bytes(bytes) (P - 1) * bytes.size(), into the all_gather counter
+// barrier() and all_gather_u64() are not counted.
+//
+// Failures instead of hangs: wait() (and the blocking collectives) throw canzona::Error when the
+// ranks posted different kinds of collective under one sequence number, when their counts do not
+// match (reduce_scatter, all_gather, all_to_all, all_reduce sizes), or when a rank's communicator
+// was destroyed before it posted the collective being waited for (its thread ended or threw). A
+// wait made while an exception unwinds the calling thread (a pending Request abandoned by a
+// failing rank) completes normally if every rank has posted and otherwise returns at once without
+// writing the receive buffer, so a failing rank never blocks on ranks that wait for it elsewhere.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "canzona/comm/communicator.h"
+#include "canzona/comm/grid.h"
+
+namespace canzona::testing {
+
+// A thread group of `size` ranks (>= 1): element r is rank r. Hand each communicator to its own
+// thread; a communicator is not thread-safe, but different ones of the group may be used
+// concurrently. The communicators may outlive each other in any order.
+std::vector<std::unique_ptr<comm::Communicator>> make_thread_communicators(int size,
+                                                                           comm::ReduceMode mode);
+
+// One Grid per world rank of `shape` (element w is world rank w), with thread groups formed as
+// make_mpi_grid forms its MPI communicators: the world group in world-rank order; for each
+// (pp, tp) a DP group ordered by dp index; for each (pp, dp) a TP group ordered by tp index
+// (grid.h). Throws canzona::UsageError when a degree is < 1.
+std::vector<std::unique_ptr<comm::Grid>> make_thread_grids(const comm::GridShape& shape,
+                                                           comm::ReduceMode mode);
+
+// Runs body(grid) on dp * tp * pp threads, one per world rank, each with its own Grid from
+// make_thread_grids, and joins them. A rank's Grid is destroyed when its body returns or throws,
+// so ranks still waiting for it fail instead of hanging. After joining, rethrows the first
+// exception any body threw (in time order; exceptions that other ranks then see because of it come
+// later). Throws canzona::UsageError when a degree is < 1.
+void run_on_thread_grid(const comm::GridShape& shape, comm::ReduceMode mode,
+                        const std::function<void(comm::Grid&)>& body);
+
+}  // namespace canzona::testing

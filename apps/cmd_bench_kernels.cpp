@@ -181,9 +181,16 @@ int run_bench(const BenchFlags& f) {
   Report report(f.peak_gflops, measured);
   nlohmann::json rows = nlohmann::json::array();
   std::vector<std::string> misses;
-  cost::CostOptions cost_options;
-  cost_options.ns_steps = f.ns_steps;
-  cost_options.precondition_frequency = f.frequency;
+  // The cost model prices each optimizer with the options it is timed with.
+  auto cost_options = [&f](const std::string& name) {
+    cost::CostOptions c;
+    c.matrix_optimizer = name;
+    const nlohmann::json known = optim::effective_options(name, nlohmann::json::object());
+    if (known.contains("ns_steps")) c.optimizer_options["ns_steps"] = f.ns_steps;
+    if (known.contains("precondition_frequency"))
+      c.optimizer_options["precondition_frequency"] = f.frequency;
+    return c;
+  };
   std::map<std::string, std::vector<cost::CalibrationSample>> samples;
 
   for (const Shape& s : shapes) {
@@ -225,8 +232,7 @@ int run_bench(const BenchFlags& f) {
         options = {{"ns_steps", ns.steps}, {"ns_coefficients", f.ns_coefficients}};
       const optim::StepTiming t =
           optim::time_optimizer_step(name, s.rows, s.cols, options, f.frequency, repeats);
-      const double flops =
-          cost::optimizer_flops(cost::parse_optimizer(name), s.rows, s.cols, cost_options);
+      const double flops = cost::optimizer_flops(name, s.rows, s.cols, cost_options(name));
       const bool preconditioned = name == "shampoo" || name == "soap";
       nlohmann::json row =
           report.add(name + "_step", s, t.amortised_s, flops,
@@ -269,7 +275,7 @@ int run_bench(const BenchFlags& f) {
     calibration.cpu = cpu;
     calibration.blas_core = optim::blas_core_name();
     for (const std::string& name : optimizers)
-      calibration.fit(cost::parse_optimizer(name), samples[name], cost_options);
+      calibration.fit(name, samples[name], cost_options(name));
     calibration.write(f.calibration);
     std::printf("wrote %s\n", f.calibration.c_str());
   }

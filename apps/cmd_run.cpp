@@ -29,16 +29,15 @@
 #include "canzona/runtime/report.h"
 #include "canzona/runtime/session.h"
 #include "command.h"
+#include "planning_flags.h"
 
 namespace canzona::apps {
 namespace {
 
-struct RunFlags {
+// The planning flags (PlanningFlags) and the rest of RunOptions (`options`, bound directly).
+struct RunFlags : PlanningFlags {
   runtime::RunOptions options;
   std::string strategies;  // run: one name; compare: comma list or "all"
-  std::string planner = "canzona";
-  std::string cost = "flops";
-  std::string split_qkv = "none";
   std::string reduce_mode = "deterministic";
   std::string optimizer_options = "{}";
   std::string seed = "1";  // parse_seed
@@ -62,6 +61,14 @@ std::uint64_t parse_seed(const std::string& text) {
 // Everything that can be checked without MPI; throws UsageError.
 runtime::RunOptions resolve(RunFlags& f) {
   runtime::RunOptions o = f.options;
+  o.dp = f.dp;
+  o.tp = f.tp;
+  o.pp = f.pp;
+  o.optimizer = f.optimizer;
+  o.alpha = f.alpha;
+  o.cmax_mb = f.cmax_mb;
+  o.bucket_size = f.bucket_size;
+  o.split_fc1 = f.split_fc1;
   o.planner = plan::parse_variant(f.planner);
   o.cost = cost::parse_cost_kind(f.cost);
   CANZONA_REQUIRE(o.cost != cost::CostKind::kCalibrated,
@@ -166,9 +173,7 @@ void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
   sub->add_option("--model", o.model,
                   "Preset (qwen3-tiny, qwen3-mini, ...), HF config.json or param-list JSON")
       ->capture_default_str();
-  sub->add_option("--dp", o.dp, "Data-parallel degree")->capture_default_str();
-  sub->add_option("--tp", o.tp, "Tensor-parallel degree")->capture_default_str();
-  sub->add_option("--pp", o.pp, "Pipeline stages: only 1 is executed")->capture_default_str();
+  add_planning_flags(sub, f, PlanningCommand::kRun);
   if (compare) {
     f.strategies = "all";
     sub->add_option("--strategy,--strategies", f.strategies,
@@ -179,24 +184,11 @@ void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
     sub->add_option("--strategy", f.strategies, "sc | layerwise | asc | lb-asc")
         ->capture_default_str();
   }
-  sub->add_option("--optimizer", o.optimizer, "Matrix optimizer: muon | shampoo | soap")
-      ->capture_default_str();
   sub->add_option("--optimizer-options", f.optimizer_options,
                   "JSON object of the matrix optimizer's options, e.g. '{\"lr\":0.02}'")
       ->capture_default_str();
   sub->add_option("--steps", o.steps, "Timed steps")->capture_default_str();
   sub->add_option("--warmup", o.warmup, "Untimed steps before them")->capture_default_str();
-  sub->add_option("--alpha", o.alpha, "Algorithm 1 blend in [0, 1]")->capture_default_str();
-  sub->add_option("--cmax-mb", o.cmax_mb, "Micro-group capacity, MiB per host")
-      ->capture_default_str();
-  sub->add_option("--planner", f.planner, "canzona | paper")->capture_default_str();
-  sub->add_option("--cost", f.cost, "Planner cost: numel | flops | memory")->capture_default_str();
-  sub->add_option("--bucket-size", o.bucket_size,
-                  "DP bucket size in elements (0 = Megatron default)")
-      ->capture_default_str();
-  sub->add_option("--split-qkv", f.split_qkv, "QKV tasks: none | qkv | head")
-      ->capture_default_str();
-  sub->add_flag("--split-fc1", o.split_fc1, "fc1 as gate and up tasks");
   sub->add_option("--compute-scale", o.compute_scale,
                   "Simulated forward/backward: fraction of 6 x params x tokens FLOPs")
       ->capture_default_str();

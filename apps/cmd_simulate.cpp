@@ -15,23 +15,22 @@
 #include "canzona/cost/calibration.h"
 #include "canzona/cost/cost.h"
 #include "canzona/model/load.h"
+#include "canzona/optim/registry.h"
 #include "canzona/sim/cluster.h"
 #include "canzona/sim/report.h"
 #include "canzona/sim/sweep.h"
 #include "command.h"
+#include "planning_flags.h"
 
 namespace canzona::apps {
 
 namespace {
 
-struct SimulateArgs {
+// The planning flags (PlanningFlags) become scenario.plan and scenario.build in resolve().
+struct SimulateArgs : PlanningFlags {
   sim::Scenario scenario;
   std::string strategies = "all";
-  std::string optimizer = "muon";
-  std::string planner = "canzona";
-  std::string cost = "flops";
-  std::string calibration;
-  std::string split_qkv = "none";
+  cost::OptimizerFlags optimizer_flags;  // unset: the optimizer's own defaults
   std::string grad_dtype = "fp32";
   std::string var_collective = "grouped";
   std::string cluster = "h100-8";
@@ -63,21 +62,18 @@ std::vector<std::string> split_list(const std::string& text) {
 // must outlive the scenario (the plan options borrow it).
 void resolve(SimulateArgs& a, cost::Calibration& calibration) {
   auto& plan = a.scenario.plan;
-  plan.variant = plan::parse_variant(a.planner);
+  plan = to_plan_options(a);
   plan.cost.kind = cost::parse_cost_kind(a.cost);
-  CANZONA_REQUIRE(plan.layout.bucket_size >= 0,
-                  "--bucket-size must be >= 0, 0 = Megatron default (got ", plan.layout.bucket_size,
-                  ")");
   if (!a.calibration.empty()) {
     calibration = cost::Calibration::read(a.calibration);
     plan.cost.calibration = &calibration;
   }
   CANZONA_REQUIRE(plan.cost.kind != cost::CostKind::kCalibrated || !a.calibration.empty(),
                   "--cost calibrated needs --calibration FILE (written by canzona bench-kernels)");
-  plan.cost.matrix_optimizer = cost::parse_optimizer(a.optimizer);
-  CANZONA_REQUIRE(plan.cost.matrix_optimizer != cost::OptimizerKind::kAdamW,
-                  "--optimizer: give a matrix optimizer (muon, shampoo or soap)");
-  a.scenario.build.qkv_split = model::parse_qkv_split(a.split_qkv);
+  cost::set_matrix_optimizer(plan.cost, a.optimizer, a.optimizer_flags);
+  CANZONA_REQUIRE(optim::find_optimizer(a.optimizer).shape == optim::OptimizerShape::kMatrix,
+                  "--optimizer: give a matrix optimizer (", cost::matrix_optimizer_list(), ")");
+  a.scenario.build = to_build_options(a);
   CANZONA_REQUIRE(a.grad_dtype == "fp32" || a.grad_dtype == "bf16",
                   "--grad-dtype: expected fp32 or bf16, got '", a.grad_dtype, "'");
   a.scenario.workload.grad_bytes = a.grad_dtype == "fp32" ? 4.0 : 2.0;
@@ -217,44 +213,28 @@ void run(SimulateArgs& a) {
 void add_simulate_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<SimulateArgs>();
   auto& a = *args;
-  auto& plan = a.scenario.plan;
   auto& work = a.scenario.workload;
-  plan.dp = 32;  // the paper's Figure 4 setup: 256 GPUs, DP=32, TP=8
-  plan.tp = 8;
+  a.dp = 32;  // the paper's Figure 4 setup: 256 GPUs, DP=32, TP=8
+  a.tp = 8;
   auto* sub = app.add_subcommand(
       "simulate", "Project one training iteration of each strategy onto a GPU cluster");
   sub->add_option("--model", a.scenario.model, "preset name, HF config.json or param-list JSON")
       ->capture_default_str();
-  sub->add_option("--dp", plan.dp, "data-parallel degree")->capture_default_str();
-  sub->add_option("--tp", plan.tp, "tensor-parallel degree (inside one node)")
-      ->capture_default_str();
-  sub->add_option("--pp", plan.pp, "pipeline-parallel degree")->capture_default_str();
+  add_planning_flags(sub, a, PlanningCommand::kSimulate);
   sub->add_option("--gpus", a.scenario.gpus,
                   "keep dp * tp * pp at this many GPUs (dp follows tp and pp; 0 = use --dp)")
       ->capture_default_str();
   sub->add_option("--strategy", a.strategies, "sc|layerwise|asc|lb-asc, a comma list, or all")
       ->capture_default_str();
-  sub->add_option("--optimizer", a.optimizer, "muon|shampoo|soap")->capture_default_str();
-  sub->add_option("--alpha", plan.alpha, "Algorithm 1 balance weight in [0, 1]")
-      ->capture_default_str();
-  sub->add_option("--cmax-mb", plan.cmax_mb, "micro-group capacity, MiB per host")
-      ->capture_default_str();
-  sub->add_option("--planner", a.planner, "paper|canzona")->capture_default_str();
-  sub->add_option("--cost", a.cost, "numel|flops|memory|calibrated")->capture_default_str();
-  sub->add_option("--calibration", a.calibration, "calibration JSON for --cost calibrated");
-  sub->add_option("--bucket-size", plan.layout.bucket_size,
-                  "DDP bucket size in elements (0 = Megatron default)")
-      ->capture_default_str();
-  sub->add_option("--split-qkv", a.split_qkv, "none|qkv|head")->capture_default_str();
-  sub->add_flag("--split-fc1", a.scenario.build.split_fc1, "optimize fc1 as gate and up tasks");
-  sub->add_option("--ns-steps", plan.cost.ns_steps, "Muon Newton-Schulz steps")
-      ->capture_default_str();
-  sub->add_option("--precondition-frequency", plan.cost.precondition_frequency,
-                  "Shampoo/SOAP: eigendecomposition every f steps")
-      ->capture_default_str();
-  sub->add_option("--max-precond-dim", plan.cost.max_precond_dim,
-                  "Shampoo/SOAP: sides above this are not preconditioned")
-      ->capture_default_str();
+  sub->add_option(
+      "--ns-steps", a.optimizer_flags.ns_steps,
+      "Muon Newton-Schulz steps (default " + cost::default_option("muon", "ns_steps") + ")");
+  sub->add_option("--precondition-frequency", a.optimizer_flags.precondition_frequency,
+                  "Shampoo/SOAP: eigendecomposition every f steps (default " +
+                      cost::default_option("shampoo", "precondition_frequency") + ")");
+  sub->add_option("--max-precond-dim", a.optimizer_flags.max_precond_dim,
+                  "Shampoo/SOAP: sides above this are not preconditioned (default " +
+                      cost::default_option("shampoo", "max_precond_dim") + ")");
   sub->add_option("--cluster", a.cluster, "h100-8|h200-8 or a cluster JSON file")
       ->capture_default_str();
   sub->add_option("--tokens", work.tokens, "global batch, tokens per iteration")

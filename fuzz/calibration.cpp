@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "canzona/optim/optimizer.h"
 #include "fuzz_common.h"
 
 using namespace canzona;
@@ -17,11 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::expect_success_or_usage_error("Calibration::read", [&] {
     const cost::Calibration cal = cost::Calibration::read(path);
     const cost::CostOptions options;
-    for (cost::OptimizerKind kind : {cost::OptimizerKind::kMuon, cost::OptimizerKind::kShampoo,
-                                     cost::OptimizerKind::kSoap, cost::OptimizerKind::kAdamW}) {
-      if (!cal.fit_of(kind).present) continue;
+    for (const std::string& name : optim::optimizer_names()) {
+      if (!cal.fit_of(name).present) continue;
       for (std::int64_t side : {1, 128, 4096}) {
-        const double s = cal.seconds(kind, side, 2 * side, options);
+        const double s = cal.seconds(name, side, 2 * side, options);
         if (!std::isfinite(s) || s < 0.0) fuzz::finding("seconds() not finite and >= 0");
       }
     }

@@ -78,8 +78,11 @@ plan::PlanOptions random_options(fuzz::Bytes& in) {
   o.cmax_mb = cmaxes[in.range(0, 6)];
   o.asc_group_tasks = static_cast<int>(in.range(0, 4));
   o.cost.kind = static_cast<cost::CostKind>(in.range(0, 2));
-  o.cost.matrix_optimizer = static_cast<cost::OptimizerKind>(in.range(0, 2));
-  o.cost.max_precond_dim = in.range(1, 600);
+  const char* const matrix_optimizers[] = {"muon", "shampoo", "soap"};
+  o.cost.matrix_optimizer = matrix_optimizers[in.range(0, 2)];
+  const std::int64_t max_precond_dim = in.range(1, 600);  // drawn always: inputs keep their meaning
+  if (o.cost.matrix_optimizer != "muon")
+    o.cost.optimizer_options["max_precond_dim"] = max_precond_dim;
   o.layout.bucket_size = in.range(0, 4) == 0 ? 0 : in.range(1, 70000);
   if (in.range(0, 31) == 0) o.layout.bucket_size = std::int64_t{1} << in.range(20, 62);
   o.layout.param_align = in.range(1, 128);

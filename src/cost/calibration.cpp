@@ -9,13 +9,12 @@
 
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
+#include "canzona/optim/registry.h"
 
 namespace canzona::cost {
 namespace {
 
 constexpr int kFormatVersion = 1;
-constexpr OptimizerKind kKinds[] = {OptimizerKind::kMuon, OptimizerKind::kShampoo,
-                                    OptimizerKind::kSoap, OptimizerKind::kAdamW};
 
 const nlohmann::json& member(const nlohmann::json& j, const char* key, const std::string& where) {
   CANZONA_REQUIRE(j.is_object(), where, ": expected a JSON object");
@@ -76,19 +75,19 @@ void check_line(double intercept_s, double seconds_per_flop, const std::string& 
 // negative intercept is clamped to 0 and the slope refitted through the origin, and a slope that
 // comes out <= 0 (timing noise on samples of nearly equal flops) is replaced by the
 // through-the-origin fit, so predictions grow with work and stay positive.
-void Calibration::fit(OptimizerKind kind, std::vector<CalibrationSample> samples,
+void Calibration::fit(const std::string& optimizer, std::vector<CalibrationSample> samples,
                       const CostOptions& options) {
-  const std::string where = str("calibration of ", to_string(kind));
+  const std::string where = str("calibration of ", optimizer);
   CANZONA_REQUIRE(samples.size() >= 2, where, " needs at least 2 samples (got ", samples.size(),
                   ")");
   CANZONA_REQUIRE(samples.size() <= kMaxCalibrationSamples, where, " has ", samples.size(),
                   " samples, more than ", kMaxCalibrationSamples, " (kMaxCalibrationSamples)");
-  check_options(options);
+  optimizer_flops(optimizer, 1, 1, options);  // unknown optimizer or invalid options
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   const double n = static_cast<double>(samples.size());
   for (const CalibrationSample& s : samples) {
     check_sample(s, where);
-    const double x = optimizer_flops(kind, s.rows, s.cols, options);
+    const double x = optimizer_flops(optimizer, s.rows, s.cols, options);
     CANZONA_REQUIRE(std::isfinite(x) && x > 0.0, where, ": optimizer_flops of ", s.rows, "x",
                     s.cols, " is ", x);
     sx += x;
@@ -96,7 +95,7 @@ void Calibration::fit(OptimizerKind kind, std::vector<CalibrationSample> samples
     sxx += x * x;
     sxy += x * s.seconds;
   }
-  CalibrationFit& f = fits_[static_cast<int>(kind)];
+  CalibrationFit& f = fits_[optimizer];
   const double denominator = n * sxx - sx * sx;
   double slope = denominator > 0.0 ? (n * sxy - sx * sy) / denominator : 0.0;
   double intercept = (sy - slope * sx) / n;
@@ -111,16 +110,18 @@ void Calibration::fit(OptimizerKind kind, std::vector<CalibrationSample> samples
   f.samples = std::move(samples);
 }
 
-double Calibration::seconds(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
+double Calibration::seconds(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                             const CostOptions& options) const {
-  const CalibrationFit& f = fit_of(kind);
-  CANZONA_REQUIRE(f.present, "the calibration has no fit for optimizer '", to_string(kind),
+  const CalibrationFit& f = fit_of(optimizer);
+  CANZONA_REQUIRE(f.present, "the calibration has no fit for optimizer '", optimizer,
                   "'; rerun `canzona bench-kernels --calibration FILE`");
-  return f.intercept_s + f.seconds_per_flop * optimizer_flops(kind, rows, cols, options);
+  return f.intercept_s + f.seconds_per_flop * optimizer_flops(optimizer, rows, cols, options);
 }
 
-const CalibrationFit& Calibration::fit_of(OptimizerKind kind) const {
-  return fits_[static_cast<int>(kind)];
+const CalibrationFit& Calibration::fit_of(const std::string& optimizer) const {
+  static const CalibrationFit kAbsent;
+  const auto it = fits_.find(optimizer);
+  return it == fits_.end() ? kAbsent : it->second;
 }
 
 Calibration Calibration::read(const std::string& path) {
@@ -136,13 +137,12 @@ Calibration Calibration::read(const std::string& path) {
   c.blas_core = text(j, "blas_core", path);
   for (const auto& [name, value] : optimizers.items()) {
     const std::string where = path + ": optimizers." + name;
-    OptimizerKind kind;
     try {
-      kind = parse_optimizer(name);
+      optim::find_optimizer(name);
     } catch (const UsageError& e) {
       throw UsageError(str(where, ": ", e.what()));
     }
-    CalibrationFit& f = c.fits_[static_cast<int>(kind)];
+    CalibrationFit& f = c.fits_[name];
     f.present = true;
     f.intercept_s = number(value, "intercept_s", where);
     f.seconds_per_flop = number(value, "seconds_per_flop", where);
@@ -169,15 +169,14 @@ void Calibration::write(const std::string& path) const {
   j["cpu"] = cpu;
   j["blas_core"] = blas_core;
   j["optimizers"] = nlohmann::json::object();
-  for (OptimizerKind kind : kKinds) {
-    const CalibrationFit& f = fit_of(kind);
+  for (const auto& [name, f] : fits_) {
     if (!f.present) continue;
     nlohmann::json samples = nlohmann::json::array();
     for (const CalibrationSample& s : f.samples)
       samples.push_back({{"rows", s.rows}, {"cols", s.cols}, {"seconds", s.seconds}});
-    j["optimizers"][to_string(kind)] = {{"intercept_s", f.intercept_s},
-                                        {"seconds_per_flop", f.seconds_per_flop},
-                                        {"samples", samples}};
+    j["optimizers"][name] = {{"intercept_s", f.intercept_s},
+                             {"seconds_per_flop", f.seconds_per_flop},
+                             {"samples", samples}};
   }
   write_json_file(path, j);
 }

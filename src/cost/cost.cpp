@@ -1,53 +1,31 @@
+// Cost models (cost.h): every optimizer-specific number comes from the optimizer's registry
+// descriptor (optim/registry.h); this file only chooses the view and the options.
 #include "canzona/cost/cost.h"
-
-#include <algorithm>
 
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/cost/calibration.h"
+#include "canzona/optim/registry.h"
 
 namespace canzona::cost {
-namespace {
-
-constexpr double kAdamFlopsPerElement = 12.0;  // m, v lerps, bias correction, sqrt, divide, wd
-constexpr double kEighFlops = 9.0;             // symmetric eigendecomposition ~ 9 n^3
-constexpr double kRootFlops = 2.0;             // V diag(l^-1/4) V^T ~ 2 n^3
-constexpr double kQrFlops = 4.0 / 3.0;         // Householder QR of n x n ~ 4/3 n^3
-
-bool preconditioned(std::int64_t side, const CostOptions& options) {
-  return side <= options.max_precond_dim;
+std::string matrix_optimizer_list() {
+  std::string names;
+  for (const std::string& name : optim::optimizer_names(optim::OptimizerShape::kMatrix))
+    names += (names.empty() ? "" : ", ") + name;
+  return names;
 }
-
-}  // namespace
 
 void check_options(const CostOptions& options) {
-  require_in_range(options.ns_steps, 1, kMaxNsSteps, "--ns-steps", "kMaxNsSteps");
-  require_in_range(options.precondition_frequency, 1, kMaxPreconditionFrequency,
-                   "--precondition-frequency", "kMaxPreconditionFrequency");
-  require_in_range(options.max_precond_dim, 0, kMaxPrecondDim, "--max-precond-dim",
-                   "kMaxPrecondDim");
+  const optim::OptimizerDescriptor& d = optim::find_optimizer(options.matrix_optimizer);
+  CANZONA_REQUIRE(d.shape == optim::OptimizerShape::kMatrix,
+                  "--optimizer must be a matrix optimizer (", matrix_optimizer_list(), "), got '",
+                  options.matrix_optimizer, "'");
+  optim::effective_options(options.matrix_optimizer, options.optimizer_options);
 }
 
-OptimizerKind parse_optimizer(const std::string& name) {
-  if (name == "muon") return OptimizerKind::kMuon;
-  if (name == "shampoo") return OptimizerKind::kShampoo;
-  if (name == "soap") return OptimizerKind::kSoap;
-  if (name == "adamw") return OptimizerKind::kAdamW;
-  throw UsageError(str("unknown optimizer '", name, "' (expected muon, shampoo, soap or adamw)"));
-}
-
-const char* to_string(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kMuon:
-      return "muon";
-    case OptimizerKind::kShampoo:
-      return "shampoo";
-    case OptimizerKind::kSoap:
-      return "soap";
-    case OptimizerKind::kAdamW:
-      return "adamw";
-  }
-  return "?";
+const nlohmann::json& options_for(const std::string& optimizer, const CostOptions& options) {
+  static const nlohmann::json kDefaults = nlohmann::json::object();
+  return optimizer == options.matrix_optimizer ? options.optimizer_options : kDefaults;
 }
 
 CostKind parse_cost_kind(const std::string& name) {
@@ -73,89 +51,71 @@ const char* to_string(CostKind kind) {
   return "?";
 }
 
-double optimizer_flops(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
+double optimizer_flops(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                        const CostOptions& options) {
-  check_options(options);
-  const double m = static_cast<double>(rows);
-  const double n = static_cast<double>(cols);
-  const double f = options.precondition_frequency;
-  const double adam = kAdamFlopsPerElement * m * n;
-  switch (kind) {
-    case OptimizerKind::kMuon: {
-      const double hi = std::max(m, n);
-      const double lo = std::min(m, n);
-      // Per step: A = X X^T (2 lo^2 hi), A A (2 lo^3), B X (2 lo^2 hi).
-      return options.ns_steps * (4.0 * hi * lo * lo + 2.0 * lo * lo * lo);
-    }
-    case OptimizerKind::kShampoo: {
-      // Per preconditioned side s (other side o): statistics 2 s^2 o, applying the root 2 s^2 o,
-      // and every f steps eigh + root formation (11 s^3) amortised. Grafting runs Adam.
-      double total = adam;
-      for (auto [s, o] : {std::pair{m, n}, std::pair{n, m}}) {
-        if (!preconditioned(static_cast<std::int64_t>(s), options)) continue;
-        total += 4.0 * s * s * o + (kEighFlops + kRootFlops) * s * s * s / f;
-      }
-      return total;
-    }
-    case OptimizerKind::kSoap: {
-      // Per side: statistics 2 s^2 o, rotating gradient, momentum and update back (6 s^2 o), and
-      // every f steps one power iteration (2 s^3) + QR amortised. Adam runs in the rotated space.
-      double total = adam;
-      for (auto [s, o] : {std::pair{m, n}, std::pair{n, m}}) {
-        if (!preconditioned(static_cast<std::int64_t>(s), options)) continue;
-        total += 8.0 * s * s * o + (2.0 + kQrFlops) * s * s * s / f;
-      }
-      return total;
-    }
-    case OptimizerKind::kAdamW:
-      return adam;
-  }
-  return 0.0;
+  return optim::find_optimizer(optimizer).flops(rows, cols, options_for(optimizer, options));
 }
 
-double state_bytes(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
+double state_bytes(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                    const CostOptions& options) {
-  check_options(options);
-  const double m = static_cast<double>(rows);
-  const double n = static_cast<double>(cols);
-  constexpr double kF32 = 4.0;
-  switch (kind) {
-    case OptimizerKind::kMuon:
-      return kF32 * m * n;
-    case OptimizerKind::kShampoo: {
-      double total = 2.0 * kF32 * m * n;  // momentum (also grafting Adam's m) and Adam's v
-      for (double s : {m, n})
-        if (preconditioned(static_cast<std::int64_t>(s), options)) total += 2.0 * kF32 * s * s;
-      return total;
-    }
-    case OptimizerKind::kSoap: {
-      double total = 2.0 * kF32 * m * n;  // Adam m and v
-      for (double s : {m, n})
-        if (preconditioned(static_cast<std::int64_t>(s), options)) total += 2.0 * kF32 * s * s;
-      return total;
-    }
-    case OptimizerKind::kAdamW:
-      return 2.0 * kF32 * m * n;
-  }
-  return 0.0;
+  return optim::find_optimizer(optimizer).state_bytes(rows, cols, options_for(optimizer, options));
 }
 
-double task_cost(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
+double factorization_flops(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
+                           const CostOptions& options) {
+  const optim::OptimizerDescriptor& d = optim::find_optimizer(optimizer);
+  const nlohmann::json& o = options_for(optimizer, options);
+  if (d.factorization_flops == nullptr) {
+    d.flops(rows, cols, o);  // checks the options like every other cost function
+    return 0.0;
+  }
+  return d.factorization_flops(rows, cols, o);
+}
+
+double task_cost(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                  const CostOptions& options) {
-  check_options(options);
   switch (options.kind) {
     case CostKind::kNumel:
+      optimizer_flops(optimizer, rows, cols, options);  // checks name and options
       return static_cast<double>(rows) * static_cast<double>(cols);
     case CostKind::kFlops:
-      return optimizer_flops(kind, rows, cols, options);
+      return optimizer_flops(optimizer, rows, cols, options);
     case CostKind::kMemory:
-      return state_bytes(kind, rows, cols, options);
+      return state_bytes(optimizer, rows, cols, options);
     case CostKind::kCalibrated:
       CANZONA_REQUIRE(options.calibration != nullptr,
                       "cost model 'calibrated' needs a calibration file (--calibration FILE)");
-      return options.calibration->seconds(kind, rows, cols, options);
+      return options.calibration->seconds(optimizer, rows, cols, options);
   }
   return 0.0;
+}
+
+void set_matrix_optimizer(CostOptions& options, const std::string& name,
+                          const OptimizerFlags& flags) {
+  if (flags.ns_steps)
+    require_in_range(*flags.ns_steps, 1, kMaxNsSteps, "--ns-steps", "kMaxNsSteps");
+  if (flags.precondition_frequency)
+    require_in_range(*flags.precondition_frequency, 1, kMaxPreconditionFrequency,
+                     "--precondition-frequency", "kMaxPreconditionFrequency");
+  if (flags.max_precond_dim)
+    require_in_range(*flags.max_precond_dim, 0, kMaxPrecondDim, "--max-precond-dim",
+                     "kMaxPrecondDim");
+  optim::find_optimizer(name);
+  const nlohmann::json known = optim::effective_options(name, nlohmann::json::object());
+  nlohmann::json given = nlohmann::json::object();
+  if (flags.ns_steps && known.contains("ns_steps")) given["ns_steps"] = *flags.ns_steps;
+  if (flags.precondition_frequency && known.contains("precondition_frequency"))
+    given["precondition_frequency"] = *flags.precondition_frequency;
+  if (flags.max_precond_dim && known.contains("max_precond_dim"))
+    given["max_precond_dim"] = *flags.max_precond_dim;
+  optim::effective_options(name, given);
+  options.matrix_optimizer = name;
+  options.optimizer_options = std::move(given);
+}
+
+std::string default_option(const std::string& name, const std::string& key) {
+  const nlohmann::json defaults = optim::effective_options(name, nlohmann::json::object());
+  return defaults.contains(key) ? defaults.at(key).dump() : "";
 }
 
 }  // namespace canzona::cost

@@ -70,6 +70,11 @@ AdamW::AdamW(ParamInfo param, AdamWOptions options)
   v_.assign(m_.size(), 0.0f);
 }
 
+std::vector<NamedState> AdamW::state() {
+  const std::int64_t n = static_cast<std::int64_t>(m_.size());
+  return {{"exp_avg", 1, n, m_}, {"exp_avg_sq", 1, n, v_}};
+}
+
 std::size_t AdamW::state_bytes() const {
   return (m_.size() + v_.size()) * sizeof(float);
 }
@@ -96,10 +101,11 @@ void AdamW::update(MatrixView param, ConstMatrixView grad, std::int64_t step) {
   }
 }
 
-std::unique_ptr<Optimizer> make_adamw(const ParamInfo& param, const nlohmann::json& options,
-                                      nlohmann::json* effective) {
+namespace {
+
+AdamWOptions read_adamw_options(const nlohmann::json& options, nlohmann::json* effective) {
   AdamWOptions o;
-  detail::OptionsReader reader("adamw", options);
+  detail::OptionsReader reader("adamw", options, effective != nullptr);
   reader.read_in("lr", o.lr, 0.0, detail::kMaxRate, "kMaxRate");
   reader.read_in("beta1", o.beta1, 0.0, detail::kMaxBeta, "kMaxBeta");
   reader.read_in("beta2", o.beta2, 0.0, detail::kMaxBeta, "kMaxBeta");
@@ -107,7 +113,31 @@ std::unique_ptr<Optimizer> make_adamw(const ParamInfo& param, const nlohmann::js
   reader.read_in("weight_decay", o.weight_decay, 0.0, detail::kMaxRate, "kMaxRate");
   reader.finish();
   if (effective != nullptr) *effective = reader.effective();
-  return std::make_unique<AdamW>(param, o);
+  return o;
 }
+
+double adamw_flops(std::int64_t rows, std::int64_t cols, const nlohmann::json& options) {
+  read_adamw_options(options, nullptr);
+  return kAdamFlopsPerElement * static_cast<double>(rows) * static_cast<double>(cols);
+}
+
+double adamw_state_bytes(std::int64_t rows, std::int64_t cols, const nlohmann::json& options) {
+  read_adamw_options(options, nullptr);
+  constexpr double kF32 = sizeof(float);
+  return 2.0 * kF32 * static_cast<double>(rows) * static_cast<double>(cols);
+}
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_adamw(const ParamInfo& param, const nlohmann::json& options,
+                                      nlohmann::json* effective) {
+  return std::make_unique<AdamW>(param, read_adamw_options(options, effective));
+}
+
+constinit const OptimizerDescriptor kAdamWDescriptor{.name = "adamw",
+                                                     .shape = OptimizerShape::kElementwise,
+                                                     .make = make_adamw,
+                                                     .flops = adamw_flops,
+                                                     .state_bytes = adamw_state_bytes};
 
 }  // namespace canzona::optim

@@ -30,6 +30,11 @@ Muon::Muon(ParamInfo param, MuonOptions options) : Optimizer(std::move(param)), 
   momentum_.assign(static_cast<std::size_t>(this->param().numel()), 0.0f);
 }
 
+std::vector<NamedState> Muon::state() {
+  const ParamInfo& p = param();
+  return {{"momentum_buffer", p.rows, p.cols, momentum_}};
+}
+
 std::size_t Muon::state_bytes() const {
   return momentum_.size() * sizeof(float);
 }
@@ -73,10 +78,11 @@ void Muon::update(MatrixView param, ConstMatrixView grad, std::int64_t /*step*/)
   }
 }
 
-std::unique_ptr<Optimizer> make_muon(const ParamInfo& param, const nlohmann::json& options,
-                                     nlohmann::json* effective) {
+namespace {
+
+MuonOptions read_muon_options(const nlohmann::json& options, nlohmann::json* effective) {
   MuonOptions o;
-  detail::OptionsReader reader("muon", options);
+  detail::OptionsReader reader("muon", options, effective != nullptr);
   reader.read_in("lr", o.lr, 0.0, detail::kMaxRate, "kMaxRate");
   reader.read_in("momentum", o.momentum, 0.0, detail::kMaxBeta, "kMaxBeta");
   reader.read("nesterov", o.nesterov);
@@ -87,7 +93,34 @@ std::unique_ptr<Optimizer> make_muon(const ParamInfo& param, const nlohmann::jso
   reader.read_in("weight_decay", o.weight_decay, 0.0, detail::kMaxRate, "kMaxRate");
   reader.finish();
   if (effective != nullptr) *effective = reader.effective();
-  return std::make_unique<Muon>(param, o);
+  return o;
 }
+
+// Per Newton-Schulz step: A = X X^T (2 lo^2 hi), A A (2 lo^3), B' X (2 lo^2 hi).
+double muon_flops(std::int64_t rows, std::int64_t cols, const nlohmann::json& options) {
+  const MuonOptions o = read_muon_options(options, nullptr);
+  const double hi = static_cast<double>(std::max(rows, cols));
+  const double lo = static_cast<double>(std::min(rows, cols));
+  return o.ns.steps * (4.0 * hi * lo * lo + 2.0 * lo * lo * lo);
+}
+
+double muon_state_bytes(std::int64_t rows, std::int64_t cols, const nlohmann::json& options) {
+  read_muon_options(options, nullptr);
+  constexpr double kF32 = sizeof(float);
+  return kF32 * static_cast<double>(rows) * static_cast<double>(cols);
+}
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_muon(const ParamInfo& param, const nlohmann::json& options,
+                                     nlohmann::json* effective) {
+  return std::make_unique<Muon>(param, read_muon_options(options, effective));
+}
+
+constinit const OptimizerDescriptor kMuonDescriptor{.name = "muon",
+                                                    .shape = OptimizerShape::kMatrix,
+                                                    .make = make_muon,
+                                                    .flops = muon_flops,
+                                                    .state_bytes = muon_state_bytes};
 
 }  // namespace canzona::optim

@@ -18,6 +18,12 @@ namespace {
 
 }  // namespace
 
+void Optimizer::set_step_count(std::int64_t steps) {
+  CANZONA_REQUIRE(steps >= 0, name(), " for ", param_.describe(), ": step count ", steps,
+                  " is negative");
+  step_count_ = steps;
+}
+
 std::string ParamInfo::describe() const {
   return str("'", name, "' (", shape_string(rows, cols), ")");
 }

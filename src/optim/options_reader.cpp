@@ -1,8 +1,10 @@
 #include "options_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "canzona/common/error.h"
@@ -19,15 +21,17 @@ std::string exact(double v) {
 
 }  // namespace
 
-OptionsReader::OptionsReader(const char* optimizer, const nlohmann::json& options)
-    : optimizer_(optimizer), options_(options) {
+OptionsReader::OptionsReader(const char* optimizer, const nlohmann::json& options,
+                             bool record_effective)
+    : optimizer_(optimizer), options_(options), record_(record_effective) {
+  known_.reserve(16);
   if (!options.is_null() && !options.is_object())
     throw UsageError(str(optimizer_, " options: expected a JSON object, got ", options.dump()));
 }
 
 bool OptionsReader::has(const char* key) {
-  known_.insert(key);
-  return options_.is_object() && options_.contains(key);
+  known_.push_back(key);
+  return options_.is_object() && !options_.empty() && options_.contains(key);
 }
 
 const nlohmann::json& OptionsReader::at(const char* key) {
@@ -44,7 +48,7 @@ void OptionsReader::read(const char* key, double& field) {
     if (!at(key).is_number()) wrong_type(key, "a number");
     field = at(key).get<double>();
   }
-  effective_[key] = field;
+  if (record_) effective_[key] = field;
 }
 
 void OptionsReader::read(const char* key, std::int64_t& field) {
@@ -52,7 +56,7 @@ void OptionsReader::read(const char* key, std::int64_t& field) {
     if (!at(key).is_number_integer()) wrong_type(key, "an integer");
     field = at(key).get<std::int64_t>();
   }
-  effective_[key] = field;
+  if (record_) effective_[key] = field;
 }
 
 void OptionsReader::read(const char* key, int& field) {
@@ -68,7 +72,7 @@ void OptionsReader::read(const char* key, bool& field) {
     if (!at(key).is_boolean()) wrong_type(key, "true or false");
     field = at(key).get<bool>();
   }
-  effective_[key] = field;
+  if (record_) effective_[key] = field;
 }
 
 void OptionsReader::read(const char* key, std::string& field) {
@@ -76,7 +80,7 @@ void OptionsReader::read(const char* key, std::string& field) {
     if (!at(key).is_string()) wrong_type(key, "a string");
     field = at(key).get<std::string>();
   }
-  effective_[key] = field;
+  if (record_) effective_[key] = field;
 }
 
 void OptionsReader::read_in(const char* key, double& field, double lo, double hi, const char* why) {
@@ -105,9 +109,12 @@ void OptionsReader::read_in(const char* key, int& field, std::int64_t lo, std::i
 void OptionsReader::finish() const {
   if (!options_.is_object()) return;
   for (const auto& item : options_.items()) {
-    if (known_.count(item.key()) == 0) {
+    const bool known =
+        std::any_of(known_.begin(), known_.end(), [&](const char* k) { return item.key() == k; });
+    if (!known) {
+      const std::set<std::string> sorted(known_.begin(), known_.end());
       std::string keys;
-      for (const std::string& k : known_) keys += (keys.empty() ? "" : ", ") + k;
+      for (const std::string& k : sorted) keys += (keys.empty() ? "" : ", ") + k;
       throw UsageError(str(optimizer_, ": unknown option '", item.key(), "' (known: ", keys, ")"));
     }
   }

@@ -7,8 +7,8 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
+#include <vector>
 
 namespace canzona::optim::detail {
 
@@ -27,8 +27,10 @@ inline constexpr std::int64_t kMaxNsSteps = 100;
 
 class OptionsReader {
  public:
-  // Throws UsageError unless `options` is an object (or null, read as empty).
-  OptionsReader(const char* optimizer, const nlohmann::json& options);
+  // Throws UsageError unless `options` is an object (or null, read as empty). With
+  // record_effective false, effective() stays empty: the cost formulas parse their options on
+  // every call and need only the values.
+  OptionsReader(const char* optimizer, const nlohmann::json& options, bool record_effective = true);
 
   // Each overwrites `field` when `key` is present; throws UsageError on a wrong type.
   void read(const char* key, double& field);
@@ -53,7 +55,7 @@ class OptionsReader {
       read(key, value);
       field = parse(value);
     }
-    effective_[key] = name(field);
+    if (record_) effective_[key] = name(field);
   }
 
   // Throws UsageError naming the first key no read() asked for.
@@ -67,9 +69,10 @@ class OptionsReader {
   const nlohmann::json& at(const char* key);
   [[noreturn]] void wrong_type(const char* key, const char* expected) const;
 
-  std::string optimizer_;
+  const char* optimizer_;
   const nlohmann::json& options_;
-  std::set<std::string> known_;
+  bool record_;
+  std::vector<const char*> known_;  // keys asked for (string literals)
   nlohmann::json effective_ = nlohmann::json::object();
 };
 

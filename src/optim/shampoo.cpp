@@ -1,8 +1,11 @@
 #include "canzona/optim/shampoo.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "canzona/common/error.h"
+#include "canzona/optim/adamw.h"
 #include "canzona/optim/linalg.h"
 #include "kronecker.h"
 #include "options_reader.h"
@@ -44,6 +47,19 @@ Shampoo::Shampoo(ParamInfo param, ShampooOptions options)
   if (options_.grafting == Grafting::kAdam) v_.assign(m_.size(), 0.0f);
   left_ = detail::allocate_side(p.rows, options_.max_precond_dim, l_, l4_);
   right_ = detail::allocate_side(p.cols, options_.max_precond_dim, r_, r4_);
+}
+
+std::vector<NamedState> Shampoo::state() {
+  const ParamInfo& p = param();
+  auto square = [](std::vector<float>& v, std::int64_t side) {
+    return v.empty() ? std::int64_t{0} : side;
+  };
+  return {{"exp_avg", p.rows, p.cols, m_},
+          {"graft_exp_avg_sq", v_.empty() ? 0 : p.rows, v_.empty() ? 0 : p.cols, v_},
+          {"factor_left", square(l_, p.rows), square(l_, p.rows), l_},
+          {"factor_right", square(r_, p.cols), square(r_, p.cols), r_},
+          {"inv_root_left", square(l4_, p.rows), square(l4_, p.rows), l4_},
+          {"inv_root_right", square(r4_, p.cols), square(r4_, p.cols), r4_}};
 }
 
 std::size_t Shampoo::state_bytes() const {
@@ -128,10 +144,14 @@ void Shampoo::update(MatrixView param, ConstMatrixView grad, std::int64_t step) 
   }
 }
 
-std::unique_ptr<Optimizer> make_shampoo(const ParamInfo& param, const nlohmann::json& options,
-                                        nlohmann::json* effective) {
+namespace {
+
+constexpr double kEighFlops = 9.0;  // symmetric eigendecomposition ~ 9 n^3
+constexpr double kRootFlops = 2.0;  // V diag(l^-1/4) V^T ~ 2 n^3
+
+ShampooOptions read_shampoo_options(const nlohmann::json& options, nlohmann::json* effective) {
   ShampooOptions o;
-  detail::OptionsReader reader("shampoo", options);
+  detail::OptionsReader reader("shampoo", options, effective != nullptr);
   reader.read_in("lr", o.lr, 0.0, detail::kMaxRate, "kMaxRate");
   reader.read_in("beta1", o.beta1, 0.0, detail::kMaxBeta, "kMaxBeta");
   reader.read_in("beta2", o.beta2, 0.0, detail::kMaxBeta, "kMaxBeta");
@@ -145,7 +165,48 @@ std::unique_ptr<Optimizer> make_shampoo(const ParamInfo& param, const nlohmann::
   reader.read_in("graft_eps", o.graft_eps, detail::kMinEps, 1.0, "kMinEps");
   reader.finish();
   if (effective != nullptr) *effective = reader.effective();
-  return std::make_unique<Shampoo>(param, o);
+  return o;
 }
+
+// Per preconditioned side s (other side o): statistics 2 s^2 o, applying the root 2 s^2 o, and
+// every f steps eigh + root formation (11 s^3) amortised. Grafting runs Adam.
+double shampoo_flops(std::int64_t rows, std::int64_t cols, const nlohmann::json& options) {
+  const ShampooOptions o = read_shampoo_options(options, nullptr);
+  const double f = o.precondition_frequency;
+  const double total = kAdamFlopsPerElement * static_cast<double>(rows) * static_cast<double>(cols);
+  return detail::add_kept_sides(total, rows, cols, o.max_precond_dim, [f](double s, double other) {
+    return 4.0 * s * s * other + (kEighFlops + kRootFlops) * s * s * s / f;
+  });
+}
+
+// The eigh share of shampoo_flops: 9 s^3 / f per preconditioned side.
+double shampoo_factorization_flops(std::int64_t rows, std::int64_t cols,
+                                   const nlohmann::json& options) {
+  const ShampooOptions o = read_shampoo_options(options, nullptr);
+  const double total =
+      detail::add_kept_sides(0.0, rows, cols, o.max_precond_dim,
+                             [](double s, double) { return kEighFlops * std::pow(s, 3); });
+  return total / std::max(1, o.precondition_frequency);
+}
+
+// Momentum (also grafting Adam's m) and Adam's v, plus statistic and root per preconditioned side.
+double shampoo_state_bytes(std::int64_t rows, std::int64_t cols, const nlohmann::json& options) {
+  return detail::two_sided_state_bytes(rows, cols,
+                                       read_shampoo_options(options, nullptr).max_precond_dim);
+}
+}  // namespace
+
+std::unique_ptr<Optimizer> make_shampoo(const ParamInfo& param, const nlohmann::json& options,
+                                        nlohmann::json* effective) {
+  return std::make_unique<Shampoo>(param, read_shampoo_options(options, effective));
+}
+
+constinit const OptimizerDescriptor kShampooDescriptor{
+    .name = "shampoo",
+    .shape = OptimizerShape::kMatrix,
+    .make = make_shampoo,
+    .flops = shampoo_flops,
+    .state_bytes = shampoo_state_bytes,
+    .factorization_flops = shampoo_factorization_flops};
 
 }  // namespace canzona::optim

@@ -4,11 +4,10 @@
 
 #include "canzona/common/error.h"
 #include "canzona/plan/dp.h"
+#include "canzona/plan/rank_plan.h"
 
 namespace canzona::plan {
 namespace {
-
-using cost::OptimizerKind;
 
 struct MaxMean {
   double max = 0.0, sum = 0.0;
@@ -23,8 +22,8 @@ struct MaxMean {
 };
 
 void add_adam(RankLoad& load, std::int64_t numel, const cost::CostOptions& c) {
-  load.flops += cost::optimizer_flops(OptimizerKind::kAdamW, numel, 1, c);
-  load.memory += cost::state_bytes(OptimizerKind::kAdamW, numel, 1, c);
+  load.flops += cost::optimizer_flops(cost::kElementwiseOptimizer, numel, 1, c);
+  load.memory += cost::state_bytes(cost::kElementwiseOptimizer, numel, 1, c);
 }
 
 // Work every DP rank does alike (sc's redundant updates, kEveryone tasks) is summed once per TP
@@ -40,41 +39,19 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
     for (const auto& slot : bucket.slots) {
       const model::ParamSpec& p = model.params[slot.param];
       if (p.is_matrix()) continue;
-      const int owner = stage.owner[slot.param];
-      if (owner == kEveryone) {
+      // Who updates which part (rank_plan.h): every rank alike (sc) goes to `everyone`,
+      // otherwise only the DP ranks holding part of the slot: O(ranks that hold it) per slot.
+      const RankRange ranks = slot_dp_ranks(stage, static_cast<int>(b), slot, o.dp);
+      if (stage.owner[slot.param] == kEveryone) {
         for (int t = 0; t < o.tp; ++t) add_adam(everyone[t], slot.numel, c);
         continue;
       }
-      // Only the DP ranks holding part of the slot: its owner, or for a divided slot the ranks
-      // whose shards [cuts[d], cuts[d+1]) meet it (found by binary search), so the work is
-      // O(ranks that hold it), not O(dp), per slot.
-      int d_begin = 0, d_end = o.dp;
-      if (owner >= 0) {
-        d_begin = owner;
-        d_end = owner + 1;
-      } else if (owner == kDivided) {
-        const auto& cuts = stage.cuts[b];
-        d_begin = static_cast<int>(std::upper_bound(cuts.begin(), cuts.end(), slot.offset) -
-                                   cuts.begin()) -
-                  1;
-        d_begin = std::max(d_begin, 0);
-        d_end = std::min<int>(
-            o.dp, static_cast<int>(std::lower_bound(cuts.begin(), cuts.end(), slot.end()) -
-                                   cuts.begin()));
-      } else {
-        d_end = d_begin;
+      for (int d = ranks.begin; d < ranks.end; ++d) {
+        const auto [first, last] = slot_part(stage, static_cast<int>(b), slot, d);
+        if (first >= last) continue;
+        for (int t = 0; t < o.tp; ++t) add_adam(loads.at(d, t), last - first, c);
       }
-      for (int d = d_begin; d < d_end; ++d) {
-        std::int64_t numel = slot.numel;
-        if (owner == kDivided) {
-          const auto& cuts = stage.cuts[b];
-          numel = std::max<std::int64_t>(
-              0, std::min(slot.end(), cuts[d + 1]) - std::max(slot.offset, cuts[d]));
-        }
-        if (numel == 0) continue;
-        for (int t = 0; t < o.tp; ++t) add_adam(loads.at(d, t), numel, c);
-      }
-      if (owner == kDivided) ++m.divided_params;
+      if (stage.owner[slot.param] == kDivided) ++m.divided_params;
     }
     const auto equal = equal_chunk_cuts(bucket.numel, o.dp);
     for (const auto& slot : bucket.slots) {
@@ -90,13 +67,15 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
     }
   }
   for (const Task& t : stage.tasks) {
-    const int h_begin = t.host == kAllTp ? 0 : t.host;
-    const int h_end = t.host == kAllTp ? o.tp : t.host + 1;
-    for (int h = h_begin; h < h_end; ++h) {
-      RankLoad& load = t.dp_owner == kEveryone ? everyone[h] : loads.at(t.dp_owner, h);
-      load.flops += t.flops;
-      load.memory += t.state_bytes;
-    }
+    const RankRange dps = task_dp_ranks(t, o.dp);
+    const RankRange tps = task_tp_ranks(t, o.tp);
+    const bool all = t.dp_owner == kEveryone;
+    for (int h = tps.begin; h < tps.end; ++h)
+      for (int d = all ? 0 : dps.begin; d < (all ? 1 : dps.end); ++d) {
+        RankLoad& load = all ? everyone[h] : loads.at(d, h);
+        load.flops += t.flops;
+        load.memory += t.state_bytes;
+      }
   }
   for (int d = 0; d < o.dp; ++d)
     for (int t = 0; t < o.tp; ++t) {
@@ -156,7 +135,7 @@ Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan) {
     std::vector<double> param_flops(model.params.size(), 0.0);
     std::vector<double> param_memory(model.params.size(), 0.0);
     for (const Task& t : stage.tasks) {
-      const int copies = t.host == kAllTp ? o.tp : 1;
+      const int copies = task_tp_ranks(t, o.tp).size();
       largest_task_flops = std::max(largest_task_flops, t.flops);
       largest_task_memory = std::max(largest_task_memory, t.state_bytes);
       param_flops[t.param] += t.flops * copies;

@@ -16,8 +16,6 @@
 namespace canzona::plan {
 namespace {
 
-using cost::OptimizerKind;
-
 constexpr double kMiB = 1024.0 * 1024.0;
 
 }  // namespace
@@ -42,10 +40,7 @@ void validate_options(const PlanOptions& o) {
                   ")");
   CANZONA_REQUIRE(o.asc_group_tasks >= 0, "asc group size must be >= 0 (got ", o.asc_group_tasks,
                   ")");
-  CANZONA_REQUIRE(o.cost.matrix_optimizer != OptimizerKind::kAdamW,
-                  "the matrix optimizer must be muon, shampoo or soap (got adamw)");
-  CANZONA_REQUIRE(o.cost.ns_steps > 0, "ns steps must be positive");
-  CANZONA_REQUIRE(o.cost.precondition_frequency > 0, "precondition frequency must be positive");
+  cost::check_options(o.cost);
 }
 
 namespace {
@@ -93,7 +88,7 @@ void add_tasks(const model::ParamSpec& p, int index, const PlanOptions& o,
 
 // Element-wise (AdamW) cost and memory of `numel` elements.
 double adam_cost(std::int64_t numel, const PlanOptions& o) {
-  return cost::task_cost(OptimizerKind::kAdamW, numel, 1, o.cost);
+  return cost::task_cost(cost::kElementwiseOptimizer, numel, 1, o.cost);
 }
 
 // The owner of every param from element cuts: the rank whose shard holds the slot's start, or
@@ -194,7 +189,7 @@ std::vector<StageCuts> dp_cut_candidates(const model::ModelSpec& model,
       } else {
         item.divisible = true;
         item.time = adam_cost(slot.numel, o) * o.tp;
-        item.memory = cost::state_bytes(OptimizerKind::kAdamW, slot.numel, 1, o.cost) * o.tp;
+        item.memory = cost::state_bytes(cost::kElementwiseOptimizer, slot.numel, 1, o.cost) * o.tp;
       }
       items.back().push_back(item);
       starts.back().push_back(slot.offset);

@@ -1,10 +1,11 @@
 #include "canzona/runtime/options.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
-#include "canzona/optim/optimizer.h"
+#include "canzona/optim/registry.h"
 
 namespace canzona::runtime {
 namespace {
@@ -37,15 +38,18 @@ void validate(const RunOptions& o) {
   require_in_range(o.perturb_plan_rank, -1, ranks - 1, "--test-perturb-plan-rank",
                    "-1 or a world rank");
   require_in_range(o.corrupt_rank, -1, ranks - 1, "--test-corrupt-rank", "-1 or a world rank");
-  CANZONA_REQUIRE(o.optimizer == "muon" || o.optimizer == "shampoo" || o.optimizer == "soap",
-                  "--optimizer must be a matrix optimizer: muon, shampoo or soap (got '",
-                  o.optimizer, "'; element-wise params always use adamw)");
+  const std::vector<std::string> matrix = optim::optimizer_names(optim::OptimizerShape::kMatrix);
+  CANZONA_REQUIRE(std::find(matrix.begin(), matrix.end(), o.optimizer) != matrix.end(),
+                  "--optimizer must be a matrix optimizer: ", cost::matrix_optimizer_list(),
+                  " (got '", o.optimizer, "'; element-wise params always use ",
+                  cost::kElementwiseOptimizer, ")");
   CANZONA_REQUIRE(o.optimizer_options.is_object(), "optimizer options must be a JSON object");
   CANZONA_REQUIRE(o.adamw_options.is_object(), "adamw options must be a JSON object");
   // Builds one instance so unknown or mistyped option keys fail here, before any MPI work.
   optim::create_optimizer(o.optimizer, optim::ParamInfo{"options check", 2, 2},
                           o.optimizer_options);
-  optim::create_optimizer("adamw", optim::ParamInfo{"options check", 1, 2}, o.adamw_options);
+  optim::create_optimizer(cost::kElementwiseOptimizer, optim::ParamInfo{"options check", 1, 2},
+                          o.adamw_options);
 }
 
 model::ModelSpec load_model(const RunOptions& o) {
@@ -66,13 +70,8 @@ plan::PlanOptions plan_options(const RunOptions& o, plan::Strategy strategy) {
   p.alpha = o.alpha;
   p.cmax_mb = o.cmax_mb;
   p.cost.kind = o.cost;
-  p.cost.matrix_optimizer = cost::parse_optimizer(o.optimizer);
-  const nlohmann::json& opt = o.optimizer_options;
-  if (opt.contains("ns_steps")) p.cost.ns_steps = opt["ns_steps"].get<int>();
-  if (opt.contains("precondition_frequency"))
-    p.cost.precondition_frequency = opt["precondition_frequency"].get<int>();
-  if (opt.contains("max_precond_dim"))
-    p.cost.max_precond_dim = opt["max_precond_dim"].get<std::int64_t>();
+  p.cost.matrix_optimizer = o.optimizer;
+  p.cost.optimizer_options = o.optimizer_options;
   p.layout.bucket_size = o.bucket_size;
   return p;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "canzona/plan/rank_plan.h"
 #include "canzona/runtime/session.h"
 #include "canzona/runtime/shard.h"
 
@@ -44,7 +45,8 @@ void check_owners(const model::ModelSpec& model, const plan::StagePlan& stage,
                   plan::Strategy strategy, int dp) {
   require(stage.owner.size() == model.params.size(), "owner list has ", stage.owner.size(),
           " entries for ", model.params.size(), " params");
-  const bool rs = strategy == plan::Strategy::kAsc || strategy == plan::Strategy::kLbAsc;
+  const plan::StrategyParts parts = plan::strategy_parts(strategy);
+  const bool rs = parts.dp_sync == plan::DpSync::kReduceScatter;
   require(rs ? stage.cuts.size() == stage.layout.buckets.size() : stage.cuts.empty(), "cuts for ",
           stage.cuts.size(), " of ", stage.layout.buckets.size(), " buckets");
   for (std::size_t b = 0; b < stage.cuts.size(); ++b) {
@@ -64,13 +66,18 @@ void check_owners(const model::ModelSpec& model, const plan::StagePlan& stage,
               "param '", p.name, "' owner ", owner, " but its slot starts in shard ", r);
     }
   }
+  // All-Reduce strategies: every DP rank updates the param itself (no param sync) or its one
+  // owner does and the param sync spreads it.
+  if (rs) return;
+  const bool owned = parts.param_sync != plan::ParamSync::kNone;
   for (int p : stage.params) {
     const int owner = stage.owner[p];
-    if (strategy == plan::Strategy::kSc)
-      require(owner == plan::kEveryone, "sc param '", model.params[p].name, "' owner ", owner);
-    if (strategy == plan::Strategy::kLayerwise)
-      require(owner >= 0 && owner < dp, "layerwise param '", model.params[p].name, "' owner ",
-              owner, " not a DP rank");
+    if (!owned)
+      require(owner == plan::kEveryone, plan::to_string(strategy), " param '",
+              model.params[p].name, "' owner ", owner);
+    else
+      require(owner >= 0 && owner < dp, plan::to_string(strategy), " param '",
+              model.params[p].name, "' owner ", owner, " not a DP rank");
   }
 }
 

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "canzona/common/error.h"
+#include "canzona/cost/cost.h"
+#include "canzona/optim/registry.h"
 #include "canzona/runtime/shard.h"
 #include "canzona/runtime/synthetic.h"
 
@@ -27,8 +29,10 @@ optim::ParamInfo task_info(const model::ParamSpec& param, int piece) {
 
 std::unique_ptr<optim::Optimizer> make_matrix_optimizer(const RunOptions& options,
                                                         const model::ParamSpec& param, int piece) {
-  return optim::create_optimizer(options.optimizer, task_info(param, piece),
-                                 options.optimizer_options);
+  const optim::OptimizerDescriptor& d = optim::find_optimizer(options.optimizer);
+  CANZONA_REQUIRE(d.shape == optim::OptimizerShape::kMatrix, "optimizer '", options.optimizer,
+                  "' is element-wise, not a matrix optimizer");
+  return d.make(task_info(param, piece), options.optimizer_options, nullptr);
 }
 
 std::unique_ptr<optim::Optimizer> make_elementwise_optimizer(const RunOptions& options,
@@ -39,7 +43,7 @@ std::unique_ptr<optim::Optimizer> make_elementwise_optimizer(const RunOptions& o
   info.name = str(param.name, "[", begin, ":", begin + numel, "]");
   info.rows = 1;
   info.cols = numel;
-  return optim::create_optimizer("adamw", info, options.adamw_options);
+  return optim::create_optimizer(cost::kElementwiseOptimizer, info, options.adamw_options);
 }
 
 struct Reference::TaskState {

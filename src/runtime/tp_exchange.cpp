@@ -1,11 +1,11 @@
-// TP exchanges of the optimizer step (design.md section 4, TP step).
+// The TP exchange of the engine's optimizer step (engine_core.h; design.md section 4, TP step).
 //
-// sc / layerwise: one fused All-Gather on the TP communicator of the local gradient shards of
-// every TP-split matrix param this DP rank computes; every TP rank rebuilds each full task
-// gradient and computes the update redundantly, keeping its own rows.
+// Redundant TP gather (sc / layerwise): one fused All-Gather on the TP communicator of the local
+// gradient shards of every TP-split matrix param this DP rank computes; every TP rank rebuilds
+// each full task gradient and computes the update redundantly, keeping its own rows.
 //
-// asc / lb-asc, the micro-group pipeline. Per micro group k of this DP rank (StagePlan::groups),
-// in the plan's order:
+// Micro-group pipeline (asc / lb-asc). Per micro group k of this DP rank (plan::RankGroup), in
+// the plan's order:
 //   gather   every TP rank packs its rows of each task, grouped by the task's host (tasks in group
 //            order), and one All-to-All delivers them; the host rebuilds the task gradient
 //            (packed_to_task from every TP rank's part: the concatenation along the split dim,
@@ -21,180 +21,252 @@
 #include <algorithm>
 
 #include "canzona/common/error.h"
-#include "runner_impl.h"
+#include "engine_core.h"
 
 namespace canzona::runtime {
+namespace {
 
-void StrategyRunner::Impl::build_tp_gather() {
-  TpGatherSet& s = tp_gather;
-  s.offset_of.assign(model.params.size(), -1);
-  for (const ComputedTask& t : computed) {
-    if (t.source != TaskSource::kTpGather || s.offset_of[t.param] >= 0) continue;
-    s.params.push_back(t.param);
-    s.offset_of[t.param] = 0;
+class RedundantGather final : public TpExchangePart {
+ public:
+  explicit RedundantGather(Engine::Core& core) : core_(core) {
+    offset_of_.assign(core.model.params.size(), -1);
+    for (const ComputedTask& t : core.computed) {
+      if (t.role != plan::TaskRole::kRedundantGather || offset_of_[t.param] >= 0) continue;
+      params_.push_back(t.param);
+      offset_of_[t.param] = 0;
+    }
+    std::sort(params_.begin(), params_.end());
+    for (int p : params_) {
+      offset_of_[p] = block_;
+      block_ += core.place[p].numel;
+    }
+    if (block_ == 0) return;
+    send_.assign(static_cast<std::size_t>(block_), 0.0f);
+    recv_.assign(static_cast<std::size_t>(block_ * core.tp), 0.0f);
+    for (int q = 0; q < core.tp; ++q) {
+      counts_.push_back(block_);
+      displs_.push_back(q * block_);
+    }
   }
-  std::sort(s.params.begin(), s.params.end());
-  s.block = 0;
-  for (int p : s.params) {
-    s.offset_of[p] = s.block;
-    s.block += place[p].numel;
-  }
-  if (s.block == 0) return;
-  s.send.assign(static_cast<std::size_t>(s.block), 0.0f);
-  s.recv.assign(static_cast<std::size_t>(s.block * tp), 0.0f);
-  for (int q = 0; q < tp; ++q) {
-    s.counts.push_back(s.block);
-    s.displs.push_back(q * s.block);
-  }
-}
 
-Pending StrategyRunner::Impl::post_tp_gather(bool use_params) {
-  TpGatherSet& s = tp_gather;
-  for (int p : s.params) {
-    const float* src = use_params ? local_param(p) : reduced_grad(p);
-    std::copy(src, src + place[p].numel, s.send.begin() + s.offset_of[p]);
+  void step(const std::function<void()>& local, double& comm_ms) override {
+    Pending gathered;
+    if (block_ > 0) gathered = post(/*use_params=*/false);
+    local();
+    if (!gathered.request.pending()) return;
+    core_.wait(gathered, comm_ms);
+    TraceScope redundant(core_.trace, "optimizer", "TP-redundant tasks");
+    for (ComputedTask& t : core_.computed) {
+      if (t.role != plan::TaskRole::kRedundantGather) continue;
+      to_task(t, core_.scratch.data());
+      core_.step_task(t, core_.scratch.data());
+    }
   }
-  Pending pending;
-  pending.name = "TP all-gather (gradients)";
-  pending.posted_us = trace.now_us();
-  pending.request = grid.tp().all_gather(s.send, s.recv, s.counts, s.displs);
-  return pending;
-}
 
-void StrategyRunner::Impl::gathered_to_task(const ComputedTask& t, float* task) const {
-  for (int q = 0; q < tp; ++q)
-    local_to_task(t.maps[q],
-                  tp_gather.recv.data() + q * tp_gather.block + tp_gather.offset_of[t.param], task);
-}
+  void init_main() override {
+    if (block_ == 0) return;
+    Pending gathered = post(/*use_params=*/true);
+    double ignored = 0.0;
+    core_.wait(gathered, ignored);
+    for (ComputedTask& t : core_.computed)
+      if (t.role == plan::TaskRole::kRedundantGather) to_task(t, t.main.data());
+  }
 
-void StrategyRunner::Impl::build_groups() {
-  if (stage.groups.empty()) return;
-  const std::vector<plan::MicroGroup>& mine = stage.groups[dp_rank];
-  groups.resize(mine.size());
-  for (std::size_t k = 0; k < mine.size(); ++k) {
-    GroupExchange& g = groups[k];
-    g.index = static_cast<int>(k);
-    g.send_counts.assign(tp, 0);
-    g.send_displs.assign(tp, 0);
-    g.recv_counts.assign(tp, 0);
-    g.recv_displs.assign(tp, 0);
-    std::int64_t send_total = 0;
-    for (int h = 0; h < tp; ++h) {
-      g.send_displs[h] = send_total;
-      for (int id : mine[k].tasks) {
-        const plan::Task& task = stage.tasks[id];
-        if (task.host != h) continue;
-        GroupPart part;
-        part.param = task.param;
-        part.map = shard_map(model.params[task.param], task.piece, tp, tp_rank);
-        part.offset = send_total;
-        send_total += part.map.numel();
+ private:
+  Pending post(bool use_params) {
+    for (int p : params_) {
+      const float* src = use_params ? core_.local_param(p) : core_.reduced_grad(p);
+      std::copy(src, src + core_.place[p].numel, send_.begin() + offset_of_[p]);
+    }
+    Pending pending;
+    pending.name = "TP all-gather (gradients)";
+    pending.posted_us = core_.trace.now_us();
+    pending.request = core_.grid.tp().all_gather(send_, recv_, counts_, displs_);
+    return pending;
+  }
+
+  // The full task matrix from every TP rank's gathered shard.
+  void to_task(const ComputedTask& t, float* task) const {
+    for (int q = 0; q < core_.tp; ++q)
+      local_to_task(t.maps[q], recv_.data() + q * block_ + offset_of_[t.param], task);
+  }
+
+  Engine::Core& core_;
+  std::vector<int> params_;              // stage order
+  std::vector<std::int64_t> offset_of_;  // [model param] offset in a block, -1 when not gathered
+  std::int64_t block_ = 0;               // floats per TP rank
+  std::vector<float> send_;              // (block)
+  std::vector<float> recv_;              // (tp, block)
+  std::vector<std::int64_t> counts_, displs_;  // [tp rank]
+};
+
+// This rank's shard of one task of a micro group.
+struct GroupPart {
+  int param = 0;
+  ShardMap map;
+  std::int64_t offset = 0;  // in the gather send buffer == in the scatter receive buffer
+};
+
+// A task of the group this rank hosts.
+struct GroupHosted {
+  int computed = 0;                   // index into Core::computed
+  std::vector<std::int64_t> offsets;  // [tp rank] in the gather receive buffer == scatter send
+};
+
+// One micro group: gather = every rank's shards to the hosts; scatter = updated shards back.
+// Buffers are declared before the Pendings so collectives in flight are waited before the
+// buffers they use are freed.
+struct GroupExchange {
+  int index = 0;
+  std::vector<GroupPart> parts;
+  std::vector<GroupHosted> hosted;
+  std::vector<std::int64_t> send_counts, send_displs;  // gather; scatter receives with these
+  std::vector<std::int64_t> recv_counts, recv_displs;  // gather; scatter sends with these
+  std::vector<float> send, recv;                       // gather buffers
+  std::vector<float> back_send, back_recv;             // scatter buffers (sizes of recv and send)
+  Pending gather, scatter;
+};
+
+class MicroGroups final : public TpExchangePart {
+ public:
+  explicit MicroGroups(Engine::Core& core) : core_(core) {
+    groups_.resize(core.work.groups.size());
+    for (std::size_t k = 0; k < groups_.size(); ++k) {
+      const plan::RankGroup& plan_group = core.work.groups[k];
+      GroupExchange& g = groups_[k];
+      g.index = plan_group.index;
+      g.send_counts = plan_group.send_counts;
+      g.send_displs = plan_group.send_displs;
+      g.recv_counts = plan_group.recv_counts;
+      g.recv_displs = plan_group.recv_displs;
+      for (const plan::GroupSend& s : plan_group.sends) {
+        const plan::Task& task = core.stage.tasks[s.task];
+        GroupPart part{task.param,
+                       shard_map(core.model.params[task.param], task.piece, core.tp, core.tp_rank),
+                       s.offset};
+        CANZONA_CHECK(part.map.numel() == s.numel, "segment size of task ", s.task);
         g.parts.push_back(std::move(part));
       }
-      g.send_counts[h] = send_total - g.send_displs[h];
-    }
-    for (int id : mine[k].tasks)
-      if (stage.tasks[id].host == tp_rank) {
-        CANZONA_CHECK(computed_of_task[id] >= 0, "hosted task ", id, " not computed");
-        g.hosted.push_back({computed_of_task[id], std::vector<std::int64_t>(tp, 0)});
+      for (const plan::GroupHosted& h : plan_group.hosted) {
+        CANZONA_CHECK(core.computed_of_task[h.task] >= 0, "hosted task ", h.task, " not computed");
+        g.hosted.push_back({core.computed_of_task[h.task], h.offsets});
       }
-    std::int64_t recv_total = 0;
-    for (int q = 0; q < tp; ++q) {
-      g.recv_displs[q] = recv_total;
-      for (GroupHosted& h : g.hosted) {
-        h.offsets[q] = recv_total;
-        recv_total += computed[h.computed].maps[q].numel();
-      }
-      g.recv_counts[q] = recv_total - g.recv_displs[q];
+      g.send.assign(static_cast<std::size_t>(plan_group.send_total()), 0.0f);
+      g.back_recv.assign(g.send.size(), 0.0f);
+      g.recv.assign(static_cast<std::size_t>(plan_group.recv_total()), 0.0f);
+      g.back_send.assign(g.recv.size(), 0.0f);
     }
-    g.send.assign(static_cast<std::size_t>(send_total), 0.0f);
-    g.back_recv.assign(g.send.size(), 0.0f);
-    g.recv.assign(static_cast<std::size_t>(recv_total), 0.0f);
-    g.back_send.assign(g.recv.size(), 0.0f);
   }
-}
 
-void StrategyRunner::Impl::pack_group(GroupExchange& g, bool use_params) {
-  for (const GroupPart& part : g.parts)
-    local_to_packed(part.map, use_params ? local_param(part.param) : reduced_grad(part.param),
-                    g.send.data() + part.offset);
-}
-
-void StrategyRunner::Impl::post_gather(GroupExchange& g) {
-  g.gather.name = str("group ", g.index, " gather (all-to-all)");
-  g.gather.posted_us = trace.now_us();
-  g.gather.request = grid.tp().all_to_all(g.send, g.send_counts, g.send_displs, g.recv,
-                                          g.recv_counts, g.recv_displs);
-}
-
-void StrategyRunner::Impl::hosted_to_task(const GroupExchange& g, const GroupHosted& h,
-                                          float* task) const {
-  const ComputedTask& t = computed[h.computed];
-  for (int q = 0; q < tp; ++q) packed_to_task(t.maps[q], g.recv.data() + h.offsets[q], task);
-}
-
-void StrategyRunner::Impl::compute_group(GroupExchange& g, comm::Request* in_flight) {
-  TraceScope span(trace, "micro group", str("group ", g.index, " compute"));
-  for (const GroupHosted& h : g.hosted) {
-    ComputedTask& t = computed[h.computed];
-    hosted_to_task(g, h, scratch.data());
-    if (in_flight != nullptr) in_flight->test();
-    step_task(t, scratch.data());
-    if (in_flight != nullptr) in_flight->test();
-    for (int q = 0; q < tp; ++q)
-      task_to_packed(t.maps[q], t.main.data(), g.back_send.data() + h.offsets[q]);
+  void step(const std::function<void()>& local, double& comm_ms) override {
+    const bool group0_posted = core_.options.pipeline && !groups_.empty();
+    if (group0_posted) {
+      pack(groups_[0], false);
+      post_gather(groups_[0]);
+    }
+    local();
+    run_groups(group0_posted, comm_ms);
   }
-}
 
-void StrategyRunner::Impl::post_scatter(GroupExchange& g) {
-  g.scatter.name = str("group ", g.index, " scatter (all-to-all)");
-  g.scatter.posted_us = trace.now_us();
-  g.scatter.request = grid.tp().all_to_all(g.back_send, g.recv_counts, g.recv_displs, g.back_recv,
-                                           g.send_counts, g.send_displs);
-}
+  void init_main() override {
+    for (GroupExchange& g : groups_) {
+      pack(g, /*use_params=*/true);
+      post_gather(g);
+      g.gather.name = str("group ", g.index, " gather (params, setup)");
+    }
+    double ignored = 0.0;
+    for (GroupExchange& g : groups_) {
+      core_.wait(g.gather, ignored);
+      for (const GroupHosted& h : g.hosted) to_task(g, h, core_.computed[h.computed].main.data());
+    }
+  }
 
-void StrategyRunner::Impl::apply_group(GroupExchange& g) {
-  for (const GroupPart& part : g.parts)
-    packed_to_local(part.map, g.back_recv.data() + part.offset, local_param(part.param));
-}
+ private:
+  void pack(GroupExchange& g, bool use_params) {
+    for (const GroupPart& part : g.parts)
+      local_to_packed(part.map,
+                      use_params ? core_.local_param(part.param) : core_.reduced_grad(part.param),
+                      g.send.data() + part.offset);
+  }
 
-void StrategyRunner::Impl::run_groups(bool group0_posted, double& comm_ms) {
-  const std::size_t n = groups.size();
-  for (std::size_t k = 0; k < n; ++k) {
-    GroupExchange& g = groups[k];
-    if (k > 0 || !group0_posted) {
-      if (!options.pipeline || k == 0) {
-        pack_group(g, false);
+  void post_gather(GroupExchange& g) {
+    g.gather.name = str("group ", g.index, " gather (all-to-all)");
+    g.gather.posted_us = core_.trace.now_us();
+    g.gather.request = core_.grid.tp().all_to_all(g.send, g.send_counts, g.send_displs, g.recv,
+                                                  g.recv_counts, g.recv_displs);
+  }
+
+  void to_task(const GroupExchange& g, const GroupHosted& h, float* task) const {
+    const ComputedTask& t = core_.computed[h.computed];
+    for (int q = 0; q < core_.tp; ++q)
+      packed_to_task(t.maps[q], g.recv.data() + h.offsets[q], task);
+  }
+
+  // Computes g's hosted tasks; between tasks drives `in_flight` (the next group's gather) so it
+  // moves while this rank computes.
+  void compute(GroupExchange& g, comm::Request* in_flight) {
+    TraceScope span(core_.trace, "micro group", str("group ", g.index, " compute"));
+    for (const GroupHosted& h : g.hosted) {
+      ComputedTask& t = core_.computed[h.computed];
+      to_task(g, h, core_.scratch.data());
+      if (in_flight != nullptr) in_flight->test();
+      core_.step_task(t, core_.scratch.data());
+      if (in_flight != nullptr) in_flight->test();
+      for (int q = 0; q < core_.tp; ++q)
+        task_to_packed(t.maps[q], t.main.data(), g.back_send.data() + h.offsets[q]);
+    }
+  }
+
+  void post_scatter(GroupExchange& g) {
+    g.scatter.name = str("group ", g.index, " scatter (all-to-all)");
+    g.scatter.posted_us = core_.trace.now_us();
+    g.scatter.request = core_.grid.tp().all_to_all(g.back_send, g.recv_counts, g.recv_displs,
+                                                   g.back_recv, g.send_counts, g.send_displs);
+  }
+
+  void apply(GroupExchange& g) {
+    for (const GroupPart& part : g.parts)
+      packed_to_local(part.map, g.back_recv.data() + part.offset, core_.local_param(part.param));
+  }
+
+  void run_groups(bool group0_posted, double& comm_ms) {
+    const bool pipeline = core_.options.pipeline;
+    const std::size_t n = groups_.size();
+    for (std::size_t k = 0; k < n; ++k) {
+      GroupExchange& g = groups_[k];
+      if ((k > 0 || !group0_posted) && (!pipeline || k == 0)) {
+        pack(g, false);
         post_gather(g);
       }
+      if (pipeline && k + 1 < n) {
+        pack(groups_[k + 1], false);
+        post_gather(groups_[k + 1]);
+      }
+      core_.wait(g.gather, comm_ms);
+      const bool next_in_flight = pipeline && k + 1 < n;
+      compute(g, next_in_flight ? &groups_[k + 1].gather.request : nullptr);
+      post_scatter(g);
+      if (!pipeline) {
+        core_.wait(g.scatter, comm_ms);
+        apply(g);
+      }
     }
-    if (options.pipeline && k + 1 < n) {
-      pack_group(groups[k + 1], false);
-      post_gather(groups[k + 1]);
-    }
-    wait(g.gather, comm_ms);
-    const bool next_in_flight = options.pipeline && k + 1 < n;
-    compute_group(g, next_in_flight ? &groups[k + 1].gather.request : nullptr);
-    post_scatter(g);
-    if (!options.pipeline) {
-      wait(g.scatter, comm_ms);
-      apply_group(g);
+    if (!pipeline) return;
+    for (GroupExchange& g : groups_) {
+      core_.wait(g.scatter, comm_ms);
+      apply(g);
     }
   }
-  if (!options.pipeline) return;
-  for (GroupExchange& g : groups) {
-    wait(g.scatter, comm_ms);
-    apply_group(g);
-  }
-}
 
-void StrategyRunner::Impl::step_task(ComputedTask& t, const float* full_grad) {
-  const optim::ParamInfo& info = t.optimizer->param();
-  t.optimizer->step(optim::matrix_view(t.main.data(), info.rows, info.cols),
-                    optim::matrix_view(full_grad, info.rows, info.cols));
-  if (t.source == TaskSource::kHosted) return;
-  const ShardMap& own = t.source == TaskSource::kLocal ? t.maps[0] : t.maps[tp_rank];
-  task_to_local(own, t.main.data(), local_param(t.param));
+  Engine::Core& core_;
+  std::vector<GroupExchange> groups_;
+};
+
+}  // namespace
+
+std::unique_ptr<TpExchangePart> make_tp_exchange(plan::TpExchange kind, Engine::Core& core) {
+  if (kind == plan::TpExchange::kMicroGroups) return std::make_unique<MicroGroups>(core);
+  return std::make_unique<RedundantGather>(core);
 }
 
 }  // namespace canzona::runtime

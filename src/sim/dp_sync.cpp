@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "canzona/common/error.h"
+#include "canzona/plan/rank_plan.h"
 #include "canzona/sim/collectives.h"
 #include "canzona/sim/timeline.h"
 #include "stage_model.h"
@@ -44,19 +45,12 @@ void for_each_owned(const plan::StagePlan& stage, int dp, Include include, Add a
       if (!include(slot.param)) continue;
       CANZONA_CHECK(slot.param >= 0 && static_cast<std::size_t>(slot.param) < stage.owner.size(),
                     "slot param ", slot.param, " has no owner entry");
-      int owner = stage.owner[slot.param];
-      if (owner >= 0) {
-        CANZONA_CHECK(owner < dp, "owner ", owner, " of param ", slot.param, " >= dp ", dp);
-        add(owner, static_cast<double>(slot.numel));
-      } else if (owner == plan::kDivided) {
-        std::int64_t begin = 0;
-        for (int r = 0; r < dp; ++r) {
-          std::int64_t end = begin + shard_numel(stage, b, r, dp);
-          std::int64_t lo = std::max(begin, slot.offset);
-          std::int64_t hi = std::min(end, slot.end());
-          if (hi > lo) add(r, static_cast<double>(hi - lo));
-          begin = end;
-        }
+      if (stage.owner[slot.param] == plan::kEveryone) continue;
+      // The decoded owners (plan/rank_plan.h): the owner, or the ranks the cuts divide it over.
+      const plan::RankRange ranks = plan::slot_dp_ranks(stage, static_cast<int>(b), slot, dp);
+      for (int r = ranks.begin; r < ranks.end; ++r) {
+        const auto [first, last] = plan::slot_part(stage, static_cast<int>(b), slot, r);
+        if (last > first) add(r, static_cast<double>(last - first));
       }
     }
   }
@@ -67,7 +61,7 @@ void for_each_owned(const plan::StagePlan& stage, int dp, Include include, Add a
 DpSync dp_sync(const plan::StagePlan& stage, plan::Strategy strategy, int dp, const Link& link,
                const StageCompute& compute, const Workload& workload) {
   const auto& buckets = stage.layout.buckets;
-  const bool all_reduce = strategy == plan::Strategy::kSc || strategy == plan::Strategy::kLayerwise;
+  const bool all_reduce = plan::strategy_parts(strategy).dp_sync == plan::DpSync::kAllReduce;
   double total_numel = 0.0;
   for (const auto& b : buckets) total_numel += static_cast<double>(b.numel);
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "canzona/common/error.h"
+#include "canzona/plan/rank_plan.h"
 #include "canzona/sim/collectives.h"
 #include "canzona/sim/timeline.h"
 #include "stage_model.h"
@@ -56,7 +57,7 @@ RankStep optimizer_step(const model::ModelSpec& model, const plan::StagePlan& st
   double all_tp_s = 0.0;       // tasks every TP rank computes
   double all_tp_comm_s = 0.0;  // their gradient All-Gathers
   for (const auto& t : stage.tasks) {
-    if (t.dp_owner != dp_rank && t.dp_owner >= 0) continue;
+    if (!plan::task_dp_ranks(t, options.dp).contains(dp_rank)) continue;
     if (t.host != plan::kAllTp) {
       ++hosted;
       continue;

@@ -10,6 +10,7 @@
 
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
+#include "canzona/plan/rank_plan.h"
 #include "stage_model.h"
 
 namespace canzona::sim {
@@ -98,22 +99,11 @@ std::vector<double> stage_flops_per_token(const model::ModelSpec& model, const p
   return flops;
 }
 
-double factorization_flops(cost::OptimizerKind kind, std::int64_t rows, std::int64_t cols,
-                           const cost::CostOptions& options) {
-  double per_cube = kind == cost::OptimizerKind::kShampoo ? 9.0
-                    : kind == cost::OptimizerKind::kSoap  ? 4.0 / 3.0
-                                                          : 0.0;
-  double total = 0.0;
-  for (std::int64_t side : {rows, cols}) {
-    if (side <= options.max_precond_dim) total += per_cube * std::pow(static_cast<double>(side), 3);
-  }
-  return total / std::max(1, options.precondition_frequency);
-}
-
 double task_seconds(const plan::Task& task, const cost::CostOptions& options,
                     const Device& device) {
-  const double factor = std::min(
-      task.flops, factorization_flops(options.matrix_optimizer, task.rows, task.cols, options));
+  const double factor =
+      std::min(task.flops,
+               cost::factorization_flops(options.matrix_optimizer, task.rows, task.cols, options));
   return (task.flops - factor) / device.optimizer_flops_per_s() +
          (factor > 0 ? factor / (device.factorization_tflops * 1e12) : 0.0) +
          device.optimizer_task_overhead_us * 1e-6;
@@ -161,9 +151,10 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
     const plan::StagePlan& stage = plan.stages[s];
     const detail::DpSync sync =
         detail::dp_sync(stage, options.strategy, dp, dp_net, compute[s], workload);
-    const double param_sync = options.strategy == plan::Strategy::kLayerwise
-                                  ? detail::layerwise_param_sync_s(stage, dp, dp_net, workload)
-                                  : 0.0;
+    const double param_sync =
+        plan::strategy_parts(options.strategy).param_sync == plan::ParamSync::kLayerwiseAllGatherV
+            ? detail::layerwise_param_sync_s(stage, dp, dp_net, workload)
+            : 0.0;
     const std::vector<double> elementwise = detail::elementwise_numel(model, stage, dp);
     detail::RankStep slowest;
     for (int d = 0; d < dp; ++d) {

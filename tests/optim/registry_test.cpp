@@ -1,5 +1,7 @@
 // The registry: names, strict JSON options, the published defaults when no option is given, and
 // equality with direct construction.
+#include "canzona/optim/registry.h"
+
 #include <gtest/gtest.h>
 
 #include "canzona/common/error.h"
@@ -16,6 +18,42 @@ namespace {
 
 TEST(Registry, ListsTheFourOptimizers) {
   EXPECT_EQ(optimizer_names(), (std::vector<std::string>{"muon", "shampoo", "soap", "adamw"}));
+}
+
+// Each descriptor: its shape, a name equal to its instances' name(), and a factorization formula
+// exactly for the optimizers that factorize (Shampoo's eigh, SOAP's QR).
+TEST(Registry, DescriptorsCarryShapeNameAndFormulas) {
+  EXPECT_EQ(optimizer_names(OptimizerShape::kMatrix),
+            (std::vector<std::string>{"muon", "shampoo", "soap"}));
+  EXPECT_EQ(optimizer_names(OptimizerShape::kElementwise), std::vector<std::string>{"adamw"});
+  for (const std::string& name : optimizer_names()) {
+    SCOPED_TRACE(name);
+    const OptimizerDescriptor& d = find_optimizer(name);
+    EXPECT_EQ(std::string(d.name), name);
+    EXPECT_EQ(std::string(d.make(ParamInfo{"w", 2, 3}, nlohmann::json::object(), nullptr)->name()),
+              name);
+    EXPECT_NE(d.flops, nullptr);
+    EXPECT_NE(d.state_bytes, nullptr);
+    EXPECT_EQ(d.factorization_flops != nullptr, name == "shampoo" || name == "soap");
+  }
+  try {
+    find_optimizer("lion");
+    ADD_FAILURE() << "found lion";
+  } catch (const UsageError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("unknown optimizer 'lion' (known: muon, shampoo, soap, adamw)"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+// The formulas read options like the factory: unknown keys and out-of-range values throw.
+TEST(Registry, FormulasRejectBadOptions) {
+  EXPECT_THROW(find_optimizer("muon").flops(4, 4, {{"max_precond_dim", 4}}), UsageError);
+  EXPECT_THROW(find_optimizer("soap").state_bytes(4, 4, {{"precondition_frequency", 0}}),
+               UsageError);
+  EXPECT_THROW(find_optimizer("adamw").flops(1, 4, {{"beta2", 1.0}}), UsageError);
+  EXPECT_EQ(find_optimizer("muon").flops(4, 4, {{"ns_steps", 0}}), 0.0);
 }
 
 TEST(Registry, CreatesEveryOptimizerWithDefaultsAndSteps) {

@@ -10,52 +10,16 @@
 #include "canzona/model/spec.h"
 #include "canzona/plan/metrics.h"
 #include "canzona/plan/plan.h"
+#include "random_model.h"
 
 namespace canzona::plan {
 namespace {
 
 using model::OptimizerClass;
+using test_models::random_model;
 
-model::ModelSpec random_model(std::mt19937& rng, int tp) {
-  model::ModelSpec m;
-  m.name = "random";
-  std::uniform_int_distribution<int> count(1, 40), side(1, 24), kind(0, 4);
-  const int n = count(rng);
-  for (int i = 0; i < n; ++i) {
-    model::ParamSpec p;
-    p.name = std::string("p").append(std::to_string(i));
-    const int k = kind(rng);
-    if (k == 0) {  // element-wise vector
-      p.shape = {static_cast<std::int64_t>(side(rng)) * 16};
-      p.tp_split_dim = rng() % 2 ? 0 : -1;
-      p.optimizer = OptimizerClass::kElementwise;
-    } else {  // matrix, sometimes replicated, sometimes with two pieces
-      p.shape = {static_cast<std::int64_t>(side(rng)) * 8,
-                 static_cast<std::int64_t>(side(rng)) * 8};
-      p.tp_split_dim = k == 1 ? -1 : (k == 2 ? 0 : 1);
-      p.optimizer = OptimizerClass::kMatrix;
-      if (k == 4) {
-        const std::int64_t half = p.shape[0] / 2;
-        p.pieces = {{"a", {{0, half}}}, {"b", {{half, p.shape[0]}}}};
-      }
-    }
-    // Make split dims divisible by tp.
-    if (p.tp_split_dim >= 0) p.shape[p.tp_split_dim] *= tp;
-    m.params.push_back(p);
-  }
-  return m;
-}
-
-struct Case {
-  Strategy strategy;
-  PlannerVariant variant;
-};
-
-const Case kCases[] = {{Strategy::kSc, PlannerVariant::kCanzona},
-                       {Strategy::kLayerwise, PlannerVariant::kCanzona},
-                       {Strategy::kAsc, PlannerVariant::kCanzona},
-                       {Strategy::kLbAsc, PlannerVariant::kPaper},
-                       {Strategy::kLbAsc, PlannerVariant::kCanzona}};
+using test_models::Case;
+using test_models::kCases;
 
 // Total optimizer FLOPs the grid must perform for this strategy.
 double expected_total_flops(const model::ModelSpec& m, const Plan& plan) {
@@ -68,7 +32,7 @@ double expected_total_flops(const model::ModelSpec& m, const Plan& plan) {
       const auto& spec = m.params[p];
       if (spec.is_matrix()) continue;
       const double per_rank =
-          cost::optimizer_flops(cost::OptimizerKind::kAdamW, spec.local_numel(o.tp), 1, o.cost);
+          cost::optimizer_flops(cost::kElementwiseOptimizer, spec.local_numel(o.tp), 1, o.cost);
       total += per_rank * o.tp * (stage.owner[p] == kEveryone ? o.dp : 1);
     }
   }

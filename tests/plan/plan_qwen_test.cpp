@@ -38,7 +38,8 @@ TEST(PlanDefaults, AreThePapersAndMegatrons) {
   EXPECT_EQ(o.pp, 1);
   EXPECT_EQ(o.asc_group_tasks, 0);
   EXPECT_EQ(o.cost.kind, cost::CostKind::kNumel);
-  EXPECT_EQ(o.cost.ns_steps, 5);
+  EXPECT_EQ(o.cost.matrix_optimizer, "muon");
+  EXPECT_EQ(o.cost.optimizer_options, nlohmann::json::object());  // Muon's defaults
   EXPECT_EQ(o.layout.bucket_size, 0);  // Megatron's max(40,000,000, 1,000,000 dp)
   EXPECT_EQ(o.layout.param_align, 64);
   EXPECT_TRUE(o.layout.pad_bucket_end);

@@ -290,19 +290,19 @@ TEST(Simulate, MoreBandwidthIsNeverSlower) {
 
 TEST(TaskSeconds, FactorizationsRunAtTheirOwnRate) {
   cost::CostOptions options;
-  options.max_precond_dim = 10000;
-  options.precondition_frequency = 10;
+  options.optimizer_options = {{"max_precond_dim", 10000}, {"precondition_frequency", 10}};
   plan::Task t = task(0, 1e10, 0, plan::kAllTp);
   t.rows = 1000;
   t.cols = 20000;  // not preconditioned: only the 1000 side is factorized
-  options.matrix_optimizer = cost::OptimizerKind::kShampoo;
+  options.matrix_optimizer = "shampoo";
   EXPECT_DOUBLE_EQ(factorization_flops(options.matrix_optimizer, 1000, 20000, options), 9e8);
   // (1e10 - 9e8) / 1e13 + 9e8 / 1e12
   EXPECT_DOUBLE_EQ(task_seconds(t, options, round_cluster().device), 9.1e-4 + 9e-4);
-  options.matrix_optimizer = cost::OptimizerKind::kSoap;
+  options.matrix_optimizer = "soap";
   EXPECT_DOUBLE_EQ(factorization_flops(options.matrix_optimizer, 1000, 20000, options),
                    4.0 / 3.0 * 1e8);
-  options.matrix_optimizer = cost::OptimizerKind::kMuon;
+  options.matrix_optimizer = "muon";
+  options.optimizer_options = nlohmann::json::object();
   EXPECT_EQ(factorization_flops(options.matrix_optimizer, 1000, 1000, options), 0.0);
   Device d = round_cluster().device;
   d.optimizer_task_overhead_us = 50;

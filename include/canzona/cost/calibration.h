@@ -18,8 +18,8 @@
 //   sample seconds   in (0, kMaxSampleSeconds] = (0, 1e6]
 #pragma once
 
-#include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,18 +49,21 @@ struct CalibrationFit {
 
 class Calibration {
  public:
-  // Least-squares fit of seconds against optimizer_flops(kind, shape, options) over `samples`
-  // (intercept clamped at >= 0). Throws UsageError with fewer than 2 or more than
-  // kMaxCalibrationSamples samples, a sample outside the limits above, invalid `options`
-  // (check_options) or a fit whose slope or intercept falls outside the limits above.
-  void fit(OptimizerKind kind, std::vector<CalibrationSample> samples, const CostOptions& options);
+  // Least-squares fit of seconds against optimizer_flops(optimizer, shape, options) over
+  // `samples` (intercept clamped at >= 0). Throws UsageError with fewer than 2 or more than
+  // kMaxCalibrationSamples samples, a sample outside the limits above, an unknown optimizer or
+  // invalid options (as optimizer_flops) or a fit whose slope or intercept falls outside the
+  // limits above.
+  void fit(const std::string& optimizer, std::vector<CalibrationSample> samples,
+           const CostOptions& options);
 
-  // Predicted seconds (finite for sides <= 2^24); throws UsageError when `kind` was never
-  // calibrated, and as check_options.
-  double seconds(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
+  // Predicted seconds (finite for sides <= 2^24); throws UsageError when `optimizer` was never
+  // calibrated, and as optimizer_flops.
+  double seconds(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                  const CostOptions& options) const;
 
-  const CalibrationFit& fit_of(OptimizerKind kind) const;
+  // The fit of a registry name; one with present == false when there is none.
+  const CalibrationFit& fit_of(const std::string& optimizer) const;
 
   std::string cpu;
   std::string blas_core;
@@ -69,7 +72,7 @@ class Calibration {
   void write(const std::string& path) const;
 
  private:
-  std::array<CalibrationFit, 4> fits_;
+  std::map<std::string, CalibrationFit> fits_;  // by registry name
 };
 
 }  // namespace canzona::cost

@@ -9,68 +9,94 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace canzona::cost {
 
-enum class OptimizerKind { kMuon, kShampoo, kSoap, kAdamW };
 enum class CostKind { kNumel, kFlops, kMemory, kCalibrated };
 
-// "muon" | "shampoo" | "soap" | "adamw"; throws UsageError otherwise.
-OptimizerKind parse_optimizer(const std::string& name);
-const char* to_string(OptimizerKind kind);
 // "numel" | "flops" | "memory" | "calibrated"; throws UsageError otherwise.
 CostKind parse_cost_kind(const std::string& name);
 const char* to_string(CostKind kind);
 
 class Calibration;
 
-// Limits of CostOptions (check_options). Muon runs 5 Newton-Schulz steps in practice, Shampoo
-// and SOAP refresh every 1-1000 steps, and no matrix side exceeds 2^24 (the largest vocabulary we
-// accept); the limits leave orders of magnitude of room while keeping every cost finite.
+// The optimizer of element-wise params (embeddings, norms, routers): always this registry entry,
+// at its default options.
+inline constexpr const char* kElementwiseOptimizer = "adamw";
+
+// Optimizers are named by their registry name (optim/registry.h); their FLOP, state and
+// factorization formulas come from their registry descriptor, so a new optimizer needs no change
+// here.
+struct CostOptions {
+  CostKind kind = CostKind::kNumel;
+  std::string matrix_optimizer = "muon";  // registry name of the optimizer for matrix tasks
+  // Its options, the registry's JSON keys (e.g. {"ns_steps": 8}); missing keys take the
+  // optimizer's documented defaults.
+  nlohmann::json optimizer_options = nlohmann::json::object();
+  const Calibration* calibration = nullptr;  // required for kCalibrated, borrowed
+};
+
+// Throws UsageError unless matrix_optimizer names a registered matrix optimizer ("... must be a
+// matrix optimizer (muon, shampoo, soap, ...)") and optimizer_options are valid for it (unknown
+// key, wrong type, out of range: the optimizer's own message). Every cost function below checks
+// the options it prices the same way, so every path that costs a task (plan, simulate,
+// calibration fits) rejects such options.
+void check_options(const CostOptions& options);
+
+// The registered matrix optimizers as "muon, shampoo, soap[, ...]", for messages.
+std::string matrix_optimizer_list();
+
+// The options `optimizer` is priced with: options.optimizer_options for the matrix optimizer,
+// the defaults ({}) for any other (the element-wise optimizer).
+const nlohmann::json& options_for(const std::string& optimizer, const CostOptions& options);
+
+// Optimizer FLOPs per step for a rows x cols matrix (or, element-wise, rows*cols elements), from
+// the optimizer's registry descriptor (each optimizer's header documents its formula).
+double optimizer_flops(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
+                       const CostOptions& options);
+
+// Optimizer-state bytes, from the registry descriptor.
+double state_bytes(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
+                   const CostOptions& options);
+
+// The part of optimizer_flops spent in factorizations (eigh, QR), which run far below the GEMM
+// rate; 0 for an optimizer without any (Muon, AdamW).
+double factorization_flops(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
+                           const CostOptions& options);
+
+// The planner's cost of a task under options.kind. Throws UsageError for kCalibrated without a
+// calibration, for an unknown optimizer and for invalid options.
+double task_cost(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
+                 const CostOptions& options);
+
+// The cost-model flags of `canzona plan` and `canzona simulate`. Each given flag sets the option
+// key of the same name (--ns-steps -> "ns_steps") when the matrix optimizer has that key and is
+// ignored otherwise (as --ns-steps is for shampoo); an unset flag leaves the optimizer's default.
+// Limits of the flags (Muon runs 5 Newton-Schulz steps in practice, Shampoo and SOAP refresh every
+// 1-1000 steps); the optimizer then applies its own, tighter ones.
 inline constexpr int kMaxNsSteps = 1000;
 inline constexpr int kMaxPreconditionFrequency = 1000000;
 inline constexpr std::int64_t kMaxPrecondDim = std::int64_t{1} << 31;
 
-struct CostOptions {
-  CostKind kind = CostKind::kNumel;
-  OptimizerKind matrix_optimizer = OptimizerKind::kMuon;  // optimizer for matrix tasks
-  int ns_steps = 5;                          // Muon Newton-Schulz iterations, [1, kMaxNsSteps]
-  int precondition_frequency = 10;           // Shampoo / SOAP: eigh (or QR refresh) every f steps,
-                                             // [1, kMaxPreconditionFrequency]
-  std::int64_t max_precond_dim = 10000;      // sides above this use identity (no statistics),
-                                             // [0, kMaxPrecondDim]; 0 = precondition no side
-  const Calibration* calibration = nullptr;  // required for kCalibrated, borrowed
+struct OptimizerFlags {
+  std::optional<int> ns_steps;  // --ns-steps, [1, kMaxNsSteps]
+  // --precondition-frequency, [1, kMaxPreconditionFrequency]
+  std::optional<int> precondition_frequency;
+  std::optional<std::int64_t> max_precond_dim;  // --max-precond-dim, [0, kMaxPrecondDim]
 };
 
-// Throws UsageError naming the option (as its CLI flag) and the limit unless ns_steps lies in
-// [1, kMaxNsSteps], precondition_frequency in [1, kMaxPreconditionFrequency] and max_precond_dim
-// in [0, kMaxPrecondDim]. task_cost, optimizer_flops and state_bytes call it, so every path that
-// costs a task (plan, simulate, calibration fits) rejects such options.
-void check_options(const CostOptions& options);
+// Sets options.matrix_optimizer = name and options.optimizer_options from `flags` as described
+// above. Throws UsageError "--ns-steps = 0 must lie in [1, 1000] (kMaxNsSteps)" (and likewise
+// per flag) for a given flag outside its limit, "unknown optimizer ..." for an unregistered name,
+// and as check_options.
+void set_matrix_optimizer(CostOptions& options, const std::string& name,
+                          const OptimizerFlags& flags);
 
-// Optimizer FLOPs per step for a rows x cols matrix (or, for AdamW, rows*cols elements).
-//   Muon:    ns_steps * (4 max min^2 + 2 min^3): the three GEMMs of each Newton-Schulz step
-//            (the paper's model drops the 2 min^3 of A·A, which makes square matrices look
-//            1.5x cheaper than they run)
-//   Shampoo: per side n <= max_precond_dim: 2 GEMMs of the statistics (2 n^2 m each) and, every
-//            f steps, eigh (~9 n^3) and forming the root (2 n^3), amortised by f; plus 2 GEMMs
-//            applying the preconditioners
-//   SOAP:    per side: statistics (2 n^2 m), two rotations (4 n^2 m), every f steps power
-//            iteration + QR (2 n^3 + 4/3 n^3) amortised by f, plus Adam in the rotated space
-//   AdamW:   12 flops per element
-double optimizer_flops(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
-                       const CostOptions& options);
-
-// Optimizer-state bytes (fp32): Muon momentum 4 mn; Shampoo momentum + grafting Adam v (8 mn) +
-// statistics and roots (8 n^2 per preconditioned side); SOAP m, v (8 mn) + statistics and
-// eigenbases (8 n^2 per side); AdamW m, v (8 per element).
-double state_bytes(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
-                   const CostOptions& options);
-
-// The planner's cost of a task under options.kind. Throws UsageError for kCalibrated without a
-// calibration, and as check_options.
-double task_cost(OptimizerKind kind, std::int64_t rows, std::int64_t cols,
-                 const CostOptions& options);
+// The default of option `key` of optimizer `name` as text, for CLI help ("5"); "" when the
+// optimizer has no such key.
+std::string default_option(const std::string& name, const std::string& key);
 
 }  // namespace canzona::cost

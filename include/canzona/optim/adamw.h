@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "canzona/optim/optimizer.h"
+#include "canzona/optim/registry.h"
 
 namespace canzona::optim {
 
@@ -45,6 +46,7 @@ class AdamW : public Optimizer {
 
   const char* name() const override { return "adamw"; }
   std::size_t state_bytes() const override;
+  std::vector<NamedState> state() override;
   const AdamWOptions& options() const { return options_; }
 
  protected:
@@ -59,5 +61,13 @@ class AdamW : public Optimizer {
 // Registry factory: JSON keys lr, beta1, beta2, eps, weight_decay.
 std::unique_ptr<Optimizer> make_adamw(const ParamInfo& param, const nlohmann::json& options,
                                       nlohmann::json* effective = nullptr);
+
+// FLOPs of one AdamW element update as the cost model counts them: m and v lerps, bias
+// correction, sqrt, divide, weight decay. Shampoo's grafting and SOAP's rotated Adam reuse it.
+inline constexpr double kAdamFlopsPerElement = 12.0;
+
+// Registry entry, element-wise kind. Cost formulas for n = rows cols elements:
+//   flops: kAdamFlopsPerElement n;  state_bytes: m and v, 8 n;  no factorizations.
+extern const OptimizerDescriptor kAdamWDescriptor;
 
 }  // namespace canzona::optim

@@ -27,6 +27,7 @@
 
 #include "canzona/optim/matrix.h"
 #include "canzona/optim/optimizer.h"
+#include "canzona/optim/registry.h"
 
 namespace canzona::optim {
 
@@ -89,6 +90,7 @@ class Muon : public Optimizer {
 
   const char* name() const override { return "muon"; }
   std::size_t state_bytes() const override;
+  std::vector<NamedState> state() override;
   const MuonOptions& options() const { return options_; }
   // The update scale this instance applies (see MuonScale).
   double update_scale() const;
@@ -105,5 +107,12 @@ class Muon : public Optimizer {
 // "polar_express"), ns_steps, eps, scale ("spectral" | "aspect"), weight_decay.
 std::unique_ptr<Optimizer> make_muon(const ParamInfo& param, const nlohmann::json& options,
                                      nlohmann::json* effective = nullptr);
+
+// Registry entry, matrix kind. Cost formulas:
+//   flops:       ns_steps (4 l s^2 + 2 s^3): the three GEMMs of each Newton-Schulz step as
+//                usually counted (the paper's model drops the 2 s^3 of A A, which makes square
+//                matrices look 1.5x cheaper than they run); no factorizations
+//   state_bytes: the momentum buffer, 4 rows cols
+extern const OptimizerDescriptor kMuonDescriptor;
 
 }  // namespace canzona::optim

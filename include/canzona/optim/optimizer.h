@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,17 @@ struct ParamInfo {
   std::string describe() const;
 };
 
+// One named state tensor of an optimizer instance (a view of its live buffer: writes change the
+// state). rows x cols elements, row-major; a tensor that is not allocated (e.g. a factor of a side
+// above max_precond_dim) is listed with 0 x 0 elements so every instance of an optimizer lists
+// the same names.
+struct NamedState {
+  const char* name = "";
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::span<float> values;
+};
+
 class Optimizer {
  public:
   // Throws UsageError when the shape is negative.
@@ -55,6 +67,12 @@ class Optimizer {
   const ParamInfo& param() const { return param_; }
   // Steps taken so far (0 before the first).
   std::int64_t step_count() const { return step_count_; }
+  // Restores the step count of a checkpoint (with state()): the next step() is step steps + 1.
+  // Throws UsageError when negative.
+  void set_step_count(std::int64_t steps);
+  // Every state tensor in a fixed order, PyTorch's names where one exists (AdamW "exp_avg",
+  // "exp_avg_sq"; Muon "momentum_buffer"). Default: none (a stateless optimizer).
+  virtual std::vector<NamedState> state() { return {}; }
   // Registry name, e.g. "muon".
   virtual const char* name() const = 0;
   // Bytes of optimizer state held (fp32 buffers and statistics).
@@ -79,7 +97,7 @@ using OptimizerFactory = std::unique_ptr<Optimizer> (*)(const ParamInfo& param,
                                                         const nlohmann::json& options,
                                                         nlohmann::json* effective);
 
-// Registry lookup: "muon", "shampoo", "soap", "adamw".
+// Registry lookup (registry.h): "muon", "shampoo", "soap", "adamw" and any registered at run time.
 std::unique_ptr<Optimizer> create_optimizer(
     const std::string& name, const ParamInfo& param,
     const nlohmann::json& options = nlohmann::json::object());

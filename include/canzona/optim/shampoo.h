@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "canzona/optim/optimizer.h"
+#include "canzona/optim/registry.h"
 
 namespace canzona::optim {
 
@@ -54,6 +55,7 @@ class Shampoo : public Optimizer {
 
   const char* name() const override { return "shampoo"; }
   std::size_t state_bytes() const override;
+  std::vector<NamedState> state() override;
   const ShampooOptions& options() const { return options_; }
   bool left_preconditioned() const { return left_; }
   bool right_preconditioned() const { return right_; }
@@ -77,5 +79,13 @@ class Shampoo : public Optimizer {
 // weight_decay, grafting ("adam" | "sgd" | "none"), graft_beta2, graft_eps.
 std::unique_ptr<Optimizer> make_shampoo(const ParamInfo& param, const nlohmann::json& options,
                                         nlohmann::json* effective = nullptr);
+
+// Registry entry, matrix kind. Cost formulas, per side s <= max_precond_dim (other side o,
+// f = precondition_frequency):
+//   flops:               12 rows cols (grafting Adam) + 4 s^2 o (statistic, applying the root)
+//                        + 11 s^3 / f (eigh ~9 s^3 and forming the root ~2 s^3, amortised)
+//   factorization_flops: 9 s^3 / f (the eigh share)
+//   state_bytes:         8 rows cols (momentum, Adam v) + 8 s^2 (statistic and root)
+extern const OptimizerDescriptor kShampooDescriptor;
 
 }  // namespace canzona::optim

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "canzona/optim/optimizer.h"
+#include "canzona/optim/registry.h"
 
 namespace canzona::optim {
 
@@ -47,6 +48,7 @@ class Soap : public Optimizer {
 
   const char* name() const override { return "soap"; }
   std::size_t state_bytes() const override;
+  std::vector<NamedState> state() override;
   const SoapOptions& options() const { return options_; }
 
  protected:
@@ -71,5 +73,13 @@ class Soap : public Optimizer {
 // precondition_frequency, max_precond_dim, correct_bias.
 std::unique_ptr<Optimizer> make_soap(const ParamInfo& param, const nlohmann::json& options,
                                      nlohmann::json* effective = nullptr);
+
+// Registry entry, matrix kind. Cost formulas, per side s <= max_precond_dim (other side o,
+// f = precondition_frequency):
+//   flops:               12 rows cols (Adam in the rotated space) + 8 s^2 o (statistic, three
+//                        rotations) + (2 + 4/3) s^3 / f (power iteration and QR, amortised)
+//   factorization_flops: 4/3 s^3 / f (the QR share)
+//   state_bytes:         8 rows cols (Adam m, v) + 8 s^2 (statistic and eigenbasis)
+extern const OptimizerDescriptor kSoapDescriptor;
 
 }  // namespace canzona::optim

@@ -58,12 +58,12 @@ struct RunOptions {
 // Limits of validate(), each named in its error message. Generous for every real model and
 // cluster: 2^20 ranks (DP x TP), a million steps, 2^40 tokens per batch (Llama-3-405B trained on
 // 16M-token batches), a 100x full forward/backward per step, 1 PiB micro-group capacity, 2^40
-// elements per DP bucket (4 TiB of fp32).
-inline constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;
+// elements per DP bucket (4 TiB of fp32). The grid and C_max limits are the planner's.
+inline constexpr std::int64_t kMaxRanks = plan::kMaxRanks;
 inline constexpr std::int64_t kMaxSteps = 1'000'000;
 inline constexpr std::int64_t kMaxTokens = std::int64_t{1} << 40;
 inline constexpr double kMaxComputeScale = 100.0;
-inline constexpr double kMaxCmaxMb = 1024.0 * 1024.0 * 1024.0;
+inline constexpr double kMaxCmaxMb = plan::kMaxCmaxMb;
 inline constexpr std::int64_t kMaxBucketSize = std::int64_t{1} << 40;
 
 // Throws UsageError naming the flag (and the limit above) for: dp, tp outside [1, kMaxRanks] or
@@ -71,7 +71,8 @@ inline constexpr std::int64_t kMaxBucketSize = std::int64_t{1} << 40;
 // [0, kMaxSteps]; compute_scale not finite or outside [0, kMaxComputeScale]; tokens outside
 // [1, kMaxTokens]; bucket_size outside [0, kMaxBucketSize]; alpha not finite or outside [0, 1];
 // cmax_mb not finite or outside (0, kMaxCmaxMb]; a test hook rank outside [-1, dp x tp); an
-// unknown matrix optimizer or "adamw" as the matrix optimizer; non-object option JSON, unknown
+// optimizer that is not a registered matrix optimizer (optim/registry.h; "adamw" is element-wise);
+// non-object option JSON, unknown
 // option keys and option values out of range (the optimizers' own checks).
 void validate(const RunOptions& options);
 
@@ -79,8 +80,7 @@ void validate(const RunOptions& options);
 model::ModelSpec load_model(const RunOptions& options);
 
 // The plan options of `strategy` for this run: grid, planner knobs, cost in options.cost for the
-// matrix optimizer (ns_steps, precondition_frequency, max_precond_dim taken from
-// optimizer_options when present), bucket size.
+// matrix optimizer with its optimizer_options (the registry descriptor prices them), bucket size.
 plan::PlanOptions plan_options(const RunOptions& options, plan::Strategy strategy);
 
 // "deterministic" | "native"; throws UsageError otherwise.

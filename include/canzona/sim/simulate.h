@@ -69,14 +69,9 @@ struct Breakdown {
   int micro_groups = 0;  // TP micro groups of the critical stage's slowest DP rank
 };
 
-// FLOPs of a task's matrix factorizations per step, amortised like cost::optimizer_flops:
-// Shampoo 9 s^3 / f (eigh) and SOAP 4/3 s^3 / f (QR) per preconditioned side s (s <=
-// max_precond_dim, f = precondition_frequency); 0 for Muon and AdamW. They run at
-// Device::factorization_tflops, far below the GEMM rate.
-double factorization_flops(cost::OptimizerKind kind, std::int64_t rows, std::int64_t cols,
-                           const cost::CostOptions& options);
-
-// Seconds of one optimizer task on its host: the factorization share at the factorization rate,
+// Seconds of one optimizer task on its host: the factorization share (cost::factorization_flops,
+// the optimizer's registry formula: Shampoo's eigh 9 s^3 / f, SOAP's QR 4/3 s^3 / f per
+// preconditioned side, none for Muon) at Device::factorization_tflops,
 // the rest of task.flops at Device::optimizer_flops_per_s(), plus the per-task overhead.
 double task_seconds(const plan::Task& task, const cost::CostOptions& options, const Device& device);
 

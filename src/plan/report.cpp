@@ -1,4 +1,4 @@
-#include "plan_report.h"
+#include "canzona/plan/report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "canzona/common/error.h"
 
-namespace canzona::apps {
+namespace canzona::plan {
 namespace {
 
 std::string fixed(double value, int digits = 2) {
@@ -146,7 +146,7 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
   const plan::PlanOptions& o = runs.front().plan.options;
   os << "model " << model.name << " (" << model.params.size() << " params, "
      << fixed(model.total_numel() / 1e9, 3) << "B elements), dp=" << o.dp << " tp=" << o.tp
-     << " pp=" << o.pp << ", optimizer " << cost::to_string(o.cost.matrix_optimizer) << ", cost "
+     << " pp=" << o.pp << ", optimizer " << o.cost.matrix_optimizer << ", cost "
      << cost::to_string(o.cost.kind) << ", alpha " << o.alpha << ", C_max " << o.cmax_mb
      << " MiB\n\n";
   char line[256];
@@ -216,7 +216,7 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
   j["model"] = model.name;
   j["strategy"] = plan::to_string(p.options.strategy);
   j["planner"] = plan::to_string(p.options.variant);
-  j["optimizer"] = cost::to_string(p.options.cost.matrix_optimizer);
+  j["optimizer"] = p.options.cost.matrix_optimizer;
   j["cost"] = cost::to_string(p.options.cost.kind);
   j["dp"] = p.options.dp;
   j["tp"] = p.options.tp;
@@ -325,4 +325,4 @@ std::string loads_svg(const PlanRun& before, const PlanRun& after) {
   return svg.str();
 }
 
-}  // namespace canzona::apps
+}  // namespace canzona::plan

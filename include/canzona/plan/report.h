@@ -1,5 +1,6 @@
-// Presentation of plans for `canzona plan`: the before/after balance table, the JSON document
-// other tools consume, and an SVG bar chart of per-rank loads.
+// Presentation of plans (`canzona plan`): the before/after balance table, the JSON document other
+// tools consume, and an SVG bar chart of per-rank loads. Pure functions of their arguments: they
+// return text and JSON; the caller writes them.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,9 +11,10 @@
 #include "canzona/plan/metrics.h"
 #include "canzona/plan/plan.h"
 
-namespace canzona::apps {
+namespace canzona::plan {
 
-// One plan with its metrics and its planning time, labelled for the table ("asc", ...).
+// One plan with its metrics and its planning time, labelled for the table ("asc", ...). plan_ms is
+// measured by the caller (the plan itself is deterministic; its timing is not).
 struct PlanRun {
   std::string label;
   plan::Plan plan;
@@ -36,4 +38,4 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run);
 // Per-rank FLOPs and memory bars of `before` and `after` with mean and lower-bound lines.
 std::string loads_svg(const PlanRun& before, const PlanRun& after);
 
-}  // namespace canzona::apps
+}  // namespace canzona::plan

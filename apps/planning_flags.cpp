@@ -1,0 +1,71 @@
+#include "planning_flags.h"
+
+#include "canzona/common/checked.h"
+#include "canzona/common/error.h"
+#include "canzona/layout/layout.h"
+
+namespace canzona::apps {
+
+void add_planning_flags(CLI::App* sub, PlanningFlags& f, PlanningCommand command) {
+  const bool run = command == PlanningCommand::kRun;
+  sub->add_option("--dp", f.dp, "Data-parallel degree")->capture_default_str();
+  sub->add_option("--tp", f.tp,
+                  command == PlanningCommand::kSimulate ? "Tensor-parallel degree (inside one node)"
+                                                        : "Tensor-parallel degree")
+      ->capture_default_str();
+  sub->add_option(
+         "--pp", f.pp,
+         run ? "Pipeline stages: only 1 is executed" : "Pipeline stages (layers split evenly)")
+      ->capture_default_str();
+  sub->add_option("--planner", f.planner, "canzona (ours) | paper (Algorithms 1 and 2)")
+      ->capture_default_str();
+  sub->add_option("--optimizer", f.optimizer, "Matrix optimizer: muon | shampoo | soap")
+      ->capture_default_str();
+  sub->add_option("--cost", f.cost,
+                  run ? "Cost model: numel | flops | memory"
+                      : "Cost model: numel | flops | memory | calibrated")
+      ->capture_default_str();
+  if (!run) {
+    sub->add_option("--calibration", f.calibration,
+                    "Calibration JSON from `canzona bench-kernels --calibration`, for --cost "
+                    "calibrated");
+  }
+  sub->add_option("--alpha", f.alpha, "Algorithm 1 blend in [0, 1]")->capture_default_str();
+  sub->add_option("--cmax-mb", f.cmax_mb, "Fused all-to-all capacity per host per micro group, MiB")
+      ->capture_default_str();
+  sub->add_option("--bucket-size", f.bucket_size,
+                  "DP bucket size in elements (0 = Megatron default max(40M, 1M x dp))")
+      ->capture_default_str();
+  sub->add_option("--split-qkv", f.split_qkv, "Split fused QKV: none | qkv | head")
+      ->capture_default_str();
+  sub->add_flag("--split-fc1", f.split_fc1, "Split fc1 into gate and up tasks");
+}
+
+void check_bucket_size(std::int64_t bucket_size) {
+  CANZONA_REQUIRE(bucket_size >= 0, "--bucket-size must be >= 0, 0 = Megatron default (got ",
+                  bucket_size, ")");
+  require_in_range(bucket_size, 0, layout::kMaxBucketSize, "--bucket-size", "kMaxBucketSize");
+}
+
+plan::PlanOptions to_plan_options(const PlanningFlags& f) {
+  check_bucket_size(f.bucket_size);
+  plan::PlanOptions options;
+  options.variant = plan::parse_variant(f.planner);
+  options.dp = f.dp;
+  options.tp = f.tp;
+  options.pp = f.pp;
+  options.alpha = f.alpha;
+  options.cmax_mb = f.cmax_mb;
+  options.layout.bucket_size = f.bucket_size;
+  return options;
+}
+
+model::BuildOptions to_build_options(const PlanningFlags& f) {
+  model::BuildOptions build;
+  build.tp = f.tp;
+  build.qkv_split = model::parse_qkv_split(f.split_qkv);
+  build.split_fc1 = f.split_fc1;
+  return build;
+}
+
+}  // namespace canzona::apps

@@ -1,0 +1,62 @@
+// The planning flags `canzona plan`, `canzona simulate` and `canzona run` / `compare` share: one
+// declaration of each flag (name, default, help text) and one mapping onto plan::PlanOptions and
+// model::BuildOptions, with the flag checks every command makes alike.
+//
+// Terms. A command *takes* a flag when add_planning_flags declares it for that command. Every
+// command takes the grid (--dp, --tp, --pp), the planner knobs (--planner, --alpha, --cmax-mb,
+// --bucket-size, --cost), the matrix optimizer (--optimizer) and the task splits (--split-qkv,
+// --split-fc1). `plan` and `simulate` also take --calibration (for --cost calibrated), which
+// `run` and `compare` refuse. The cost model's fields (PlanOptions::cost, with the optimizer's
+// knobs --ns-steps ... of cost::OptimizerFlags) are filled by each command; the range checks of
+// the grid, alpha and C_max are those of the library that consumes the options
+// (plan::validate_options, sim::check_scenario, runtime::validate).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "canzona/model/load.h"
+#include "canzona/plan/plan.h"
+
+namespace canzona::apps {
+
+// The defaults are the commands' defaults (a command may change one before declaring the flags,
+// e.g. simulate's dp 32, tp 8; --help shows the value at that time).
+struct PlanningFlags {
+  int dp = 1;  // data-parallel degree
+  int tp = 1;  // tensor-parallel degree
+  int pp = 1;  // pipeline stages
+  std::string planner = "canzona";
+  std::string optimizer = "muon";  // matrix optimizer
+  std::string cost = "flops";      // the planners' unit
+  std::string calibration;         // --cost calibrated: bench-kernels calibration JSON
+  double alpha = 1.0;              // Algorithm 1 blend
+  double cmax_mb = 512.0;          // micro-group capacity, MiB per host
+  std::int64_t bucket_size = 0;    // elements; 0 = Megatron default
+  std::string split_qkv = "none";
+  bool split_fc1 = false;
+};
+
+enum class PlanningCommand { kPlan, kSimulate, kRun };
+
+// Declares the flags `command` takes (see the paragraph above) on `sub`, bound to `flags`, which
+// must outlive the parse.
+void add_planning_flags(CLI::App* sub, PlanningFlags& flags, PlanningCommand command);
+
+// Throws UsageError unless --bucket-size is in [0, layout::kMaxBucketSize]:
+// "--bucket-size must be >= 0, 0 = Megatron default (got N)", else require_in_range's message
+// naming kMaxBucketSize.
+void check_bucket_size(std::int64_t bucket_size);
+
+// The plan options the flags give, strategy and cost model aside (left at their defaults): planner
+// variant, grid, alpha, C_max, bucket size. Checks the bucket size (check_bucket_size) and parses
+// --planner (UsageError on an unknown name); the other ranges are checked where the options are
+// consumed (plan::validate_options, make_plan, sim::check_scenario).
+plan::PlanOptions to_plan_options(const PlanningFlags& flags);
+
+// The model build options: tp (vocabulary padding) and the task splits. Throws UsageError on an
+// unknown --split-qkv.
+model::BuildOptions to_build_options(const PlanningFlags& flags);
+
+}  // namespace canzona::apps

@@ -1,0 +1,160 @@
+// The distributed-optimizer engine: what a training loop drives, in the shape of Megatron-LM's
+// DistributedDataParallel + DistributedOptimizer (design.md sections 1 and 4;
+// docs/architecture.md).
+//
+// Buffers (pipeline stage 0 only; the Megatron layout of the TP-local shapes, layout.h): one fp32
+// param buffer and one fp32 gradient buffer of layout.numel elements, with a view per param. A
+// backward pass writes each param's gradient into grad(p) and calls grad_ready(p); when the last
+// param of a bucket is ready the engine scales the bucket by 1/DP (Megatron's
+// gradient_scaling_factor: the only place gradients are averaged) and posts its DP collective
+// (All-Reduce, or the variable Reduce-Scatter with the plan's cuts), so it overlaps the rest of the
+// backward. finish_grad_sync() waits for them all. step() runs the optimizer on what this rank
+// computes (plan::decode_rank: element-wise slices with AdamW, whole-matrix tasks, TP tasks through
+// the redundant TP gather or the micro-group pipeline) and writes the updated values into the
+// param buffer. start_param_sync() sends the updated params to the DP ranks that did not compute
+// them (nothing for sc; the layer-wise All-Gather-v, waited at once; or one variable All-Gather per
+// bucket, posted in forward order) and the next forward calls wait_param_sync(bucket) right before
+// it first uses the bucket.
+//
+// A strategy is a combination of three parts (plan::StrategyParts): a DP gradient sync, a TP
+// exchange and a param sync (src/runtime/dp_sync.cpp, tp_exchange.cpp, param_sync.cpp).
+//
+// Optimizer state. Main params (fp32 copies of each computed task matrix) and optimizer state live
+// only on the ranks that compute them. optimizer_state() lists what this rank holds by param name
+// and state name; set_optimizer_state() and set_step_count() restore it (checkpoint resume: with
+// the param buffer restored too, the next step is bitwise the uninterrupted run's).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "canzona/comm/grid.h"
+#include "canzona/model/spec.h"
+#include "canzona/plan/plan.h"
+#include "canzona/plan/rank_plan.h"
+#include "canzona/runtime/options.h"
+#include "canzona/runtime/trace.h"
+
+namespace canzona::runtime {
+
+// Milliseconds on one rank for one step. The engine fills the optimizer fields (step()), the
+// exposed waits it does (finish_grad_sync, start/wait_param_sync return them); the training loop
+// fills the rest.
+struct StepTimes {
+  double step = 0.0;         // whole step
+  double forward = 0.0;      // forward compute (waits excluded)
+  double backward = 0.0;     // backward compute + posting
+  double grad_sync = 0.0;    // exposed wait for the DP gradient collectives
+  double opt = 0.0;          // optimizer phase: opt_compute + opt_comm
+  double opt_compute = 0.0;  // optimizer kernels, packing and copies
+  double opt_comm = 0.0;     // exposed waits inside the optimizer (TP All-Gather / All-to-All)
+  double param_sync = 0.0;   // exposed waits for updated params (layerwise All-Gather-v, asc
+                             // bucket All-Gathers waited in the next forward)
+  double opt_cpu = 0.0;      // thread CPU time of the optimizer's compute
+  double busy_cpu = 0.0;     // thread CPU time of all compute (waits excluded)
+};
+
+// A range of reduced gradient this rank holds: {layout offset, values}.
+struct GradRange {
+  std::int64_t offset = 0;
+  std::span<const float> values;
+};
+
+// One optimizer-state tensor (or a main param) this rank holds. For a matrix task: the whole
+// task matrix (piece >= 0 for a piece of the param, -1 for the whole param), rows x cols of the
+// un-TP-split shape. For an element-wise param: local elements [begin, end) of this TP rank's
+// shard (rows = 1, cols = end - begin).
+struct StateTensor {
+  std::string param;  // model param name
+  std::string state;  // "main" (fp32 main param), or the optimizer's state name (e.g. "momentum")
+  int piece = -1;
+  std::int64_t begin = 0, end = 0;  // element-wise slices only
+  std::int64_t rows = 0, cols = 0;
+  std::span<float> values;  // the live state; writes change it
+};
+
+class Engine {
+ public:
+  // Collective over grid.tp() only in init_main_params(). Needs a plan made for this
+  // model with pp == 1 and the grid's dp and tp (validate_plan). Allocates the buffers and the
+  // optimizer instances of what this rank computes. Trace is borrowed.
+  Engine(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
+         const RunOptions& options, Trace& trace);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const plan::RankPlan& rank_plan() const;
+  const plan::StagePlan& stage() const;
+
+  // The param buffer (layout order) and one param's view in it; the gradient view a backward
+  // writes into. Params not in the stage have empty views.
+  std::span<const float> params() const;
+  std::span<float> param(int p);
+  std::span<float> grad(int p);
+  int bucket_of(int p) const;
+
+  // Collective over grid.tp(): copies the params the client wrote into the main params of the
+  // tasks this rank computes (TP-split ones gathered through the strategy's TP exchange). Call
+  // once after the params are initialised (or loaded), before the first step().
+  void init_main_params();
+
+  // Marks p's gradient as written for this step. When every param of its bucket is ready, scales
+  // the bucket by 1/DP and posts its collective. Throws Error when p is marked twice in a step.
+  void grad_ready(int p);
+  // Lets collectives in flight progress (call between pieces of backward compute).
+  void progress();
+  // Waits for every gradient collective of the step; returns the exposed wait in ms. Throws
+  // Error unless every bucket was posted.
+  double finish_grad_sync();
+
+  // The optimizer step: fills the opt* fields of the result.
+  StepTimes step();
+
+  // Sends the updated params to the ranks that need them; returns the exposed wait in ms (the
+  // layer-wise All-Gather-v is waited here; bucket All-Gathers are only posted).
+  double start_param_sync();
+  // Waits for bucket b's param sync (no-op when none is in flight); returns the exposed ms.
+  double wait_param_sync(int bucket);
+  // Waits for every param sync still in flight; afterwards params() is final.
+  void finish();
+
+  // The reduced gradient of the last step where this rank holds it: All-Reduce strategies hold
+  // the whole layout (one range), Reduce-Scatter ones their shard of each bucket.
+  std::vector<GradRange> reduced_grads() const;
+  bool grads_sharded() const;
+
+  // Thread CPU milliseconds spent inside the engine's waits so far (a client's busy time
+  // excludes them).
+  double wait_cpu_ms() const;
+
+  // Bytes of optimizer state and main params this rank holds; matrix tasks it computes.
+  std::int64_t state_bytes() const;
+  int computed_tasks() const;
+
+  // Every state tensor this rank holds, in task then slice order: for each matrix task its main
+  // param ("main") and its optimizer's state (optim::Optimizer::state(), e.g. "momentum_buffer"),
+  // then the AdamW state of each element-wise slice ("exp_avg", "exp_avg_sq").
+  std::vector<StateTensor> optimizer_state();
+  // The tensors of one param and state name this rank holds (empty when it holds none).
+  std::vector<StateTensor> optimizer_state(const std::string& param, const std::string& state);
+  // Optimizer steps taken (the same for every instance on the rank; 0 when it holds none), and
+  // its restore for a resumed run: the next step() is step steps + 1.
+  std::int64_t step_count() const;
+  void set_step_count(std::int64_t steps);
+  // Overwrites the tensor (param, state, piece or element range as in `values` of a tensor
+  // listed by optimizer_state) with `values`. Throws UsageError when this rank holds no such
+  // tensor or the size differs.
+  void set_optimizer_state(const std::string& param, const std::string& state, int piece,
+                           std::int64_t begin, std::span<const float> values);
+
+  struct Core;
+
+ private:
+  std::unique_ptr<Core> core_;
+};
+
+}  // namespace canzona::runtime

@@ -1,0 +1,265 @@
+// The Engine without MPI: every rank a thread of this process (tests/support/thread_comm.h),
+// each with its own Grid of in-process communicators. Checks the gradient-ready protocol (a
+// bucket's collective is posted when, and only when, its last param is ready; marking twice or
+// finishing early is an error), the 1/DP scaling of each bucket before its collective (against a
+// hand-computed rank-order sum), main-param state access, and every strategy bitwise equal to the
+// single-process reference on DP >= 3 grids (run_strategies with --verify).
+#include "canzona/runtime/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "canzona/common/error.h"
+#include "canzona/model/load.h"
+#include "canzona/runtime/options.h"
+#include "canzona/runtime/runner.h"
+#include "canzona/runtime/session.h"
+#include "canzona/runtime/synthetic.h"
+#include "support/thread_comm.h"
+
+namespace canzona::runtime {
+namespace {
+
+using plan::Strategy;
+
+RunOptions quick(int dp, int tp, const std::string& optimizer) {
+  RunOptions o;
+  o.model = "qwen3-tiny";
+  o.dp = dp;
+  o.tp = tp;
+  o.optimizer = optimizer;
+  o.qkv_split = model::QkvSplit::kQkv;
+  o.split_fc1 = true;
+  o.bucket_size = 100000;
+  o.steps = 2;
+  o.warmup = 1;
+  o.compute_scale = 0.0;
+  return o;
+}
+
+plan::Plan make(const model::ModelSpec& m, const RunOptions& o, Strategy s) {
+  return plan::make_plan(m, plan_options(o, s));
+}
+
+// Every strategy on a thread grid, verified against the single-process reference bitwise, every
+// element of the model compared (params and last reduced gradients).
+void expect_bitwise(int dp, int tp, const std::string& optimizer) {
+  const RunOptions o = quick(dp, tp, optimizer);
+  const model::ModelSpec m = load_model(o);
+  std::mutex mutex;
+  CompareResult result;
+  testing::run_on_thread_grid({dp, tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+    SessionOptions session;
+    session.verify = true;
+    CompareResult r = run_strategies(
+        g, m, o, {Strategy::kSc, Strategy::kLayerwise, Strategy::kAsc, Strategy::kLbAsc}, session);
+    if (g.world().rank() != 0) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    result = std::move(r);
+  });
+  EXPECT_TRUE(result.verify.bitwise) << result.verify.first_mismatch;
+  EXPECT_TRUE(result.verify.passed) << result.verify.first_mismatch;
+  EXPECT_EQ(result.verify.elements, m.total_numel());
+  EXPECT_EQ(result.verify.grad_elements, m.total_numel());
+  ASSERT_EQ(result.strategies.size(), 4u);
+  for (const StrategyResult& s : result.strategies)
+    EXPECT_EQ(s.params_hash, result.strategies[0].params_hash) << plan::to_string(s.strategy);
+}
+
+TEST(EngineThreads, Dp3Tp1EveryStrategyBitwiseMuon) {
+  expect_bitwise(3, 1, "muon");
+}
+TEST(EngineThreads, Dp3Tp2EveryStrategyBitwiseSoap) {
+  expect_bitwise(3, 2, "soap");
+}
+TEST(EngineThreads, Dp2Tp2EveryStrategyBitwiseShampoo) {
+  expect_bitwise(2, 2, "shampoo");
+}
+
+// The bucket's collective is posted by the grad_ready of its last param, not before; each rank
+// writes g = rank + 1 into every gradient, so the reduced value is sum_r fl((r + 1) * s) in rank
+// order, s = float(1 / DP), computed here by hand.
+TEST(EngineThreads, LastParamOfABucketPostsItsScaledCollective) {
+  for (Strategy strategy : {Strategy::kSc, Strategy::kLbAsc}) {
+    SCOPED_TRACE(plan::to_string(strategy));
+    const RunOptions o = quick(3, 1, "muon");
+    const model::ModelSpec m = load_model(o);
+    const plan::Plan plan = make(m, o, strategy);
+    const float s = 1.0f / 3.0f;
+    const float expected = ((1.0f * s) + (2.0f * s)) + (3.0f * s);
+    testing::run_on_thread_grid({3, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+      Trace trace(false);
+      Engine engine(g, m, plan, o, trace);
+      engine.init_main_params();
+      const float mine = static_cast<float>(g.coord().dp + 1);
+      const auto& buckets = engine.stage().layout.buckets;
+      ASSERT_GT(buckets.size(), 1u);
+      for (std::size_t b = 0; b < buckets.size(); ++b) {
+        const auto& slots = buckets[b].slots;
+        for (const layout::Slot& slot : slots) {
+          std::span<float> grad = engine.grad(slot.param);
+          std::fill(grad.begin(), grad.end(), mine);
+        }
+        const std::int64_t before = g.dp().bytes().total();
+        for (std::size_t k = 0; k + 1 < slots.size(); ++k) engine.grad_ready(slots[k].param);
+        EXPECT_EQ(g.dp().bytes().total(), before) << "bucket " << b << " posted early";
+        engine.grad_ready(slots.back().param);
+        EXPECT_GT(g.dp().bytes().total(), before) << "bucket " << b << " not posted";
+        EXPECT_THROW(engine.grad_ready(slots.back().param), Error);
+      }
+      engine.finish_grad_sync();
+      std::int64_t checked = 0;
+      for (const GradRange& r : engine.reduced_grads()) {
+        // Elements of params (padding stays 0: 0 * s summed).
+        for (float v : r.values) ASSERT_TRUE(v == expected || v == 0.0f) << v;
+        checked += std::count(r.values.begin(), r.values.end(), expected);
+      }
+      EXPECT_GT(checked, 0);
+      engine.step();
+      engine.start_param_sync();
+      engine.finish();
+    });
+  }
+}
+
+TEST(EngineThreads, FinishingWithABucketNotReadyIsAnError) {
+  const RunOptions o = quick(1, 1, "muon");
+  const model::ModelSpec m = load_model(o);
+  const plan::Plan plan = make(m, o, Strategy::kLbAsc);
+  testing::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+    Trace trace(false);
+    Engine engine(g, m, plan, o, trace);
+    engine.grad_ready(engine.stage().layout.buckets[0].slots[0].param);
+    EXPECT_THROW(engine.finish_grad_sync(), Error);
+  });
+}
+
+// Main params of the tasks a rank computes are readable and writable by param name; writing one
+// and stepping with a zero gradient changes the param buffer through that main param only.
+TEST(EngineThreads, MainParamStateIsReadAndWrittenByName) {
+  const RunOptions o = quick(1, 1, "muon");
+  const model::ModelSpec m = load_model(o);
+  const plan::Plan plan = make(m, o, Strategy::kSc);
+  testing::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+    Trace trace(false);
+    Engine engine(g, m, plan, o, trace);
+    for (int p : engine.stage().params) fill_init(m.params[p], p, 1, 0, o.seed, engine.param(p));
+    engine.init_main_params();
+    std::vector<StateTensor> all;
+    for (const StateTensor& t : engine.optimizer_state())
+      if (t.state == "main") all.push_back(t);
+    ASSERT_EQ(static_cast<int>(all.size()), engine.computed_tasks());
+    const StateTensor& first = all.front();
+    EXPECT_EQ(first.state, "main");
+    int p = -1;
+    for (std::size_t k = 0; k < m.params.size(); ++k)
+      if (m.params[k].name == first.param) p = static_cast<int>(k);
+    ASSERT_GE(p, 0);
+    if (first.piece < 0) {
+      // A whole, un-split param at TP 1: the main param is the param's bytes.
+      const std::span<float> values = engine.param(p);
+      ASSERT_EQ(values.size(), first.values.size());
+      EXPECT_TRUE(std::equal(values.begin(), values.end(), first.values.begin()));
+    }
+    std::vector<float> twos(first.values.size(), 2.0f);
+    engine.set_optimizer_state(first.param, "main", first.piece, 0, twos);
+    EXPECT_TRUE(
+        std::all_of(first.values.begin(), first.values.end(), [](float v) { return v == 2.0f; }));
+    EXPECT_THROW(engine.set_optimizer_state(first.param, "main", first.piece, 0, {}), UsageError);
+    EXPECT_THROW(engine.set_optimizer_state("no.such.param", "main", -1, 0, twos), UsageError);
+  });
+}
+
+// Copies B's param buffer, the chosen state tensors and its step count into C.
+void restore(Engine& from, Engine& to, bool optimizer_states) {
+  for (int p : from.stage().params) {
+    const std::span<float> src = from.param(p);
+    std::copy(src.begin(), src.end(), to.param(p).begin());
+  }
+  for (const StateTensor& t : from.optimizer_state())
+    if (optimizer_states || t.state == "main")
+      to.set_optimizer_state(t.param, t.state, t.piece, t.begin, t.values);
+  to.set_step_count(from.step_count());
+}
+
+bool same_bytes(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+// Resume through the state API: A takes steps 1 and 2; B takes step 1, then a fresh C gets B's
+// params, every state tensor and the step count and takes step 2: C ends bitwise where A does.
+// D gets the params and main params but not the optimizer states and must end elsewhere (the
+// states matter, so the check can fail).
+void expect_resume_exact(int dp, int tp, const std::string& optimizer, Strategy strategy) {
+  const RunOptions o = quick(dp, tp, optimizer);
+  const model::ModelSpec m = load_model(o);
+  const plan::Plan plan = make(m, o, strategy);
+  std::mutex mutex;
+  int exact = 0, differ = 0;
+  testing::run_on_thread_grid({dp, tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+    Trace trace(false);
+    StrategyRunner a(g, m, plan, o, trace);
+    a.step(1);
+    a.step(2);
+    a.finish();
+    StrategyRunner b(g, m, plan, o, trace);
+    b.step(1);
+    b.finish();
+    EXPECT_EQ(b.engine().step_count() > 0,
+              b.engine().computed_tasks() > 0 || !b.engine().rank_plan().elementwise.empty());
+    StrategyRunner c(g, m, plan, o, trace);
+    restore(b.engine(), c.engine(), true);
+    c.step(2);
+    c.finish();
+    StrategyRunner d(g, m, plan, o, trace);
+    restore(b.engine(), d.engine(), false);
+    d.step(2);
+    d.finish();
+    std::lock_guard<std::mutex> lock(mutex);
+    exact += same_bytes(a.params(), c.params()) ? 1 : 0;
+    differ += same_bytes(a.params(), d.params()) ? 0 : 1;
+  });
+  EXPECT_EQ(exact, dp * tp) << "ranks whose resumed params equal the uninterrupted run's";
+  EXPECT_GT(differ, 0) << "dropping the optimizer states changed nothing: the check is blind";
+}
+
+TEST(EngineThreads, ResumeFromStateIsBitwiseLbAscSoapDp2Tp2) {
+  expect_resume_exact(2, 2, "soap", Strategy::kLbAsc);
+}
+TEST(EngineThreads, ResumeFromStateIsBitwiseScMuonDp3Tp1) {
+  expect_resume_exact(3, 1, "muon", Strategy::kSc);
+}
+TEST(EngineThreads, ResumeFromStateIsBitwiseLayerwiseShampooDp2Tp2) {
+  expect_resume_exact(2, 2, "shampoo", Strategy::kLayerwise);
+}
+
+// Every optimizer lists its state under fixed names (PyTorch's where they exist) with the sizes
+// its shape implies.
+TEST(EngineThreads, StateNamesAndShapes) {
+  const RunOptions o = quick(1, 1, "soap");
+  const model::ModelSpec m = load_model(o);
+  const plan::Plan plan = make(m, o, Strategy::kSc);
+  testing::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+    Trace trace(false);
+    Engine engine(g, m, plan, o, trace);
+    std::set<std::string> names;
+    for (const StateTensor& t : engine.optimizer_state()) {
+      names.insert(t.state);
+      EXPECT_EQ(static_cast<std::int64_t>(t.values.size()), t.rows * t.cols)
+          << t.param << "." << t.state;
+      if (t.state == "exp_avg" && t.piece < 0 && t.end == 0) {
+        EXPECT_EQ(t.rows * t.cols, static_cast<std::int64_t>(
+                                       engine.optimizer_state(t.param, "main")[0].values.size()));
+      }
+    }
+    EXPECT_EQ(names, (std::set<std::string>{"main", "exp_avg", "exp_avg_sq", "GG_left", "GG_right",
+                                            "Q_left", "Q_right"}));
+  });
+}
+
+}  // namespace
+}  // namespace canzona::runtime

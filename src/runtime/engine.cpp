@@ -160,6 +160,7 @@ void Engine::init_main_params() {
     if (t.role == plan::TaskRole::kLocal)
       local_to_task(t.maps[0], c.local_param(t.param), t.main.data());
   c.tp_exchange->init_main();
+  c.main_loaded = true;
 }
 
 void Engine::grad_ready(int p) {
@@ -188,11 +189,15 @@ double Engine::finish_grad_sync() {
   const double exposed = c.dp_sync->wait_all();
   std::fill(c.ready.begin(), c.ready.end(), 0);
   std::fill(c.param_ready.begin(), c.param_ready.end(), 0);
+  c.grads_synced = true;
   return exposed;
 }
 
 StepTimes Engine::step() {
   Core& c = *core_;
+  CANZONA_CHECK(c.main_loaded, "Engine::step() before init_main_params()");
+  CANZONA_CHECK(c.grads_synced, "Engine::step() before finish_grad_sync() of this step");
+  c.grads_synced = false;
   TraceScope span(c.trace, "phase", "optimizer");
   StepTimes times;
   const double wall0 = wall_ms();

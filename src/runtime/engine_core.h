@@ -79,6 +79,8 @@ struct Engine::Core {
 
   std::vector<int> ready;         // [bucket] params marked ready this step
   std::vector<char> param_ready;  // [model param]
+  bool main_loaded = false;       // init_main_params() ran
+  bool grads_synced = false;      // finish_grad_sync() ran since the last step()
   std::unique_ptr<DpGradSync> dp_sync;
   std::unique_ptr<TpExchangePart> tp_exchange;
   std::unique_ptr<ParamSyncPart> param_sync;

@@ -20,9 +20,14 @@ void require_real(double value, double lo, double hi, const char* what, const ch
 }  // namespace
 
 void validate(const RunOptions& o) {
-  require_in_range(o.dp, 1, kMaxRanks, "--dp", "kMaxRanks");
-  require_in_range(o.tp, 1, kMaxRanks, "--tp", "kMaxRanks");
-  require_in_range(std::int64_t{o.dp} * o.tp, 1, kMaxRanks, "--dp x --tp", "kMaxRanks");
+  // The grid, --alpha and --cmax-mb: the checks `plan`, `simulate` and `run` share.
+  plan::PlanOptions shared;
+  shared.dp = o.dp;
+  shared.tp = o.tp;
+  shared.pp = o.pp;
+  shared.alpha = o.alpha;
+  shared.cmax_mb = o.cmax_mb;
+  plan::validate_options(shared);
   CANZONA_REQUIRE(o.pp == 1, "--pp ", o.pp,
                   ": run and compare execute one pipeline stage only (use --pp 1; `canzona plan` "
                   "and `canzona simulate` handle pp > 1)");
@@ -31,9 +36,6 @@ void validate(const RunOptions& o) {
   require_real(o.compute_scale, 0.0, kMaxComputeScale, "--compute-scale", "kMaxComputeScale");
   require_in_range(o.tokens, 1, kMaxTokens, "--tokens", "kMaxTokens");
   require_in_range(o.bucket_size, 0, kMaxBucketSize, "--bucket-size", "kMaxBucketSize");
-  require_real(o.alpha, 0.0, 1.0, "--alpha", "Algorithm 1 blend");
-  require_real(o.cmax_mb, 0.0, kMaxCmaxMb, "--cmax-mb", "kMaxCmaxMb");
-  CANZONA_REQUIRE(o.cmax_mb > 0.0, "--cmax-mb must be positive (got ", o.cmax_mb, ")");
   const std::int64_t ranks = std::int64_t{o.dp} * o.tp;
   require_in_range(o.perturb_plan_rank, -1, ranks - 1, "--test-perturb-plan-rank",
                    "-1 or a world rank");

@@ -126,13 +126,16 @@ TEST(EngineThreads, LastParamOfABucketPostsItsScaledCollective) {
   }
 }
 
-TEST(EngineThreads, FinishingWithABucketNotReadyIsAnError) {
+TEST(EngineThreads, StepOrFinishOutOfOrderIsAnError) {
   const RunOptions o = quick(1, 1, "muon");
   const model::ModelSpec m = load_model(o);
   const plan::Plan plan = make(m, o, Strategy::kLbAsc);
   testing::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
     Trace trace(false);
     Engine engine(g, m, plan, o, trace);
+    EXPECT_THROW(engine.step(), Error);  // main params not loaded
+    engine.init_main_params();
+    EXPECT_THROW(engine.step(), Error);  // gradients not synced
     engine.grad_ready(engine.stage().layout.buckets[0].slots[0].param);
     EXPECT_THROW(engine.finish_grad_sync(), Error);
   });

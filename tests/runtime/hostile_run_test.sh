@@ -31,10 +31,11 @@ expect_usage_error "--tokens = 0 must lie in" run --tokens 0
 expect_usage_error "kMaxSteps" run --steps 2147483647
 expect_usage_error "--warmup = -1 must lie in" run --warmup -1
 expect_usage_error "kMaxSteps" run --warmup 2147483647
-expect_usage_error "--alpha = nan" run --alpha nan
+expect_usage_error "--alpha must be in [0, 1] and finite (got nan)" run --alpha nan
 expect_usage_error "kMaxCmaxMb" run --cmax-mb inf
 expect_usage_error "kMaxRanks" run --dp 2000000
-expect_usage_error "--dp x --tp = 4194304 must lie in" run --dp 2048 --tp 2048
+expect_usage_error "--dp x --tp x --pp = 2048 x 2048 x 1 ranks is more than 1048576 (kMaxRanks)" \
+  run --dp 2048 --tp 2048
 expect_usage_error "kMaxBucketSize" run --bucket-size 9223372036854775807
 expect_usage_error "--test-corrupt-rank = 5" run --test-corrupt-rank 5
 expect_usage_error "--seed must be an integer in [0, 18446744073709551615] (got '-1')" run --seed -1

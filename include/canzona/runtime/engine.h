@@ -111,7 +111,8 @@ class Engine {
   // Error unless every bucket was posted.
   double finish_grad_sync();
 
-  // The optimizer step: fills the opt* fields of the result.
+  // The optimizer step: fills the opt* fields of the result. Throws Error unless
+  // init_main_params() ran and finish_grad_sync() ran since the last step().
   StepTimes step();
 
   // Sends the updated params to the ranks that need them; returns the exposed wait in ms (the

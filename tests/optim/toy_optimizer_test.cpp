@@ -93,8 +93,8 @@ TEST(ToyOptimizer, PlannerPricesTasksWithItsFormulas) {
     EXPECT_EQ(tasks[k].state_bytes, 0.0);
   }
   o.cost.kind = cost::CostKind::kMemory;
-  for (const plan::Task& t : plan::make_plan(small_model(), o).stages[0].tasks)
-    EXPECT_EQ(t.cost, 0.0);
+  const plan::Plan by_memory = plan::make_plan(small_model(), o);  // outlives the loop
+  for (const plan::Task& t : by_memory.stages[0].tasks) EXPECT_EQ(t.cost, 0.0);
 }
 
 // The single-process reference steps the toy on every matrix task; a plain loop over the

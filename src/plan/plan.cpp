@@ -8,6 +8,7 @@
 
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
+#include "canzona/common/fnv.h"
 #include "canzona/model/load.h"
 #include "canzona/plan/dp.h"
 #include "canzona/plan/metrics.h"
@@ -340,17 +341,9 @@ StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int
   return stage;
 }
 
-void hash_bytes(std::uint64_t& h, const void* data, std::size_t size) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < size; ++i) {
-    h ^= bytes[i];
-    h *= 1099511628211ULL;
-  }
-}
-
 template <typename T>
 void hash_value(std::uint64_t& h, const T& value) {
-  hash_bytes(h, &value, sizeof(value));
+  fnv1a_mix(h, &value, sizeof(value));
 }
 
 }  // namespace
@@ -415,7 +408,7 @@ Plan make_plan(const model::ModelSpec& model, const PlanOptions& options) {
 }
 
 std::uint64_t plan_hash(const Plan& plan) {
-  std::uint64_t h = 1469598103934665603ULL;
+  std::uint64_t h = kFnvOffset;
   const PlanOptions& o = plan.options;
   for (int v : {static_cast<int>(o.strategy), static_cast<int>(o.variant), o.dp, o.tp, o.pp})
     hash_value(h, v);

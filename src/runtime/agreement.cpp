@@ -6,29 +6,19 @@
 #include <cstring>
 
 #include "canzona/common/error.h"
+#include "canzona/common/fnv.h"
 #include "canzona/optim/optimizer.h"
 
 namespace canzona::runtime {
 namespace {
 
-constexpr std::uint64_t kFnvOffset = 1469598103934665603ull;
-constexpr std::uint64_t kFnvPrime = 1099511628211ull;
-
-void mix(std::uint64_t& h, const void* data, std::size_t n) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= bytes[i];
-    h *= kFnvPrime;
-  }
-}
-
 void mix(std::uint64_t& h, std::int64_t v) {
-  mix(h, &v, sizeof(v));
+  fnv1a_mix(h, &v, sizeof(v));
 }
 
 void mix(std::uint64_t& h, const std::string& s) {
   mix(h, static_cast<std::int64_t>(s.size()));
-  mix(h, s.data(), s.size());
+  fnv1a_mix(h, s.data(), s.size());
 }
 
 std::uint64_t hash_text(const std::string& s) {

@@ -15,7 +15,6 @@ Engine::Core::Core(comm::Grid& grid_, const model::ModelSpec& model_, const plan
                    const RunOptions& options_, Trace& trace_)
     : grid(grid_),
       model(model_),
-      plan(plan_),
       stage(plan_.stages.at(0)),
       options(options_),
       trace(trace_),

@@ -61,7 +61,6 @@ class ParamSyncPart;
 struct Engine::Core {
   comm::Grid& grid;
   const model::ModelSpec& model;
-  const plan::Plan& plan;
   const plan::StagePlan& stage;
   RunOptions options;
   Trace& trace;

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "canzona/common/fnv.h"
 #include "canzona/plan/metrics.h"
 #include "canzona/runtime/agreement.h"
 #include "canzona/runtime/reference.h"
@@ -78,16 +79,6 @@ RankStats unpack(const std::string& blob, std::vector<StepTimes>& steps) {
   if (!steps.empty())
     std::memcpy(steps.data(), blob.data() + sizeof(RankStats), steps.size() * sizeof(StepTimes));
   return stats;
-}
-
-std::uint64_t fnv1a(const void* data, std::size_t bytes) {
-  std::uint64_t h = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 std::uint64_t world_params_hash(comm::Communicator& world, std::span<const float> params) {

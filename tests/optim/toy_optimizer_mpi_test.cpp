@@ -7,33 +7,11 @@
 
 #include "canzona/comm/mpi.h"
 #include "canzona/runtime/session.h"
+#include "toy_model.h"
 #include "toy_sign_sgd.h"
 
 namespace canzona::runtime {
 namespace {
-
-model::ModelSpec small_model() {
-  model::ModelSpec m;
-  m.name = "toy";
-  auto add = [&m](std::string name, std::vector<std::int64_t> shape, int split,
-                  model::OptimizerClass optimizer, std::vector<model::Piece> pieces = {}) {
-    model::ParamSpec p;
-    p.name = std::move(name);
-    p.shape = std::move(shape);
-    p.tp_split_dim = split;
-    p.optimizer = optimizer;
-    p.pieces = std::move(pieces);
-    m.params.push_back(std::move(p));
-  };
-  add("embedding.word_embeddings.weight", {96, 32}, 0, model::OptimizerClass::kElementwise);
-  add("layer.qkv.weight", {96, 32}, 0, model::OptimizerClass::kMatrix,
-      {{"q", {{0, 16}, {48, 64}}}, {"k", {{16, 32}, {64, 80}}}, {"v", {{32, 48}, {80, 96}}}});
-  add("layer.proj.weight", {32, 48}, 1, model::OptimizerClass::kMatrix);
-  add("layer.router.weight", {8, 32}, -1, model::OptimizerClass::kMatrix);
-  add("layer.fc.weight", {64, 32}, 0, model::OptimizerClass::kMatrix);
-  add("final.norm.weight", {32}, -1, model::OptimizerClass::kElementwise);
-  return m;
-}
 
 void expect_bitwise(int dp, int tp) {
   optim::toy::register_sign_sgd();
@@ -52,7 +30,7 @@ void expect_bitwise(int dp, int tp) {
   o.warmup = 1;
   o.compute_scale = 0.0;
   validate(o);
-  const model::ModelSpec model = small_model();
+  const model::ModelSpec model = testing::toy_model();  // tests/runtime/toy_model.h
   SessionOptions session;
   session.verify = true;
   const CompareResult r = run_strategies(*grid, model, o,

@@ -12,6 +12,8 @@ packages=(
   openmpi-bin libopenmpi-dev
   libopenblas-dev liblapacke-dev
   libcli11-dev nlohmann-json3-dev
+  libtorch-dev libsentencepiece-dev sentencepiece fortunes
+  python3-torch python3-numpy
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages=(clang libclang-rt-14-dev)

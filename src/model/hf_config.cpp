@@ -3,6 +3,7 @@
 // tie_word_embeddings = false. model_type picks the family: qwen3 (per-head q/k norm), qwen2
 // (QKV bias), llama / mistral (neither, unless "attention_bias": true; the o_proj bias that flag
 // also adds is not modelled, TransformerConfig has no field for it).
+#include <cmath>
 #include <filesystem>
 
 #include "canzona/common/error.h"
@@ -72,6 +73,16 @@ TransformerConfig read_hf_config(const std::string& path) {
 
   const bool attention_bias = present(j, "attention_bias") &&
                               detail::get_bool(j.at("attention_bias"), path, "attention_bias");
+  // Optional floats of the training model; their HF defaults when absent.
+  auto positive_float = [&](const char* key, double fallback) {
+    if (!present(j, key)) return fallback;
+    const json& v = j.at(key);
+    CANZONA_REQUIRE(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0.0, path,
+                    ": ", key, " must be a positive finite number (got ", v.dump(), ")");
+    return v.get<double>();
+  };
+  c.rope_theta = positive_float("rope_theta", 1e4);
+  c.rms_norm_eps = positive_float("rms_norm_eps", 1e-6);
   c.qk_norm = type == "qwen3";
   c.qkv_bias = type == "qwen2" || attention_bias;
   return c;

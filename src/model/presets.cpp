@@ -33,6 +33,14 @@ TransformerConfig small(std::string name, std::int64_t hidden, std::int64_t ffn,
   return c;
 }
 
+// Sized for real training on a 2-core CPU (canzona train): 14M params, head_dim 64, a 4096-entry
+// vocabulary (byte tokens or a SentencePiece model up to 4096 pieces), untied output layer.
+TransformerConfig cpu_training() {
+  TransformerConfig c = small("qwen3-cpu", 384, 1152, 6, 6, 2, 4096, false);
+  c.head_dim = 64;
+  return c;
+}
+
 const std::vector<TransformerConfig>& presets() {
   static const std::vector<TransformerConfig> all = {
       qwen3("qwen3-0.6b", 1024, 3072, 28, 16, true),
@@ -43,6 +51,7 @@ const std::vector<TransformerConfig>& presets() {
       qwen3("qwen3-32b", 5120, 25600, 64, 64, false),
       small("qwen3-tiny", 128, 384, 2, 4, 2, 512, true),
       small("qwen3-mini", 256, 768, 4, 8, 4, 2048, false),
+      cpu_training(),
   };
   return all;
 }

@@ -88,7 +88,7 @@ void AdamW::step_slice(std::span<float> param, std::span<const float> grad, std:
     throw Error(str("adamw: non-finite gradient for param ", this->param().describe(), " at step ",
                     step, ": element ", bad.col, " of the slice = ", bad.value,
                     "; param and optimizer state left unchanged"));
-  adamw_update(param, grad, m_, v_, step, options_);
+  adamw_update(param, grad, m_, v_, step, scaled_lr(options_));
 }
 
 void AdamW::update(MatrixView param, ConstMatrixView grad, std::int64_t step) {
@@ -97,7 +97,7 @@ void AdamW::update(MatrixView param, ConstMatrixView grad, std::int64_t step) {
     const std::size_t offset = static_cast<std::size_t>(r) * cols;
     adamw_update(std::span<float>(param.row(r), cols), std::span<const float>(grad.row(r), cols),
                  std::span<float>(m_).subspan(offset, cols),
-                 std::span<float>(v_).subspan(offset, cols), step, options_);
+                 std::span<float>(v_).subspan(offset, cols), step, scaled_lr(options_));
   }
 }
 

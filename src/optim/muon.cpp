@@ -69,8 +69,9 @@ void Muon::update(MatrixView param, ConstMatrixView grad, std::int64_t /*step*/)
 
   newton_schulz(u, u, options_.ns);
 
-  const float decay = static_cast<float>(1.0 - options_.lr * options_.weight_decay);
-  const float step_size = static_cast<float>(options_.lr * update_scale());
+  const double lr = options_.lr * lr_scale();
+  const float decay = static_cast<float>(1.0 - lr * options_.weight_decay);
+  const float step_size = static_cast<float>(lr * update_scale());
   for (std::int64_t r = 0; r < rows; ++r) {
     float* w = param.row(r);
     const float* x = u.row(r);

@@ -1,5 +1,6 @@
 #include "canzona/optim/optimizer.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include "canzona/common/error.h"
@@ -22,6 +23,12 @@ void Optimizer::set_step_count(std::int64_t steps) {
   CANZONA_REQUIRE(steps >= 0, name(), " for ", param_.describe(), ": step count ", steps,
                   " is negative");
   step_count_ = steps;
+}
+
+void Optimizer::set_lr_scale(double scale) {
+  CANZONA_REQUIRE(std::isfinite(scale) && scale >= 0.0, name(), " for ", param_.describe(),
+                  ": lr scale ", scale, " must be finite and >= 0");
+  lr_scale_ = scale;
 }
 
 std::string ParamInfo::describe() const {

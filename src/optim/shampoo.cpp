@@ -69,7 +69,7 @@ std::size_t Shampoo::state_bytes() const {
 void Shampoo::update(MatrixView param, ConstMatrixView grad, std::int64_t step) {
   const std::int64_t rows = param.rows, cols = param.cols;
   if (rows * cols == 0) return;
-  const ShampooOptions& o = options_;
+  const ShampooOptions o = scaled_lr(options_);
   MatrixView m = matrix_view(m_.data(), rows, cols);
   MatrixView l = detail::side_view(l_, left_, rows);
   MatrixView r = detail::side_view(r_, right_, cols);

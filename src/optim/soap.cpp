@@ -87,7 +87,7 @@ void Soap::refresh_basis(MatrixView stat, MatrixView q, bool left) {
 void Soap::update(MatrixView param, ConstMatrixView grad, std::int64_t step) {
   const std::int64_t rows = param.rows, cols = param.cols;
   if (rows * cols == 0) return;
-  const SoapOptions& o = options_;
+  const SoapOptions o = scaled_lr(options_);
   MatrixView l = detail::side_view(l_, left_, rows);
   MatrixView r = detail::side_view(r_, right_, cols);
   MatrixView ql = detail::side_view(ql_, left_, rows);

@@ -305,6 +305,13 @@ std::int64_t Engine::step_count() const {
   return 0;
 }
 
+void Engine::set_lr_scale(double scale) {
+  CANZONA_REQUIRE(std::isfinite(scale) && scale >= 0.0, "lr scale ", scale,
+                  " must be finite and >= 0");
+  for (ComputedTask& t : core_->computed) t.optimizer->set_lr_scale(scale);
+  for (ElementwiseSlice& e : core_->elementwise) e.optimizer->set_lr_scale(scale);
+}
+
 void Engine::set_step_count(std::int64_t steps) {
   for (ComputedTask& t : core_->computed) t.optimizer->set_step_count(steps);
   for (ElementwiseSlice& e : core_->elementwise) e.optimizer->set_step_count(steps);

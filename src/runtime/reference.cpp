@@ -46,7 +46,7 @@ std::unique_ptr<optim::Optimizer> make_elementwise_optimizer(const RunOptions& o
   return optim::create_optimizer(cost::kElementwiseOptimizer, info, options.adamw_options);
 }
 
-struct Reference::TaskState {
+struct ReferenceOptimizer::TaskState {
   int param = 0;
   ShardMap map;  // the task's rows in the global matrix (tp = 1)
   std::unique_ptr<optim::Optimizer> optimizer;
@@ -54,14 +54,13 @@ struct Reference::TaskState {
   std::vector<float> grad;  // (rows, cols)
 };
 
-Reference::Reference(const model::ModelSpec& model, const RunOptions& options)
-    : model_(model), options_(options) {
-  params_.resize(model.params.size());
+ReferenceOptimizer::ReferenceOptimizer(const model::ModelSpec& model, const RunOptions& options,
+                                       const std::vector<std::vector<float>>& params) {
+  CANZONA_CHECK_EQ(params.size(), model.params.size());
   elementwise_.resize(model.params.size());
   for (std::size_t p = 0; p < model.params.size(); ++p) {
     const model::ParamSpec& spec = model.params[p];
-    params_[p].resize(static_cast<std::size_t>(spec.numel()));
-    fill_init(spec, static_cast<int>(p), 1, 0, options.seed, params_[p]);
+    CANZONA_CHECK_EQ(static_cast<std::int64_t>(params[p].size()), spec.numel());
     if (!spec.is_matrix()) {
       elementwise_[p] = make_elementwise_optimizer(options, spec, 0, spec.numel());
       continue;
@@ -75,10 +74,46 @@ Reference::Reference(const model::ModelSpec& model, const RunOptions& options)
       task->optimizer = make_matrix_optimizer(options, spec, piece);
       task->main.resize(static_cast<std::size_t>(task->map.task_rows * task->map.task_cols));
       task->grad.resize(task->main.size());
-      local_to_task(task->map, params_[p].data(), task->main.data());
+      local_to_task(task->map, params[p].data(), task->main.data());
       tasks_.push_back(std::move(task));
     }
   }
+}
+
+ReferenceOptimizer::~ReferenceOptimizer() = default;
+
+void ReferenceOptimizer::set_lr_scale(double scale) {
+  for (auto& task : tasks_) task->optimizer->set_lr_scale(scale);
+  for (auto& e : elementwise_)
+    if (e) e->set_lr_scale(scale);
+}
+
+void ReferenceOptimizer::step(std::vector<std::vector<float>>& params,
+                              const std::vector<std::vector<float>>& grads) {
+  for (auto& task : tasks_) {
+    local_to_task(task->map, grads[task->param].data(), task->grad.data());
+    const optim::ParamInfo& info = task->optimizer->param();
+    task->optimizer->step(optim::matrix_view(task->main.data(), info.rows, info.cols),
+                          optim::matrix_view(task->grad.data(), info.rows, info.cols));
+    task_to_local(task->map, task->main.data(), params[task->param].data());
+  }
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    if (!elementwise_[p]) continue;
+    const std::int64_t n = static_cast<std::int64_t>(params[p].size());
+    elementwise_[p]->step(optim::matrix_view(params[p].data(), 1, n),
+                          optim::matrix_view(grads[p].data(), 1, n));
+  }
+}
+
+Reference::Reference(const model::ModelSpec& model, const RunOptions& options)
+    : model_(model), options_(options) {
+  params_.resize(model.params.size());
+  for (std::size_t p = 0; p < model.params.size(); ++p) {
+    const model::ParamSpec& spec = model.params[p];
+    params_[p].resize(static_cast<std::size_t>(spec.numel()));
+    fill_init(spec, static_cast<int>(p), 1, 0, options.seed, params_[p]);
+  }
+  optimizer_ = std::make_unique<ReferenceOptimizer>(model, options, params_);
 }
 
 Reference::~Reference() = default;
@@ -112,19 +147,7 @@ void Reference::step(int step_number) {
       }
     }
   }
-  for (auto& task : tasks_) {
-    local_to_task(task->map, grads[task->param].data(), task->grad.data());
-    const optim::ParamInfo& info = task->optimizer->param();
-    task->optimizer->step(optim::matrix_view(task->main.data(), info.rows, info.cols),
-                          optim::matrix_view(task->grad.data(), info.rows, info.cols));
-    task_to_local(task->map, task->main.data(), params_[task->param].data());
-  }
-  for (std::size_t p = 0; p < model_.params.size(); ++p) {
-    if (!elementwise_[p]) continue;
-    const std::int64_t n = static_cast<std::int64_t>(params_[p].size());
-    elementwise_[p]->step(optim::matrix_view(params_[p].data(), 1, n),
-                          optim::matrix_view(grads[p].data(), 1, n));
-  }
+  optimizer_->step(params_, grads);
 }
 
 }  // namespace canzona::runtime

@@ -23,6 +23,9 @@ struct TransformerConfig {
   bool tied_embeddings = false;
   bool qkv_bias = false;  // Qwen2 has QKV bias; Qwen3, Llama, Mistral do not
   bool qk_norm = false;   // Qwen3 per-head q_layernorm / k_layernorm
+  // Used by the training model only (train/model.h); the planner ignores them.
+  double rope_theta = 1e6;     // RoPE base (HF rope_theta; Qwen3 1e6, Llama 1e4 / 5e5)
+  double rms_norm_eps = 1e-6;  // HF rms_norm_eps
 };
 
 // How QKV is split into optimizer tasks before the matrix optimizer.

@@ -70,6 +70,10 @@ class Optimizer {
   // Restores the step count of a checkpoint (with state()): the next step() is step steps + 1.
   // Throws UsageError when negative.
   void set_step_count(std::int64_t steps);
+  // The learning-rate schedule: every update uses lr x lr_scale() (the options' lr is the base,
+  // Megatron's max lr). 1 until set; throws UsageError unless finite and >= 0.
+  double lr_scale() const { return lr_scale_; }
+  void set_lr_scale(double scale);
   // Every state tensor in a fixed order, PyTorch's names where one exists (AdamW "exp_avg",
   // "exp_avg_sq"; Muon "momentum_buffer"). Default: none (a stateless optimizer).
   virtual std::vector<NamedState> state() { return {}; }
@@ -82,10 +86,17 @@ class Optimizer {
   // The update proper; `step` is the 1-based number of this step. Shapes and finiteness are
   // already checked.
   virtual void update(MatrixView param, ConstMatrixView grad, std::int64_t step) = 0;
+  // `options` with its lr multiplied by lr_scale() (every options struct has a double lr).
+  template <class Options>
+  Options scaled_lr(Options options) const {
+    options.lr *= lr_scale_;
+    return options;
+  }
 
  private:
   ParamInfo param_;
   std::int64_t step_count_ = 0;
+  double lr_scale_ = 1.0;
 };
 
 // Builds an optimizer for `param` from JSON options (an object whose keys are the fields of the

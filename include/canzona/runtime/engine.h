@@ -146,6 +146,9 @@ class Engine {
   // its restore for a resumed run: the next step() is step steps + 1.
   std::int64_t step_count() const;
   void set_step_count(std::int64_t steps);
+  // The learning-rate schedule's factor for the next step() (optim::Optimizer::set_lr_scale) on
+  // every optimizer instance of this rank. Throws UsageError unless finite and >= 0.
+  void set_lr_scale(double scale);
   // Overwrites the tensor (param, state, piece or element range as in `values` of a tensor
   // listed by optimizer_state) with `values`. Throws UsageError when this rank holds no such
   // tensor or the size differs.

@@ -31,6 +31,28 @@ std::unique_ptr<optim::Optimizer> make_elementwise_optimizer(const RunOptions& o
                                                              std::int64_t begin,
                                                              std::int64_t numel);
 
+// The optimizer half of the reference: every matrix task and element-wise param of a model at
+// global shape (tp = 1), updated from whole reduced gradients. Shared by Reference (synthetic
+// gradients) and the training reference (train/reference.h).
+class ReferenceOptimizer {
+ public:
+  // Main params start from `params` ([param] global row-major, numel each).
+  ReferenceOptimizer(const model::ModelSpec& model, const RunOptions& options,
+                     const std::vector<std::vector<float>>& params);
+  ~ReferenceOptimizer();
+  ReferenceOptimizer(const ReferenceOptimizer&) = delete;
+  ReferenceOptimizer& operator=(const ReferenceOptimizer&) = delete;
+  // One step of every task and element-wise param: writes the updated values into `params`.
+  void step(std::vector<std::vector<float>>& params, const std::vector<std::vector<float>>& grads);
+  // optim::Optimizer::set_lr_scale on every instance.
+  void set_lr_scale(double scale);
+
+ private:
+  struct TaskState;
+  std::vector<std::unique_ptr<TaskState>> tasks_;
+  std::vector<std::unique_ptr<optim::Optimizer>> elementwise_;  // [param] or null
+};
+
 class Reference {
  public:
   // Initialises every param; options.dp is the number of gradient contributions per step.
@@ -59,9 +81,7 @@ class Reference {
   std::vector<std::vector<float>> params_;
   std::vector<std::vector<float>> grads_;     // [param] last step's reduced gradient
   std::vector<std::vector<float>> abs_sums_;  // [param] last step's sum of |contributions|
-  struct TaskState;
-  std::vector<std::unique_ptr<TaskState>> tasks_;
-  std::vector<std::unique_ptr<optim::Optimizer>> elementwise_;  // [param] or null
+  std::unique_ptr<ReferenceOptimizer> optimizer_;
   int steps_taken_ = 0;
 };
 

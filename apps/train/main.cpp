@@ -1,0 +1,386 @@
+// `canzona train` (the canzona-train executable; `canzona train ARGS` execs it, so the other
+// commands never load libtorch): the Qwen3 model trained on real text under DP x TP with the
+// engine, every strategy from the same init on the same batches (docs/training.md).
+//
+// Errors. Bad flags, models, data and tokenizers are found before MPI starts (one line, exit 2;
+// under a launcher the ranks agree on it and it is printed once). Then every rank's effective
+// configuration is compared before the first collective. A non-finite loss or gradient stops
+// every rank at that step with the first non-finite tensor named (exit 1), before the optimizer
+// changes anything; nothing is written.
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "../planning_flags.h"
+#include "canzona/comm/mpi.h"
+#include "canzona/common/error.h"
+#include "canzona/common/json_io.h"
+#include "canzona/optim/blas_env.h"
+#include "canzona/runtime/agreement.h"
+#include "canzona/runtime/session.h"
+#include "canzona/train/data.h"
+#include "canzona/train/plot.h"
+#include "canzona/train/trainer.h"
+#include "train_report.h"
+
+namespace canzona::apps {
+namespace {
+
+struct TrainFlags : PlanningFlags {
+  std::string model = "qwen3-cpu";
+  std::string strategies = "lb-asc";
+  std::string optimizer_options = "{}";
+  double lr = -1.0, adamw_lr = -1.0;
+  std::int64_t steps = 100, seq_len = 128, micro_batch = 4, grad_accum = 1;
+  std::int64_t warmup = 10, eval_every = 25, eval_windows = 64;
+  std::string schedule = "cosine";
+  double min_lr_ratio = 0.1;
+  train::DataOptions data;
+  std::uint64_t seed = 1;
+  std::string reduce_mode = "deterministic";
+  bool no_pipeline = false, verify = false;
+  std::string json, trace, plot;
+  std::int64_t poison_step = 0;
+  int poison_rank = 0;
+};
+
+void add_flags(CLI::App& app, TrainFlags& f) {
+  f.optimizer = "muon";
+  app.add_option("--model", f.model, "Preset (qwen3-cpu, qwen3-tiny, ...) or HF config.json")
+      ->capture_default_str();
+  add_planning_flags(&app, f, PlanningCommand::kRun);
+  app.get_option("--optimizer")
+      ->description("Matrix optimizer: muon | shampoo | soap, or adamw for every param");
+  app.add_option("--strategy,--strategies", f.strategies,
+                 "Comma list of sc, layerwise, asc, lb-asc, or all: each trains from the same init")
+      ->capture_default_str();
+  app.add_option("--optimizer-options", f.optimizer_options,
+                 "JSON object of the matrix optimizer's options")
+      ->capture_default_str();
+  app.add_option("--lr", f.lr, "Base lr of the matrix optimizer (default: its own default)");
+  app.add_option("--adamw-lr", f.adamw_lr, "Base lr of AdamW (default: its own default)");
+  app.add_option("--steps", f.steps, "Optimizer steps")->capture_default_str();
+  app.add_option("--seq-len", f.seq_len, "Tokens per sequence")->capture_default_str();
+  app.add_option("--micro-batch", f.micro_batch, "Sequences per micro-batch")
+      ->capture_default_str();
+  app.add_option("--grad-accum", f.grad_accum, "Micro-batches per DP rank and step")
+      ->capture_default_str();
+  app.add_option("--warmup", f.warmup, "Linear lr warmup steps")->capture_default_str();
+  app.add_option("--schedule", f.schedule, "constant | linear | cosine")->capture_default_str();
+  app.add_option("--min-lr-ratio", f.min_lr_ratio, "Final lr / base lr")->capture_default_str();
+  app.add_option("--eval-every", f.eval_every, "Validation loss every N steps (0 = off)")
+      ->capture_default_str();
+  app.add_option("--eval-windows", f.eval_windows, "Held-out sequences per validation")
+      ->capture_default_str();
+  app.add_option("--data", f.data.data,
+                 "UTF-8 text (byte tokens), or an llm.c .bin shard (default: Debian fortunes)");
+  app.add_option("--val-data", f.data.val_data, "Held-out file (default: the end of --data)");
+  app.add_option("--tokenizer", f.data.tokenizer, "SentencePiece model (spm_train) for text data");
+  app.add_option("--val-fraction", f.data.val_fraction, "Held-out share of --data")
+      ->capture_default_str();
+  app.add_option("--seed", f.seed, "Init and data sampling")->capture_default_str();
+  app.add_option("--reduce-mode", f.reduce_mode, "deterministic | native")->capture_default_str();
+  app.add_flag("--no-pipeline", f.no_pipeline, "TP micro groups one after another");
+  app.add_flag("--verify", f.verify,
+               "Compare with a single-process run of the same batches (bitwise at TP = 1)");
+  app.add_option("--json", f.json, "Write loss curves and per-step times as JSON to FILE");
+  app.add_option("--trace", f.trace, "Chrome trace of the first strategy to FILE");
+  app.add_option("--plot", f.plot, "Write the loss curves as SVG to FILE");
+  app.add_option("--test-poison-step", f.poison_step)->group("");
+  app.add_option("--test-poison-rank", f.poison_rank)->group("");
+}
+
+nlohmann::json parse_options_json(const std::string& text) {
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    CANZONA_REQUIRE(j.is_object(), "--optimizer-options must be a JSON object (got ", text, ")");
+    return j;
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(str("--optimizer-options is not valid JSON: ", e.what()));
+  }
+}
+
+model::TransformerConfig load_config(const std::string& arg) {
+  for (const std::string& name : model::preset_names())
+    if (name == arg) return model::preset(arg);
+  CANZONA_REQUIRE(arg.size() > 5 && arg.ends_with(".json"), "--model '", arg,
+                  "' is neither a preset nor a Hugging Face config.json");
+  const nlohmann::json j = read_json_file(arg);
+  CANZONA_REQUIRE(!j.contains("params"), "--model ", arg,
+                  ": train needs a preset or a Hugging Face config.json, not a param list");
+  return model::read_hf_config(arg);
+}
+
+struct Launch {
+  train::TrainOptions options;
+  model::TransformerConfig config;
+  model::ModelSpec spec;
+  train::Corpus corpus;
+  runtime::Settings settings;
+};
+
+Launch prepare(TrainFlags& f) {
+  Launch l;
+  train::TrainOptions& o = l.options;
+  runtime::RunOptions& r = o.run;
+  r.dp = f.dp;
+  r.tp = f.tp;
+  r.pp = f.pp;
+  r.alpha = f.alpha;
+  r.cmax_mb = f.cmax_mb;
+  r.bucket_size = f.bucket_size;
+  r.split_fc1 = f.split_fc1;
+  r.planner = plan::parse_variant(f.planner);
+  r.cost = cost::parse_cost_kind(f.cost);
+  CANZONA_REQUIRE(r.cost != cost::CostKind::kCalibrated,
+                  "--cost calibrated is not supported by train");
+  r.qkv_split = model::parse_qkv_split(f.split_qkv);
+  r.reduce_mode = runtime::parse_reduce_mode(f.reduce_mode);
+  r.pipeline = !f.no_pipeline;
+  r.seed = f.seed;
+  r.model = f.model;
+  // --optimizer adamw: every param element-wise; the matrix optimizer then updates nothing.
+  o.all_adamw = f.optimizer == "adamw";
+  r.optimizer = o.all_adamw ? "muon" : f.optimizer;
+  r.optimizer_options = parse_options_json(f.optimizer_options);
+  if (f.lr >= 0.0) (o.all_adamw ? r.adamw_options : r.optimizer_options)["lr"] = f.lr;
+  if (f.adamw_lr >= 0.0 && !o.all_adamw) r.adamw_options["lr"] = f.adamw_lr;
+  CANZONA_REQUIRE(!(o.all_adamw && f.adamw_lr >= 0.0),
+                  "--adamw-lr is for --optimizer muon|shampoo|soap; with adamw use --lr");
+  o.steps = f.steps;
+  o.seq_len = f.seq_len;
+  o.micro_batch = f.micro_batch;
+  o.grad_accum = f.grad_accum;
+  o.eval_every = f.eval_every;
+  o.eval_windows = f.eval_windows;
+  o.schedule.schedule = train::parse_schedule(f.schedule);
+  o.schedule.warmup = f.warmup;
+  o.schedule.total = f.steps;
+  o.schedule.min_ratio = f.min_lr_ratio;
+  o.strategies = plan::parse_strategy_list(f.strategies);
+  o.trace_path = f.trace;
+  o.poison_step = f.poison_step;
+  o.poison_rank = f.poison_rank;
+  train::validate(o);
+  for (const std::string* path : {&f.json, &f.trace, &f.plot})
+    if (!path->empty())
+      check_output_path(*path, path == &f.json    ? "--json"
+                               : path == &f.trace ? "--trace"
+                                                  : "--plot");
+  l.config = load_config(f.model);
+  l.spec = train::training_spec(l.config, o);
+  l.corpus = train::load_corpus(f.data, o.seq_len + 1);
+  CANZONA_REQUIRE(l.corpus.vocab_size <= l.config.vocab_size, "--",
+                  f.data.tokenizer.empty() ? "data" : "tokenizer", ": vocabulary of ",
+                  l.corpus.vocab_size, " tokens (", l.corpus.tokenizer,
+                  ") is larger than the model's vocab_size ", l.config.vocab_size, " (--model ",
+                  f.model, ")");
+  runtime::SessionOptions session;
+  session.verify = f.verify;
+  session.trace_path = f.trace;
+  l.settings = runtime::launch_settings(r, session, o.strategies, l.spec);
+  const auto add = [&l](const char* key, const std::string& value) {
+    l.settings.push_back({key, value});
+  };
+  add("--optimizer", f.optimizer);
+  add("--steps", std::to_string(o.steps));
+  add("--seq-len", std::to_string(o.seq_len));
+  add("--micro-batch", std::to_string(o.micro_batch));
+  add("--grad-accum", std::to_string(o.grad_accum));
+  add("--warmup", std::to_string(o.schedule.warmup));
+  add("--schedule", f.schedule);
+  add("--min-lr-ratio", str(o.schedule.min_ratio));
+  add("--eval-every", std::to_string(o.eval_every));
+  add("--eval-windows", std::to_string(o.eval_windows));
+  add("corpus", str(l.corpus.train.size(), "+", l.corpus.val.size(), " tokens, vocab ",
+                    l.corpus.vocab_size, ", ", l.corpus.source));
+  add("--json", f.json);
+  add("--plot", f.plot);
+  return l;
+}
+
+// One thread's sgemm rate (GFLOP/s) of 512^3 products for about 0.3 s.
+double measure_sgemm_gflops() {
+  const torch::Tensor a = torch::rand({512, 512}), b = torch::rand({512, 512});
+  torch::mm(a, b);
+  const auto t0 = std::chrono::steady_clock::now();
+  int n = 0;
+  double seconds = 0.0;
+  while (seconds < 0.3) {
+    torch::mm(a, b);
+    ++n;
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return 2.0 * 512.0 * 512.0 * 512.0 * n / seconds / 1e9;
+}
+
+std::string loss_svg(const TrainHeader& h, const std::vector<train::StrategyRun>& runs) {
+  std::vector<train::Curve> curves;
+  for (const train::StrategyRun& r : runs) {
+    train::Curve tr{str(plan::to_string(r.strategy), " train"), {}, {}, false};
+    for (const train::StepRecord& s : r.steps) {
+      tr.x.push_back(static_cast<double>(s.step));
+      tr.y.push_back(s.loss);
+    }
+    curves.push_back(tr);
+    if (r.val.empty()) continue;
+    train::Curve val{str(plan::to_string(r.strategy), " val"), {}, {}, true};
+    for (const train::ValRecord& v : r.val) {
+      val.x.push_back(static_cast<double>(v.step));
+      val.y.push_back(v.loss);
+    }
+    curves.push_back(val);
+  }
+  train::PlotOptions p;
+  p.title = str(h.model, ", ", h.optimizer, ", DP ", h.dp, " x TP ", h.tp);
+  p.reference_y = h.unigram_entropy;
+  p.reference_label = "unigram entropy";
+  return train::loss_plot_svg(curves, p);
+}
+
+// TP > 1 changes the summation order of the row-parallel products and of the vocabulary-parallel
+// softmax, so losses agree with the single process only to rounding: fp32 rounding (~1e-7
+// relative) amplified over a few steps by the optimizer stays orders of magnitude below this.
+constexpr double kTpLossTolerance = 1e-4;
+
+// --verify on world rank 0: returns false when a TP = 1 run is not bitwise the reference (under
+// kDeterministic) or a TP > 1 run's losses differ from it by more than kTpLossTolerance
+// (relative).
+bool verify(const Launch& l, const std::vector<train::StrategyRun>& runs) {
+  const train::ReferenceRun ref = train::run_reference(l.config, l.spec, l.options, l.corpus);
+  bool ok = true;
+  for (const train::StrategyRun& r : runs) {
+    double max_rel = 0.0;
+    bool bitwise = true;
+    for (std::size_t i = 0; i < r.steps.size(); ++i) {
+      const double a = r.steps[i].loss, b = ref.losses[i];
+      max_rel = std::max(max_rel, std::fabs(a - b) / std::max(std::fabs(b), 1e-30));
+      bitwise = bitwise && std::memcmp(&a, &b, sizeof a) == 0;
+    }
+    if (l.options.run.tp == 1) {
+      for (std::size_t p = 0; p < ref.params.size(); ++p)
+        bitwise = bitwise && r.final_params[p].size() == ref.params[p].size() &&
+                  std::memcmp(r.final_params[p].data(), ref.params[p].data(),
+                              ref.params[p].size() * sizeof(float)) == 0;
+      if (!bitwise && l.options.run.reduce_mode == comm::ReduceMode::kDeterministic) ok = false;
+    } else if (!(max_rel <= kTpLossTolerance)) {
+      ok = false;
+    }
+    std::printf(
+        "verify %-9s vs single process: loss curve %s, max relative loss difference %.3g%s\n",
+        plan::to_string(r.strategy), bitwise ? "bitwise identical" : "differs", max_rel,
+        l.options.run.tp == 1 ? (bitwise ? ", final params bitwise identical" : "")
+                              : " (TP > 1: bound 1e-4)");
+  }
+  return ok;
+}
+
+int execute(TrainFlags& flags) {
+  Launch launch;
+  std::string launch_error;
+  try {
+    launch = prepare(flags);
+  } catch (const UsageError& e) {
+    if (comm::launched_world_size() <= 1) throw;
+    launch_error = e.what();
+  }
+  comm::MpiSession mpi;
+  int exit_code = 0;
+  try {
+    {
+      const auto world = comm::make_mpi_control_world();
+      if (const int code = runtime::agree_on_launch_error(*world, launch_error)) return code;
+      runtime::check_agreement(*world, launch.settings);
+    }
+    const train::TrainOptions& o = launch.options;
+    std::unique_ptr<comm::Grid> grid;
+    try {
+      grid = comm::make_mpi_grid(o.run.dp, o.run.tp, o.run.pp, o.run.reduce_mode);
+    } catch (const UsageError& e) {
+      throw runtime::PlanAgreementError(e.what());
+    }
+    const bool reporter = grid->world().rank() == 0;
+    TrainHeader h;
+    h.model = launch.spec.name;
+    h.params = launch.spec.total_numel();
+    h.dp = o.run.dp;
+    h.tp = o.run.tp;
+    h.optimizer = flags.optimizer;
+    h.data = launch.corpus.source;
+    h.train_tokens = static_cast<std::int64_t>(launch.corpus.train.size());
+    h.val_tokens = static_cast<std::int64_t>(launch.corpus.val.size());
+    h.vocab = launch.corpus.vocab_size;
+    if (reporter) {
+      h.unigram_entropy = train::unigram_entropy(launch.corpus.train);
+      h.sgemm_gflops = measure_sgemm_gflops();
+      std::cout << format_header(h, o) << std::flush;
+    }
+    train::Progress progress;
+    progress.step = [&o](const train::StrategyRun& r, const train::StepRecord& s) {
+      std::cout << format_step(r, s, o.steps) << std::flush;
+    };
+    progress.val = [](const train::StrategyRun& r, const train::ValRecord& v) {
+      std::cout << format_val(r, v) << std::flush;
+    };
+    const std::vector<train::StrategyRun> runs =
+        train::train(*grid, launch.config, launch.spec, o, launch.corpus, progress);
+    if (reporter) {
+      std::cout << format_summary(h, o, runs) << std::flush;
+      if (!flags.json.empty()) write_json_file(flags.json, train_json(h, o, runs));
+      if (!flags.plot.empty()) {
+        write_text_file(flags.plot, loss_svg(h, runs));
+        std::cout << "loss curves: " << flags.plot << "\n";
+      }
+      if (!flags.trace.empty()) std::cout << "trace: " << flags.trace << "\n";
+      if (flags.verify && !verify(launch, runs)) exit_code = 1;
+      std::cout << std::flush;
+    }
+    const std::vector<float> code = {static_cast<float>(exit_code)};
+    std::vector<float> agreed = code;
+    grid->world().all_reduce(agreed, agreed).wait();
+    exit_code = agreed[0] > 0.0f ? 1 : 0;
+  } catch (const train::NonFiniteLoss& e) {
+    runtime::abort_agreed(e.what(), 1);
+  } catch (const UsageError& e) {
+    runtime::abort_agreed(e.what(), 2);
+  } catch (const std::exception& e) {
+    comm::abort_all(e.what(), 1);
+  }
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace canzona::apps
+
+int main(int argc, char** argv) {
+  canzona::optim::ensure_blas_core(argc, argv);
+  torch::set_num_threads(1);
+  CLI::App app{"Train a Qwen3-architecture model under DP x TP with the Canzona engine",
+               "canzona train"};
+  canzona::apps::TrainFlags flags;
+  canzona::apps::add_flags(app, flags);
+  try {
+    app.parse(argc, argv);
+    return canzona::apps::execute(flags);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (canzona::comm::launched_world_size() > 1) {
+      canzona::comm::MpiSession mpi;
+      const auto world = canzona::comm::make_mpi_control_world();
+      return canzona::runtime::agree_on_launch_error(*world, e.what());
+    }
+    std::fprintf(stderr, "canzona: error: %s\n", e.what());
+    return 2;
+  } catch (const canzona::UsageError& e) {
+    std::fprintf(stderr, "canzona: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "canzona: failed: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,185 @@
+// Progress lines, summary, JSON (train_report.h).
+#include "train_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "canzona/common/error.h"
+
+namespace canzona::apps {
+namespace {
+
+std::string fmt(const char* format, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, value);
+  return buffer;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string hex(std::uint64_t value) {
+  char buffer[20];
+  std::snprintf(buffer, sizeof buffer, "%016llx", static_cast<unsigned long long>(value));
+  return buffer;
+}
+
+}  // namespace
+
+std::string format_header(const TrainHeader& h, const train::TrainOptions& o) {
+  std::ostringstream out;
+  out << "model " << h.model << ": " << h.params << " params | DP " << h.dp << " x TP " << h.tp
+      << " | optimizer " << h.optimizer << " (matrices), adamw (the rest)\n";
+  out << "data " << h.data << " | train " << h.train_tokens << " tokens, val " << h.val_tokens
+      << " | vocab " << h.vocab << " | unigram entropy " << fmt("%.4f", h.unigram_entropy)
+      << " nats/token\n";
+  out << "steps " << o.steps << " | " << o.tokens_per_step() << " tokens/step (seq " << o.seq_len
+      << " x micro-batch " << o.micro_batch << " x accum " << o.grad_accum << " x DP " << h.dp
+      << ") | schedule " << train::to_string(o.schedule.schedule) << ", warmup "
+      << o.schedule.warmup << " | sgemm " << fmt("%.1f", h.sgemm_gflops) << " GFLOP/s\n";
+  return out.str();
+}
+
+std::string format_step(const train::StrategyRun& run, const train::StepRecord& s,
+                        std::int64_t steps) {
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "%-9s step %5lld/%lld | loss %.4f | lr x%.3f | %7.0f tok/s | fwd-bwd %8.1f ms | "
+                "grad-sync %6.1f ms | optimizer %7.1f ms | param-sync %6.1f ms\n",
+                plan::to_string(run.strategy), static_cast<long long>(s.step),
+                static_cast<long long>(steps), s.loss, s.lr_scale, s.tokens_per_s, s.fwd_bwd_ms,
+                s.grad_sync_ms, s.opt_ms, s.param_sync_ms);
+  return line;
+}
+
+std::string format_val(const train::StrategyRun& run, const train::ValRecord& v) {
+  char line[160];
+  std::snprintf(line, sizeof line, "%-9s step %5lld | val loss %.4f\n",
+                plan::to_string(run.strategy), static_cast<long long>(v.step), v.loss);
+  return line;
+}
+
+train::StepRecord median_step(const std::vector<train::StepRecord>& steps) {
+  std::vector<double> step, fb, gs, opt, ps, tps;
+  for (std::size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i) {
+    step.push_back(steps[i].step_ms);
+    fb.push_back(steps[i].fwd_bwd_ms);
+    gs.push_back(steps[i].grad_sync_ms);
+    opt.push_back(steps[i].opt_ms);
+    ps.push_back(steps[i].param_sync_ms);
+    tps.push_back(steps[i].tokens_per_s);
+  }
+  train::StepRecord m;
+  m.step_ms = median(step);
+  m.fwd_bwd_ms = median(fb);
+  m.grad_sync_ms = median(gs);
+  m.opt_ms = median(opt);
+  m.param_sync_ms = median(ps);
+  m.tokens_per_s = median(tps);
+  return m;
+}
+
+double mfu(const TrainHeader& h, const train::TrainOptions& o, const train::StepRecord& m) {
+  if (m.fwd_bwd_ms <= 0.0 || h.sgemm_gflops <= 0.0) return 0.0;
+  const double tokens_per_rank = static_cast<double>(o.grad_accum * o.micro_batch * o.seq_len);
+  const double flops = 6.0 * static_cast<double>(h.params) / h.tp * tokens_per_rank;
+  return flops / (m.fwd_bwd_ms / 1000.0) / (h.sgemm_gflops * 1e9);
+}
+
+bool bitwise_identical(const std::vector<train::StrategyRun>& runs) {
+  for (const train::StrategyRun& r : runs) {
+    const train::StrategyRun& first = runs.front();
+    if (r.params_hash != first.params_hash || r.steps.size() != first.steps.size() ||
+        r.val.size() != first.val.size())
+      return false;
+    for (std::size_t i = 0; i < r.steps.size(); ++i)
+      if (std::memcmp(&r.steps[i].loss, &first.steps[i].loss, sizeof(double)) != 0) return false;
+    for (std::size_t i = 0; i < r.val.size(); ++i)
+      if (std::memcmp(&r.val[i].loss, &first.val[i].loss, sizeof(double)) != 0) return false;
+  }
+  return true;
+}
+
+std::string format_summary(const TrainHeader& h, const train::TrainOptions& o,
+                           const std::vector<train::StrategyRun>& runs) {
+  std::ostringstream out;
+  out << "\nper-step breakdown (median over steps 2.., max over ranks), ms:\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-9s %9s %9s %9s %9s %10s %9s %7s %10s  %s\n", "strategy",
+                "step", "fwd-bwd", "grad-sync", "optimizer", "param-sync", "tok/s", "MFU",
+                "final loss", "params hash");
+  out << line;
+  for (const train::StrategyRun& r : runs) {
+    const train::StepRecord m = median_step(r.steps);
+    const double final_loss = r.val.empty() ? r.steps.back().loss : r.val.back().loss;
+    std::snprintf(line, sizeof line,
+                  "%-9s %9.1f %9.1f %9.1f %9.1f %10.1f %9.0f %6.1f%% %10.4f  %s\n",
+                  plan::to_string(r.strategy), m.step_ms, m.fwd_bwd_ms, m.grad_sync_ms, m.opt_ms,
+                  m.param_sync_ms, m.tokens_per_s, 100.0 * mfu(h, o, m), final_loss,
+                  hex(r.params_hash).c_str());
+    out << line;
+  }
+  if (runs.size() > 1)
+    out << "loss curves and final params bitwise identical across strategies: "
+        << (bitwise_identical(runs) ? "yes" : "NO") << "\n";
+  return out.str();
+}
+
+nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
+                          const std::vector<train::StrategyRun>& runs) {
+  nlohmann::json j;
+  j["model"] = h.model;
+  j["params"] = h.params;
+  j["dp"] = h.dp;
+  j["tp"] = h.tp;
+  j["optimizer"] = h.optimizer;
+  j["data"] = h.data;
+  j["vocab"] = h.vocab;
+  j["unigram_entropy"] = h.unigram_entropy;
+  j["sgemm_gflops"] = h.sgemm_gflops;
+  j["steps"] = o.steps;
+  j["seq_len"] = o.seq_len;
+  j["micro_batch"] = o.micro_batch;
+  j["grad_accum"] = o.grad_accum;
+  j["tokens_per_step"] = o.tokens_per_step();
+  j["runs"] = nlohmann::json::array();
+  for (const train::StrategyRun& r : runs) {
+    nlohmann::json run;
+    run["strategy"] = plan::to_string(r.strategy);
+    run["plan_hash"] = hex(r.plan_hash);
+    run["params_hash"] = hex(r.params_hash);
+    run["steps"] = nlohmann::json::array();
+    for (const train::StepRecord& s : r.steps)
+      run["steps"].push_back({{"step", s.step},
+                              {"loss", s.loss},
+                              {"lr_scale", s.lr_scale},
+                              {"tokens_per_s", s.tokens_per_s},
+                              {"ms",
+                               {{"step", s.step_ms},
+                                {"fwd_bwd", s.fwd_bwd_ms},
+                                {"grad_sync", s.grad_sync_ms},
+                                {"optimizer", s.opt_ms},
+                                {"param_sync", s.param_sync_ms}}}});
+    run["val"] = nlohmann::json::array();
+    for (const train::ValRecord& v : r.val)
+      run["val"].push_back({{"step", v.step}, {"loss", v.loss}});
+    const train::StepRecord m = median_step(r.steps);
+    run["median_ms"] = {{"step", m.step_ms},
+                        {"fwd_bwd", m.fwd_bwd_ms},
+                        {"grad_sync", m.grad_sync_ms},
+                        {"optimizer", m.opt_ms},
+                        {"param_sync", m.param_sync_ms}};
+    run["median_tokens_per_s"] = m.tokens_per_s;
+    run["mfu"] = mfu(h, o, m);
+    j["runs"].push_back(run);
+  }
+  j["bitwise_identical"] = bitwise_identical(runs);
+  return j;
+}
+
+}  // namespace canzona::apps

@@ -1,0 +1,43 @@
+// What `canzona train` prints and writes: progress lines, the Figure-4-style breakdown of every
+// strategy side by side, the --json document and the loss-curve SVG.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "canzona/train/trainer.h"
+
+namespace canzona::apps {
+
+struct TrainHeader {
+  std::string model;
+  std::int64_t params = 0;  // model numel (padded vocabulary included)
+  int dp = 1, tp = 1;
+  std::string optimizer;
+  std::string data;
+  std::int64_t train_tokens = 0, val_tokens = 0, vocab = 0;
+  double unigram_entropy = 0.0;  // nats per token of the train part
+  double sgemm_gflops = 0.0;     // measured on world rank 0, one thread
+};
+
+std::string format_header(const TrainHeader& header, const train::TrainOptions& options);
+std::string format_step(const train::StrategyRun& run, const train::StepRecord& step,
+                        std::int64_t steps);
+std::string format_val(const train::StrategyRun& run, const train::ValRecord& val);
+
+// Median over steps 2.. (the first step pays one-time allocations) of each phase.
+train::StepRecord median_step(const std::vector<train::StepRecord>& steps);
+// Forward-backward model FLOP utilisation: 6 x params / tp x tokens per rank per step over the
+// median fwd-bwd time, divided by the measured sgemm rate.
+double mfu(const TrainHeader& header, const train::TrainOptions& options,
+           const train::StepRecord& median);
+
+// True when every strategy's losses (train and validation, as doubles) and final params hash
+// equal the first's.
+bool bitwise_identical(const std::vector<train::StrategyRun>& runs);
+std::string format_summary(const TrainHeader& header, const train::TrainOptions& options,
+                           const std::vector<train::StrategyRun>& runs);
+nlohmann::json train_json(const TrainHeader& header, const train::TrainOptions& options,
+                          const std::vector<train::StrategyRun>& runs);
+
+}  // namespace canzona::apps

@@ -1,0 +1,83 @@
+// The Qwen3 decoder in libtorch with Megatron-style tensor parallelism (issue 11; design.md §2
+// `train`), built from the same ModelSpec the planner uses.
+//
+// Architecture (HF Qwen3): token embedding; per layer: RMSNorm -> attention (fused QKV,
+// grouped-query heads, per-head RMSNorm of q and k, RoPE with theta from the config, causal
+// softmax, output projection) -> residual; RMSNorm -> SwiGLU MLP (down(silu(gate) * up)) ->
+// residual; final RMSNorm; output layer (or the embedding when tied). Qwen2-style QKV bias is
+// supported; no other biases.
+//
+// Params are the ModelSpec's, by Megatron name and TP-local shape (model/transformer.cpp):
+// `embedding.word_embeddings.weight` [V/T, h] and `output_layer.weight` [V/T, h] vocabulary
+// parallel; `linear_qkv.weight` [(H + 2G) d / T, h] column parallel, rows grouped per query group
+// as [q heads of the group | k | v]; `linear_fc1.weight` [2f/T, h] = [gate_t; up_t]; row-parallel
+// `linear_proj.weight` [h, H d / T] and `linear_fc2.weight` [h, f / T]; RMSNorm weights fused into
+// the next linear's name (`linear_qkv.layer_norm_weight`, `linear_fc1.layer_norm_weight`) as in
+// Megatron with Transformer Engine; `q_layernorm` / `k_layernorm` [d], replicated, applied to this
+// rank's heads only, so their gradient is summed over TP (copy_to_tp on the weight).
+//
+// Storage. Every param is a leaf tensor over external memory (bind): the engine's param buffer,
+// and its .grad a view of the engine's gradient buffer, so backward accumulates straight into the
+// Megatron-layout buffer and nothing is copied. Unbound params use memory the model owns.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "canzona/model/load.h"
+#include "canzona/model/spec.h"
+#include "canzona/train/tp_layers.h"
+
+namespace canzona::train {
+
+class Qwen3Model {
+ public:
+  // Checks that the model's params and spec.params are one list: the same names, each with the
+  // TP-local shape spec.params[p].local_shape(tp.size). Throws UsageError naming the first param
+  // the model lacks, the spec lacks, or whose shape differs (both shapes).
+  Qwen3Model(const model::TransformerConfig& config, const model::ModelSpec& spec, TpGroup tp);
+  ~Qwen3Model();
+  Qwen3Model(const Qwen3Model&) = delete;
+  Qwen3Model& operator=(const Qwen3Model&) = delete;
+
+  int num_params() const;
+  // Leaf tensor of spec param p (TP-local shape), requires_grad.
+  torch::Tensor& param(int p);
+  // Makes param p a view of `value` and its gradient a view of `grad` (local numel each; the
+  // gradient accumulates there in place). The values are not changed.
+  void bind(int p, std::span<float> value, std::span<float> grad);
+  // Called with p before the forward first reads param p (e.g. to wait for its All-Gather).
+  void set_before_use(std::function<void(int)> hook);
+
+  // Per-token next-token loss [B * S] of inputs/targets [B, S] (int64 token ids < padded
+  // vocabulary), identical on every TP rank.
+  torch::Tensor token_losses(const torch::Tensor& inputs, const torch::Tensor& targets);
+  // This rank's logits columns [B, S, V/T] (tests).
+  torch::Tensor local_logits(const torch::Tensor& inputs);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Initial value of the TP-local shard `tp_rank` of spec param `param` (local numel floats into
+// `out`), independent of the TP degree: every element is drawn from a counter-based normal
+// generator of (seed, param name, the element's logical index), where the logical index counts
+// rows of the un-split weight in HF order (fc1: all gate rows, then all up rows). Weights
+// N(0, 0.02), Megatron's scaled init N(0, 0.02 / sqrt(2 layers)) for linear_proj and linear_fc2,
+// RMSNorm weights 1, biases 0. Throws UsageError when out has the wrong size.
+void init_param(const model::ParamSpec& param, const model::TransformerConfig& config, int tp,
+                int tp_rank, std::uint64_t seed, std::span<float> out);
+
+// Shard tp_rank of a global (tp = 1 layout) tensor of `param`: the rows / columns / elements the
+// rank holds, applying fc1's [gate_t; up_t] interleave. Used to compare a TP run with a single
+// process. `global` has param.numel() elements; returns local numel.
+std::vector<float> shard_of(const model::ParamSpec& param, int tp, int tp_rank,
+                            std::span<const float> global);
+
+}  // namespace canzona::train

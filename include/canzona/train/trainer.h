@@ -1,0 +1,125 @@
+// `canzona train`: the Qwen3 model (model.h) trained on real text (data.h) with the
+// distributed-optimizer engine (runtime/engine.h) under DP x TP, one strategy after another from
+// the same init on the same batches (issue 11; docs/training.md).
+//
+// A step (Megatron-LM's train_step with the distributed optimizer): lr factor of the schedule;
+// zero the gradient buffer; for each of grad_accum micro-batches a forward (which waits for each
+// bucket's param All-Gather right before it first reads a param of it) and a backward that
+// accumulates into the engine's gradient buffer, where autograd's accumulation hooks call
+// grad_ready during the last micro-batch's backward so bucket collectives overlap it; finish the
+// gradient sync; the loss (mean over DP ranks and micro-batches) is summed over DP; a non-finite
+// loss stops every rank before the optimizer runs; optimizer step; post the param sync.
+//
+// Exactness. With ReduceMode::kDeterministic and one thread per rank, every strategy gives
+// bitwise the same losses and final params (the engine's contract); on TP = 1 grids the run is
+// bitwise the single-process reference (run_reference) that processes the DP ranks' micro-batches
+// in rank order.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "canzona/comm/grid.h"
+#include "canzona/common/error.h"
+#include "canzona/model/load.h"
+#include "canzona/model/spec.h"
+#include "canzona/plan/plan.h"
+#include "canzona/runtime/options.h"
+#include "canzona/train/data.h"
+#include "canzona/train/schedule.h"
+
+namespace canzona::train {
+
+struct TrainOptions {
+  // Model, grid, matrix optimizer and its options, AdamW options, planner knobs, seed, reduce
+  // mode (the synthetic-run fields steps/warmup/tokens/compute_scale are not used).
+  runtime::RunOptions run;
+  // "adamw": every param element-wise (the model spec is re-classed before planning).
+  bool all_adamw = false;
+  std::int64_t steps = 100;        // optimizer steps
+  std::int64_t seq_len = 128;      // tokens per window
+  std::int64_t micro_batch = 4;    // windows per micro-batch
+  std::int64_t grad_accum = 1;     // micro-batches per DP rank and step
+  ScheduleOptions schedule;        // total = steps
+  std::int64_t eval_every = 25;    // validation loss every N steps (and after the last); 0 = off
+  std::int64_t eval_windows = 64;  // held-out windows per validation
+  std::vector<plan::Strategy> strategies = {plan::Strategy::kLbAsc};
+  std::string trace_path;  // Chrome trace of the first strategy; empty = none
+  // Test hook: at this step (1-based) world rank `poison_rank` writes NaN into its first
+  // gradient element before the sync, so the non-finite path must stop every rank. 0 = off.
+  std::int64_t poison_step = 0;
+  int poison_rank = 0;
+  std::int64_t tokens_per_step() const;  // dp x grad_accum x micro_batch x seq_len
+};
+
+// Throws UsageError naming the flag: sizes not positive or above their limits, eval settings
+// negative, schedule out of range (schedule.h), and runtime::validate(run).
+void validate(const TrainOptions& options);
+
+// Milliseconds of one step on one rank (world rank 0's in progress lines; the JSON has the max
+// over ranks per step).
+struct StepRecord {
+  std::int64_t step = 0;
+  double loss = 0.0;      // mean train loss of the step over DP ranks and micro-batches
+  double lr_scale = 0.0;  // schedule factor
+  double step_ms = 0.0;
+  double fwd_bwd_ms = 0.0;  // forward + backward compute (waits excluded)
+  double grad_sync_ms = 0.0;
+  double opt_ms = 0.0;
+  double param_sync_ms = 0.0;  // exposed waits for updated params
+  double tokens_per_s = 0.0;   // tokens_per_step / step time
+};
+
+struct ValRecord {
+  std::int64_t step = 0;
+  double loss = 0.0;
+};
+
+struct StrategyRun {
+  plan::Strategy strategy = plan::Strategy::kLbAsc;
+  std::vector<StepRecord> steps;  // world rank 0: per step, times = max over ranks
+  std::vector<ValRecord> val;
+  std::uint64_t params_hash = 0;  // FNV-1a of every rank's final params in world-rank order
+  std::uint64_t plan_hash = 0;
+  // World rank 0 of a TP = 1 grid: [spec param] final values (compared with run_reference).
+  std::vector<std::vector<float>> final_params;
+};
+
+// Called on world rank 0 after each step and validation (progress lines).
+struct Progress {
+  std::function<void(const StrategyRun&, const StepRecord&)> step;
+  std::function<void(const StrategyRun&, const ValRecord&)> val;
+  std::function<void(plan::Strategy)> start;
+};
+
+// A non-finite loss: every rank throws it identically (message names the step and world rank
+// 0's first non-finite tensor).
+class NonFiniteLoss : public Error {
+ public:
+  using Error::Error;
+};
+
+// Trains each strategy of options.strategies in turn. Collective over the grid; `corpus` must be
+// identical on every rank. Throws runtime::PlanAgreementError (plan mismatch), NonFiniteLoss, or
+// Error.
+std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig& config,
+                               const model::ModelSpec& spec, const TrainOptions& options,
+                               const Corpus& corpus, const Progress& progress);
+
+// The single-process reference: one process, one model at TP = 1 (the spec rebuilt for tp = 1,
+// whose padded vocabulary must equal spec's), the DP ranks' micro-batches processed in rank order,
+// each rank's gradient scaled by 1/DP and summed in rank order, the reference optimizer
+// (runtime::ReferenceOptimizer). For a TP = 1 grid under kDeterministic its losses and final
+// params are bitwise those of train(); for TP > 1 the losses agree to rounding.
+struct ReferenceRun {
+  std::vector<double> losses;              // per step, as StepRecord::loss
+  std::vector<std::vector<float>> params;  // [param of the tp = 1 spec] final values
+};
+ReferenceRun run_reference(const model::TransformerConfig& config, const model::ModelSpec& spec,
+                           const TrainOptions& options, const Corpus& corpus);
+
+// The model spec `options` trains: the loaded model, re-classed to element-wise for all_adamw.
+model::ModelSpec training_spec(const model::TransformerConfig& config, const TrainOptions& options);
+
+}  // namespace canzona::train

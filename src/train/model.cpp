@@ -1,0 +1,317 @@
+// The tensor-parallel Qwen3 decoder (model.h).
+#include "canzona/train/model.h"
+
+#include <cmath>
+#include <map>
+
+#include "canzona/common/error.h"
+
+namespace canzona::train {
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// The params the model reads, in Megatron registration order, with TP-local shapes.
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected_params(
+    const model::TransformerConfig& c, std::int64_t padded_vocab, int tp) {
+  const std::int64_t h = c.hidden, d = c.head_dim, f = c.ffn_hidden;
+  const std::int64_t qkv = (c.num_heads + 2LL * c.num_query_groups) * d;
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
+  out.push_back({"embedding.word_embeddings.weight", {padded_vocab / tp, h}});
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = "decoder.layers." + std::to_string(i) + ".";
+    out.push_back({p + "self_attention.linear_proj.weight", {h, c.num_heads * d / tp}});
+    out.push_back({p + "self_attention.linear_qkv.layer_norm_weight", {h}});
+    out.push_back({p + "self_attention.linear_qkv.weight", {qkv / tp, h}});
+    if (c.qkv_bias) out.push_back({p + "self_attention.linear_qkv.bias", {qkv / tp}});
+    if (c.qk_norm) {
+      out.push_back({p + "self_attention.q_layernorm.weight", {d}});
+      out.push_back({p + "self_attention.k_layernorm.weight", {d}});
+    }
+    out.push_back({p + "mlp.linear_fc1.layer_norm_weight", {h}});
+    out.push_back({p + "mlp.linear_fc1.weight", {2 * f / tp, h}});
+    out.push_back({p + "mlp.linear_fc2.weight", {h, f / tp}});
+  }
+  out.push_back({"decoder.final_layernorm.weight", {h}});
+  if (!c.tied_embeddings) out.push_back({"output_layer.weight", {padded_vocab / tp, h}});
+  return out;
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const std::string t(suffix);
+  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+}
+
+// Counter-based N(0, 1): splitmix64 of (seed, name hash, index), Box-Muller.
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t name_hash(const std::string& name) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ULL;
+  return h;
+}
+
+double normal(std::uint64_t key, std::uint64_t index) {
+  const std::uint64_t a = splitmix64(key ^ splitmix64(2 * index));
+  const std::uint64_t b = splitmix64(key ^ splitmix64(2 * index + 1));
+  const double u1 = (static_cast<double>(a >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+  const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;          // [0, 1)
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.14159265358979323846 * u2);
+}
+
+// Global (tp = 1, HF order) row of local row r of shard t.
+std::int64_t logical_row(const model::ParamSpec& param, int tp, int t, std::int64_t r) {
+  const std::vector<std::int64_t> local = param.local_shape(tp);
+  if (param.tp_split_dim != 0) return r;
+  if (ends_with(param.name, "mlp.linear_fc1.weight")) {
+    const std::int64_t half = local[0] / 2;  // f / T
+    const std::int64_t f = param.shape[0] / 2;
+    return r < half ? t * half + r : f + t * half + (r - half);
+  }
+  return t * local[0] + r;
+}
+
+}  // namespace
+
+void init_param(const model::ParamSpec& param, const model::TransformerConfig& config, int tp,
+                int tp_rank, std::uint64_t seed, std::span<float> out) {
+  CANZONA_REQUIRE(static_cast<std::int64_t>(out.size()) == param.local_numel(tp), "init of ",
+                  param.name, ": ", out.size(), " elements given, local numel is ",
+                  param.local_numel(tp));
+  const std::string& n = param.name;
+  if (ends_with(n, "layer_norm_weight") || ends_with(n, "layernorm.weight")) {
+    for (float& x : out) x = 1.0f;
+    return;
+  }
+  if (ends_with(n, ".bias")) {
+    for (float& x : out) x = 0.0f;
+    return;
+  }
+  double stddev = 0.02;
+  if (ends_with(n, "linear_proj.weight") || ends_with(n, "linear_fc2.weight"))
+    stddev /= std::sqrt(2.0 * config.num_layers);
+  const std::uint64_t key = splitmix64(seed) ^ name_hash(n);
+  const std::vector<std::int64_t> local = param.local_shape(tp);
+  const std::int64_t rows = local[0], cols = local.size() > 1 ? local[1] : 1;
+  const std::int64_t global_cols = param.cols();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t gr = logical_row(param, tp, tp_rank, r);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::int64_t gc = param.tp_split_dim == 1 ? tp_rank * cols + c : c;
+      out[static_cast<std::size_t>(r * cols + c)] = static_cast<float>(
+          stddev * normal(key, static_cast<std::uint64_t>(gr * global_cols + gc)));
+    }
+  }
+}
+
+std::vector<float> shard_of(const model::ParamSpec& param, int tp, int tp_rank,
+                            std::span<const float> global) {
+  CANZONA_CHECK_EQ(static_cast<std::int64_t>(global.size()), param.numel());
+  const std::vector<std::int64_t> local = param.local_shape(tp);
+  const std::int64_t rows = local[0], cols = local.size() > 1 ? local[1] : 1;
+  const std::int64_t global_cols = param.cols();
+  std::vector<float> out(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t gr = logical_row(param, tp, tp_rank, r);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::int64_t gc = param.tp_split_dim == 1 ? tp_rank * cols + c : c;
+      out[static_cast<std::size_t>(r * cols + c)] =
+          global[static_cast<std::size_t>(gr * global_cols + gc)];
+    }
+  }
+  return out;
+}
+
+struct Qwen3Model::Impl {
+  model::TransformerConfig config;
+  TpGroup tp;
+  std::int64_t padded_vocab = 0;
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> params;      // [spec index] leaf tensors
+  std::vector<std::vector<float>> owned;  // [spec index] memory of unbound params
+  std::vector<std::vector<float>> owned_grads;
+  std::map<std::string, int> index;  // name -> spec index
+  std::function<void(int)> before_use;
+  torch::Tensor rope_cos, rope_sin;  // [S, d] cache
+  std::int64_t rope_len = 0;
+
+  const torch::Tensor& use(const std::string& name) {
+    const int p = index.at(name);
+    if (before_use) before_use(p);
+    return params[static_cast<std::size_t>(p)];
+  }
+
+  torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight) const {
+    return x * torch::rsqrt(x.pow(2).mean(-1, true) + config.rms_norm_eps) * weight;
+  }
+
+  void build_rope(std::int64_t seq_len) {
+    if (rope_len == seq_len) return;
+    const std::int64_t d = config.head_dim;
+    const torch::Tensor exponents =
+        torch::arange(0, d, 2, torch::kFloat64) / static_cast<double>(d);
+    const torch::Tensor inv_freq = torch::pow(config.rope_theta, -exponents);
+    const torch::Tensor positions = torch::arange(seq_len, torch::kFloat64);
+    const torch::Tensor freqs = torch::outer(positions, inv_freq);
+    const torch::Tensor emb = torch::cat({freqs, freqs}, -1);
+    rope_cos = emb.cos().to(torch::kFloat32);
+    rope_sin = emb.sin().to(torch::kFloat32);
+    rope_len = seq_len;
+  }
+
+  // x [B, heads, S, d]
+  torch::Tensor rope(const torch::Tensor& x) const {
+    const std::int64_t half = config.head_dim / 2;
+    const torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+    const torch::Tensor rotated = torch::cat({-x2, x1}, -1);
+    return x * rope_cos + rotated * rope_sin;
+  }
+
+  torch::Tensor attention(const torch::Tensor& x, const std::string& p) {
+    const std::int64_t b = x.size(0), s = x.size(1), d = config.head_dim;
+    const std::int64_t groups = config.num_query_groups / tp.size;
+    const std::int64_t per_group = config.num_heads / config.num_query_groups;
+    const std::int64_t heads = groups * per_group;
+    const torch::Tensor normed =
+        rms_norm(x, use(p + "self_attention.linear_qkv.layer_norm_weight"));
+    const torch::Tensor bias =
+        config.qkv_bias ? use(p + "self_attention.linear_qkv.bias") : torch::Tensor();
+    const torch::Tensor qkv =
+        column_parallel_linear(normed, use(p + "self_attention.linear_qkv.weight"), bias, tp);
+    const torch::Tensor grouped = qkv.view({b, s, groups, per_group + 2, d});
+    torch::Tensor q = grouped.narrow(3, 0, per_group).reshape({b, s, heads, d});
+    torch::Tensor k = grouped.select(3, per_group);
+    torch::Tensor v = grouped.select(3, per_group + 1);
+    if (config.qk_norm) {
+      q = rms_norm(q, copy_to_tp(use(p + "self_attention.q_layernorm.weight"), tp));
+      k = rms_norm(k, copy_to_tp(use(p + "self_attention.k_layernorm.weight"), tp));
+    }
+    q = rope(q.transpose(1, 2));  // [B, heads, S, d]
+    k = rope(k.transpose(1, 2)).repeat_interleave(per_group, 1);
+    v = v.transpose(1, 2).repeat_interleave(per_group, 1);
+    torch::Tensor scores =
+        torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
+    const torch::Tensor future = torch::ones({s, s}, torch::kBool).triu(1);
+    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+    const torch::Tensor context =
+        torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({b, s, heads * d});
+    return row_parallel_linear(context, use(p + "self_attention.linear_proj.weight"), tp);
+  }
+
+  torch::Tensor mlp(const torch::Tensor& x, const std::string& p) {
+    const torch::Tensor normed = rms_norm(x, use(p + "mlp.linear_fc1.layer_norm_weight"));
+    const torch::Tensor fc1 =
+        column_parallel_linear(normed, use(p + "mlp.linear_fc1.weight"), torch::Tensor(), tp);
+    const std::int64_t half = fc1.size(-1) / 2;
+    const torch::Tensor hidden = torch::silu(fc1.narrow(-1, 0, half)) * fc1.narrow(-1, half, half);
+    return row_parallel_linear(hidden, use(p + "mlp.linear_fc2.weight"), tp);
+  }
+
+  torch::Tensor logits(const torch::Tensor& inputs) {
+    build_rope(inputs.size(1));
+    const std::int64_t vocab_start = tp.rank * (padded_vocab / tp.size);
+    const torch::Tensor& embedding = use("embedding.word_embeddings.weight");
+    torch::Tensor x = vocab_parallel_embedding(inputs, embedding, vocab_start, tp);
+    for (int i = 0; i < config.num_layers; ++i) {
+      const std::string p = "decoder.layers." + std::to_string(i) + ".";
+      x = x + attention(x, p);
+      x = x + mlp(x, p);
+    }
+    x = rms_norm(x, use("decoder.final_layernorm.weight"));
+    const torch::Tensor& output = config.tied_embeddings ? embedding : use("output_layer.weight");
+    return column_parallel_linear(x, output, torch::Tensor(), tp);
+  }
+};
+
+Qwen3Model::Qwen3Model(const model::TransformerConfig& config, const model::ModelSpec& spec,
+                       TpGroup tp)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.config = config;
+  m.tp = tp;
+  m.padded_vocab = spec.arch.padded_vocab_size;
+  CANZONA_REQUIRE(tp.size >= 1 && m.padded_vocab > 0 && m.padded_vocab % tp.size == 0, "model '",
+                  spec.name, "': padded vocabulary ", m.padded_vocab,
+                  " is not divisible by tp=", tp.size);
+  CANZONA_REQUIRE(config.head_dim % 2 == 0, "model '", spec.name, "': head_dim ", config.head_dim,
+                  " must be even for RoPE");
+  const auto expected = expected_params(config, m.padded_vocab, tp.size);
+  std::map<std::string, std::vector<std::int64_t>> wanted(expected.begin(), expected.end());
+  for (std::size_t p = 0; p < spec.params.size(); ++p) {
+    const model::ParamSpec& ps = spec.params[p];
+    const auto it = wanted.find(ps.name);
+    CANZONA_REQUIRE(it != wanted.end(), "model '", spec.name, "': param ", ps.name,
+                    " of the plan is not a param of the Qwen3 training model");
+    const std::vector<std::int64_t> local = ps.local_shape(tp.size);
+    CANZONA_REQUIRE(local == it->second, "model '", spec.name, "': param ", ps.name,
+                    " has TP-local shape ", shape_text(local), " in the plan, the model needs ",
+                    shape_text(it->second));
+    m.index[ps.name] = static_cast<int>(p);
+    wanted.erase(it);
+  }
+  CANZONA_REQUIRE(wanted.empty(), "model '", spec.name, "': the plan lacks param ",
+                  wanted.empty() ? "" : wanted.begin()->first);
+  m.params.resize(spec.params.size());
+  m.owned.resize(spec.params.size());
+  m.owned_grads.resize(spec.params.size());
+  for (std::size_t p = 0; p < spec.params.size(); ++p) {
+    const std::int64_t n = spec.params[p].local_numel(tp.size);
+    m.names.push_back(spec.params[p].name);
+    m.owned[p].assign(static_cast<std::size_t>(n), 0.0f);
+    m.owned_grads[p].assign(static_cast<std::size_t>(n), 0.0f);
+    m.params[p] =
+        torch::from_blob(m.owned[p].data(), spec.params[p].local_shape(tp.size), torch::kFloat32)
+            .set_requires_grad(true);
+    m.params[p].mutable_grad() = torch::from_blob(
+        m.owned_grads[p].data(), spec.params[p].local_shape(tp.size), torch::kFloat32);
+  }
+}
+
+Qwen3Model::~Qwen3Model() = default;
+
+int Qwen3Model::num_params() const {
+  return static_cast<int>(impl_->params.size());
+}
+
+torch::Tensor& Qwen3Model::param(int p) {
+  return impl_->params.at(static_cast<std::size_t>(p));
+}
+
+void Qwen3Model::bind(int p, std::span<float> value, std::span<float> grad) {
+  torch::Tensor& t = impl_->params.at(static_cast<std::size_t>(p));
+  const std::vector<std::int64_t> shape = t.sizes().vec();
+  CANZONA_CHECK(static_cast<std::int64_t>(value.size()) == t.numel() &&
+                    static_cast<std::int64_t>(grad.size()) == t.numel(),
+                "bind of ", impl_->names[static_cast<std::size_t>(p)], ": sizes ", value.size(),
+                " / ", grad.size(), " for ", t.numel(), " elements");
+  t = torch::from_blob(value.data(), shape, torch::kFloat32).set_requires_grad(true);
+  t.mutable_grad() = torch::from_blob(grad.data(), shape, torch::kFloat32);
+  impl_->owned[static_cast<std::size_t>(p)].clear();
+  impl_->owned_grads[static_cast<std::size_t>(p)].clear();
+}
+
+void Qwen3Model::set_before_use(std::function<void(int)> hook) {
+  impl_->before_use = std::move(hook);
+}
+
+torch::Tensor Qwen3Model::local_logits(const torch::Tensor& inputs) {
+  return impl_->logits(inputs);
+}
+
+torch::Tensor Qwen3Model::token_losses(const torch::Tensor& inputs, const torch::Tensor& targets) {
+  const torch::Tensor logits = impl_->logits(inputs);
+  const std::int64_t local_vocab = logits.size(-1);
+  return vocab_parallel_cross_entropy(logits.reshape({-1, local_vocab}), targets.reshape({-1}),
+                                      impl_->tp.rank * local_vocab, impl_->tp);
+}
+
+}  // namespace canzona::train

@@ -1,0 +1,70 @@
+// The single-process training reference (trainer.h: run_reference).
+#include "canzona/runtime/reference.h"
+
+#include <cstring>
+
+#include "canzona/common/error.h"
+#include "canzona/train/model.h"
+#include "canzona/train/trainer.h"
+
+namespace canzona::train {
+
+ReferenceRun run_reference(const model::TransformerConfig& config, const model::ModelSpec& spec,
+                           const TrainOptions& options, const Corpus& corpus) {
+  TrainOptions single = options;
+  single.run.tp = 1;
+  const model::ModelSpec whole = training_spec(config, single);
+  CANZONA_REQUIRE(whole.arch.padded_vocab_size == spec.arch.padded_vocab_size,
+                  "the single-process reference pads the vocabulary to ",
+                  whole.arch.padded_vocab_size, ", the TP run to ", spec.arch.padded_vocab_size,
+                  ": not comparable");
+  const int dp = options.run.dp;
+  Qwen3Model model(config, whole, TpGroup{});
+  std::vector<std::vector<float>> params(whole.params.size()), grads(whole.params.size()),
+      local(whole.params.size());
+  for (std::size_t p = 0; p < whole.params.size(); ++p) {
+    const std::size_t n = static_cast<std::size_t>(whole.params[p].numel());
+    params[p].resize(n);
+    local[p].resize(n);
+    grads[p].resize(n);
+    init_param(whole.params[p], config, 1, 0, options.run.seed, params[p]);
+    model.bind(static_cast<int>(p), params[p], local[p]);
+  }
+  runtime::ReferenceOptimizer optimizer(whole, options.run, params);
+  const Sampler sampler(corpus.train, options.seq_len, options.micro_batch, options.run.seed);
+  // Megatron's gradient_scaling_factor, 1/DP in fp32, and the loss average, written here
+  // independently of the engine and the trainer.
+  const float scale = 1.0f / static_cast<float>(dp);
+  const float inv_accum = 1.0f / static_cast<float>(options.grad_accum);
+  ReferenceRun out;
+  for (std::int64_t step = 1; step <= options.steps; ++step) {
+    float loss_sum = 0.0f;
+    for (int d = 0; d < dp; ++d) {
+      for (auto& g : local) std::memset(g.data(), 0, g.size() * sizeof(float));
+      float rank_loss = 0.0f;
+      for (std::int64_t m = 0; m < options.grad_accum; ++m) {
+        const Batch b = sampler.batch(step, d, static_cast<int>(m));
+        const torch::Tensor inputs = torch::from_blob(const_cast<std::int64_t*>(b.inputs.data()),
+                                                      {b.micro_batch, b.seq_len}, torch::kInt64);
+        const torch::Tensor targets = torch::from_blob(const_cast<std::int64_t*>(b.targets.data()),
+                                                       {b.micro_batch, b.seq_len}, torch::kInt64);
+        const torch::Tensor loss = model.token_losses(inputs, targets).mean() * inv_accum;
+        rank_loss += loss.item<float>();
+        loss.backward();
+      }
+      loss_sum = d == 0 ? rank_loss : loss_sum + rank_loss;
+      for (std::size_t p = 0; p < grads.size(); ++p)
+        for (std::size_t i = 0; i < grads[p].size(); ++i) {
+          const float x = local[p][i] * scale;
+          grads[p][i] = d == 0 ? x : grads[p][i] + x;
+        }
+    }
+    out.losses.push_back(static_cast<double>(loss_sum / static_cast<float>(dp)));
+    optimizer.set_lr_scale(lr_factor(options.schedule, step));
+    optimizer.step(params, grads);
+  }
+  out.params = std::move(params);
+  return out;
+}
+
+}  // namespace canzona::train

@@ -1,0 +1,314 @@
+// The training loop on the distributed-optimizer engine (trainer.h).
+#include "canzona/train/trainer.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "canzona/common/checked.h"
+#include "canzona/common/error.h"
+#include "canzona/common/fnv.h"
+#include "canzona/runtime/engine.h"
+#include "canzona/runtime/session.h"
+#include "canzona/runtime/trace.h"
+#include "canzona/train/model.h"
+
+namespace canzona::train {
+namespace {
+
+// Bounds of validate(), each named in its message.
+constexpr std::int64_t kMaxTrainSteps = 10'000'000;
+constexpr std::int64_t kMaxSeqLen = 1 << 20;
+constexpr std::int64_t kMaxMicroBatch = 1 << 20;
+constexpr std::int64_t kMaxGradAccum = 1 << 20;
+
+double wall_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Runs `fn` after autograd accumulated a leaf's gradient (Megatron's grad-accumulator hook).
+struct AfterAccumulate : torch::autograd::FunctionPostHook {
+  explicit AfterAccumulate(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    fn_();
+    return outputs;
+  }
+  std::function<void()> fn_;
+};
+
+torch::Tensor tokens(const std::vector<std::int64_t>& values, std::int64_t rows,
+                     std::int64_t cols) {
+  return torch::from_blob(const_cast<std::int64_t*>(values.data()), {rows, cols}, torch::kInt64)
+      .clone();
+}
+
+// Sum over `comm` in its reduce mode (rank order under kDeterministic).
+std::vector<float> sum_over(comm::Communicator& comm, std::vector<float> values) {
+  comm.all_reduce(values, values).wait();
+  return values;
+}
+
+// The first non-finite gradient or param of this rank, by spec order ("" when none).
+std::string first_non_finite(const model::ModelSpec& spec, runtime::Engine& engine) {
+  for (const char* what : {"gradient", "param"}) {
+    for (std::size_t p = 0; p < spec.params.size(); ++p) {
+      const std::span<float> values =
+          what[0] == 'g' ? engine.grad(static_cast<int>(p)) : engine.param(static_cast<int>(p));
+      for (std::size_t i = 0; i < values.size(); ++i)
+        if (!std::isfinite(values[i]))
+          return str(what, " of ", spec.params[p].name, " (local element ", i, " = ", values[i],
+                     ")");
+    }
+  }
+  return "";
+}
+
+// One strategy's training run on this rank.
+class Run {
+ public:
+  Run(comm::Grid& grid, const model::TransformerConfig& config, const model::ModelSpec& spec,
+      const TrainOptions& options, const Corpus& corpus, plan::Strategy strategy,
+      runtime::Trace& trace)
+      : grid_(grid),
+        spec_(spec),
+        options_(options),
+        corpus_(corpus),
+        sampler_(corpus.train, options.seq_len, options.micro_batch, options.run.seed) {
+    plan_ = plan::make_plan(spec, runtime::plan_options(options.run, strategy));
+    runtime::validate_plan(spec, plan_, grid.shape());
+    runtime::check_plan_agreement(grid.world(), plan_);
+    result_.strategy = strategy;
+    result_.plan_hash = plan::plan_hash(plan_);
+    engine_ = std::make_unique<runtime::Engine>(grid, spec, plan_, options.run, trace);
+    const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
+    model_ = std::make_unique<Qwen3Model>(config, spec, TpGroup{&grid.tp(), tp, tp_rank});
+    for (int p = 0; p < model_->num_params(); ++p) {
+      model_->bind(p, engine_->param(p), engine_->grad(p));
+      init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.run.seed,
+                 engine_->param(p));
+      auto accumulator = torch::autograd::impl::grad_accumulator(model_->param(p));
+      accumulator->add_post_hook(std::make_unique<AfterAccumulate>([this, p] {
+        if (!last_micro_) return;
+        engine_->grad_ready(p);
+        engine_->progress();
+      }));
+      accumulators_.push_back(std::move(accumulator));
+    }
+    model_->set_before_use(
+        [this](int p) { param_sync_ms_ += engine_->wait_param_sync(engine_->bucket_of(p)); });
+    engine_->init_main_params();
+    validation_ = validation_batches(corpus.val, options.seq_len, options.micro_batch,
+                                     options.eval_windows, grid.shape().dp, grid.coord().dp);
+  }
+
+  StrategyRun& result() { return result_; }
+
+  StepRecord step(std::int64_t step) {
+    runtime::Engine& engine = *engine_;
+    StepRecord record;
+    record.step = step;
+    record.lr_scale = lr_factor(options_.schedule, step);
+    const double t0 = wall_ms();
+    param_sync_ms_ = 0.0;
+    engine.set_lr_scale(record.lr_scale);
+    for (int p = 0; p < model_->num_params(); ++p) {
+      const std::span<float> grad = engine.grad(p);
+      std::fill(grad.begin(), grad.end(), 0.0f);
+    }
+    float local_loss = 0.0f;
+    const float inv_accum = 1.0f / static_cast<float>(options_.grad_accum);
+    double compute_ms = 0.0;
+    for (std::int64_t m = 0; m < options_.grad_accum; ++m) {
+      const Batch batch = sampler_.batch(step, grid_.coord().dp, static_cast<int>(m));
+      last_micro_ = m + 1 == options_.grad_accum;
+      const double c0 = wall_ms(), sync0 = param_sync_ms_;
+      const torch::Tensor loss =
+          model_
+              ->token_losses(tokens(batch.inputs, batch.micro_batch, batch.seq_len),
+                             tokens(batch.targets, batch.micro_batch, batch.seq_len))
+              .mean() *
+          inv_accum;
+      local_loss += loss.item<float>();
+      loss.backward();
+      compute_ms += wall_ms() - c0 - (param_sync_ms_ - sync0);
+    }
+    last_micro_ = false;
+    if (step == options_.poison_step && grid_.world().rank() == options_.poison_rank)
+      engine.grad(0)[0] = std::numeric_limits<float>::quiet_NaN();
+    record.fwd_bwd_ms = compute_ms;
+    record.grad_sync_ms = engine.finish_grad_sync();
+    const float loss_sum = sum_over(grid_.dp(), {local_loss})[0];
+    record.loss = static_cast<double>(loss_sum / static_cast<float>(grid_.shape().dp));
+    // A poisoned gradient is as fatal as a poisoned loss: the reduced gradients are checked too.
+    const std::string bad = first_non_finite(spec_, engine);
+    const float bad_any = sum_over(grid_.world(), {bad.empty() ? 0.0f : 1.0f})[0];
+    if (!std::isfinite(record.loss) || bad_any > 0.0f) {
+      const auto names = grid_.world().all_gather_bytes(
+          std::as_bytes(std::span<const char>(bad.data(), bad.size())));
+      std::string first = "none found";
+      for (std::size_t r = 0; r < names.size(); ++r) {
+        if (names[r].empty()) continue;
+        first = str(std::string(reinterpret_cast<const char*>(names[r].data()), names[r].size()),
+                    " on world rank ", r);
+        break;
+      }
+      throw NonFiniteLoss(str("step ", step, ": non-finite training state (loss ", record.loss,
+                              "); first non-finite tensor: ", first,
+                              "; stopped before the optimizer step, nothing written"));
+    }
+    const runtime::StepTimes opt = engine.step();
+    record.opt_ms = opt.opt;
+    param_sync_ms_ += engine.start_param_sync();
+    record.param_sync_ms = param_sync_ms_;
+    record.step_ms = wall_ms() - t0;
+    record.tokens_per_s =
+        static_cast<double>(options_.tokens_per_step()) / (record.step_ms / 1000.0);
+    return record;
+  }
+
+  // Mean held-out loss over every rank's validation windows (TP ranks of one DP index agree).
+  double validate() {
+    torch::NoGradGuard no_grad;
+    float sum = 0.0f, count = 0.0f;
+    for (const Batch& batch : validation_) {
+      const torch::Tensor losses =
+          model_->token_losses(tokens(batch.inputs, batch.micro_batch, batch.seq_len),
+                               tokens(batch.targets, batch.micro_batch, batch.seq_len));
+      sum += losses.sum().item<float>();
+      count += static_cast<float>(losses.numel());
+    }
+    const std::vector<float> total = sum_over(grid_.dp(), {sum, count});
+    return static_cast<double>(total[0] / total[1]);
+  }
+
+  void finish() {
+    engine_->finish();
+    const std::span<const float> params = engine_->params();
+    const std::vector<std::uint64_t> ranks =
+        grid_.world().all_gather_u64(fnv1a(params.data(), params.size_bytes()));
+    result_.params_hash = fnv1a(ranks.data(), ranks.size() * sizeof(std::uint64_t));
+    if (grid_.shape().tp == 1 && grid_.world().rank() == 0) {
+      for (int p = 0; p < model_->num_params(); ++p) {
+        const std::span<float> v = engine_->param(p);
+        final_params_.emplace_back(v.begin(), v.end());
+      }
+    }
+  }
+
+  std::vector<std::vector<float>> take_final_params() { return std::move(final_params_); }
+
+ private:
+  comm::Grid& grid_;
+  const model::ModelSpec& spec_;
+  const TrainOptions& options_;
+  const Corpus& corpus_;
+  Sampler sampler_;
+  plan::Plan plan_;  // the engine keeps references into it
+  StrategyRun result_;
+  std::unique_ptr<runtime::Engine> engine_;
+  std::unique_ptr<Qwen3Model> model_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keeps the hooks alive
+  std::vector<Batch> validation_;
+  std::vector<std::vector<float>> final_params_;
+  bool last_micro_ = false;
+  double param_sync_ms_ = 0.0;
+};
+
+// Per-step times of every rank -> max over ranks, on world rank 0.
+void max_over_ranks(comm::Communicator& world, std::vector<StepRecord>& steps) {
+  std::vector<double> mine;
+  for (const StepRecord& s : steps)
+    mine.insert(mine.end(), {s.step_ms, s.fwd_bwd_ms, s.grad_sync_ms, s.opt_ms, s.param_sync_ms});
+  const auto all =
+      world.all_gather_bytes(std::as_bytes(std::span<const double>(mine.data(), mine.size())));
+  for (const auto& bytes : all) {
+    CANZONA_CHECK_EQ(bytes.size(), mine.size() * sizeof(double));
+    std::vector<double> theirs(mine.size());
+    std::memcpy(theirs.data(), bytes.data(), bytes.size());
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      StepRecord& s = steps[i];
+      s.step_ms = std::max(s.step_ms, theirs[5 * i]);
+      s.fwd_bwd_ms = std::max(s.fwd_bwd_ms, theirs[5 * i + 1]);
+      s.grad_sync_ms = std::max(s.grad_sync_ms, theirs[5 * i + 2]);
+      s.opt_ms = std::max(s.opt_ms, theirs[5 * i + 3]);
+      s.param_sync_ms = std::max(s.param_sync_ms, theirs[5 * i + 4]);
+    }
+  }
+}
+
+}  // namespace
+
+std::int64_t TrainOptions::tokens_per_step() const {
+  return run.dp * grad_accum * micro_batch * seq_len;
+}
+
+void validate(const TrainOptions& o) {
+  require_in_range(o.steps, 1, kMaxTrainSteps, "--steps", "kMaxTrainSteps");
+  require_in_range(o.seq_len, 1, kMaxSeqLen, "--seq-len", "kMaxSeqLen");
+  require_in_range(o.micro_batch, 1, kMaxMicroBatch, "--micro-batch", "kMaxMicroBatch");
+  require_in_range(o.grad_accum, 1, kMaxGradAccum, "--grad-accum", "kMaxGradAccum");
+  require_in_range(o.eval_every, 0, kMaxTrainSteps, "--eval-every", "kMaxTrainSteps");
+  require_in_range(o.eval_windows, 1, kMaxMicroBatch, "--eval-windows", "kMaxMicroBatch");
+  CANZONA_REQUIRE(!o.strategies.empty(), "--strategies names no strategy");
+  validate(o.schedule);
+  CANZONA_REQUIRE(o.schedule.total == o.steps, "schedule total ", o.schedule.total,
+                  " differs from --steps ", o.steps);
+  runtime::validate(o.run);
+}
+
+model::ModelSpec training_spec(const model::TransformerConfig& config,
+                               const TrainOptions& options) {
+  model::BuildOptions build;
+  build.tp = options.run.tp;
+  build.qkv_split = options.run.qkv_split;
+  build.split_fc1 = options.run.split_fc1;
+  model::ModelSpec spec = model::build_transformer(config, build);
+  if (options.all_adamw) {
+    for (model::ParamSpec& p : spec.params) {
+      p.optimizer = model::OptimizerClass::kElementwise;
+      p.pieces.clear();
+    }
+  }
+  model::validate(spec, options.run.tp);
+  return spec;
+}
+
+std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig& config,
+                               const model::ModelSpec& spec, const TrainOptions& options,
+                               const Corpus& corpus, const Progress& progress) {
+  std::vector<StrategyRun> runs;
+  const bool reporter = grid.world().rank() == 0;
+  for (std::size_t k = 0; k < options.strategies.size(); ++k) {
+    const plan::Strategy strategy = options.strategies[k];
+    runtime::Trace trace(k == 0 && !options.trace_path.empty());
+    if (reporter && progress.start) progress.start(strategy);
+    Run run(grid, config, spec, options, corpus, strategy, trace);
+    for (std::int64_t s = 1; s <= options.steps; ++s) {
+      const StepRecord record = run.step(s);
+      run.result().steps.push_back(record);
+      if (reporter && progress.step) progress.step(run.result(), record);
+      if (options.eval_every > 0 && (s % options.eval_every == 0 || s == options.steps)) {
+        const ValRecord val{s, run.validate()};
+        run.result().val.push_back(val);
+        if (reporter && progress.val) progress.val(run.result(), val);
+      }
+    }
+    run.finish();
+    max_over_ranks(grid.world(), run.result().steps);
+    if (trace.enabled()) runtime::write_chrome_trace(grid, trace, options.trace_path);
+    runs.push_back(std::move(run.result()));
+    runs.back().final_params = run.take_final_params();
+  }
+  return runs;
+}
+
+}  // namespace canzona::train

@@ -87,7 +87,7 @@ train::StepRecord median_step(const std::vector<train::StepRecord>& steps) {
 double mfu(const TrainHeader& h, const train::TrainOptions& o, const train::StepRecord& m) {
   if (m.fwd_bwd_ms <= 0.0 || h.sgemm_gflops <= 0.0) return 0.0;
   const double tokens_per_rank = static_cast<double>(o.grad_accum * o.micro_batch * o.seq_len);
-  const double flops = 6.0 * static_cast<double>(h.params) / h.tp * tokens_per_rank;
+  const double flops = 6.0 * static_cast<double>(h.matmul_params) / h.tp * tokens_per_rank;
   return flops / (m.fwd_bwd_ms / 1000.0) / (h.sgemm_gflops * 1e9);
 }
 
@@ -135,6 +135,7 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
   nlohmann::json j;
   j["model"] = h.model;
   j["params"] = h.params;
+  j["matmul_params"] = h.matmul_params;
   j["dp"] = h.dp;
   j["tp"] = h.tp;
   j["optimizer"] = h.optimizer;

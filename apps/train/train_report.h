@@ -11,7 +11,8 @@ namespace canzona::apps {
 
 struct TrainHeader {
   std::string model;
-  std::int64_t params = 0;  // model numel (padded vocabulary included)
+  std::int64_t params = 0;         // model numel (padded vocabulary included)
+  std::int64_t matmul_params = 0;  // params in products: all but an untied input embedding
   int dp = 1, tp = 1;
   std::string optimizer;
   std::string data;
@@ -27,8 +28,9 @@ std::string format_val(const train::StrategyRun& run, const train::ValRecord& va
 
 // Median over steps 2.. (the first step pays one-time allocations) of each phase.
 train::StepRecord median_step(const std::vector<train::StepRecord>& steps);
-// Forward-backward model FLOP utilisation: 6 x params / tp x tokens per rank per step over the
-// median fwd-bwd time, divided by the measured sgemm rate.
+// Forward-backward model FLOP utilisation: 6 x matmul_params / tp x tokens per rank per step
+// (attention's score and context products left out, as in the usual 6 N T) over the median
+// fwd-bwd time, divided by the measured sgemm rate.
 double mfu(const TrainHeader& header, const train::TrainOptions& options,
            const train::StepRecord& median);
 

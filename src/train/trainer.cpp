@@ -99,6 +99,7 @@ class Run {
       accumulator->add_post_hook(std::make_unique<AfterAccumulate>([this, p] {
         if (!last_micro_) return;
         engine_->grad_ready(p);
+        if (in_backward_) ++grad_ready_in_backward_;
         engine_->progress();
       }));
       accumulators_.push_back(std::move(accumulator));
@@ -131,24 +132,28 @@ class Run {
       const Batch batch = sampler_.batch(step, grid_.coord().dp, static_cast<int>(m));
       last_micro_ = m + 1 == options_.grad_accum;
       const double c0 = wall_ms(), sync0 = param_sync_ms_;
-      const torch::Tensor loss =
+      torch::Tensor loss =
           model_
               ->token_losses(tokens(batch.inputs, batch.micro_batch, batch.seq_len),
                              tokens(batch.targets, batch.micro_batch, batch.seq_len))
               .mean() *
           inv_accum;
+      if (step == options_.poison_step && m == 0 && grid_.world().rank() == options_.poison_rank)
+        loss = loss * std::numeric_limits<float>::quiet_NaN();
       local_loss += loss.item<float>();
+      in_backward_ = true;
       loss.backward();
+      in_backward_ = false;
       compute_ms += wall_ms() - c0 - (param_sync_ms_ - sync0);
     }
     last_micro_ = false;
-    if (step == options_.poison_step && grid_.world().rank() == options_.poison_rank)
-      engine.grad(0)[0] = std::numeric_limits<float>::quiet_NaN();
+    record.grad_ready_in_backward = grad_ready_in_backward_;
+    grad_ready_in_backward_ = 0;
     record.fwd_bwd_ms = compute_ms;
     record.grad_sync_ms = engine.finish_grad_sync();
     const float loss_sum = sum_over(grid_.dp(), {local_loss})[0];
     record.loss = static_cast<double>(loss_sum / static_cast<float>(grid_.shape().dp));
-    // A poisoned gradient is as fatal as a poisoned loss: the reduced gradients are checked too.
+    // A non-finite gradient is as fatal as a non-finite loss: every rank checks its gradients.
     const std::string bad = first_non_finite(spec_, engine);
     const float bad_any = sum_over(grid_.world(), {bad.empty() ? 0.0f : 1.0f})[0];
     if (!std::isfinite(record.loss) || bad_any > 0.0f) {
@@ -220,6 +225,8 @@ class Run {
   std::vector<Batch> validation_;
   std::vector<std::vector<float>> final_params_;
   bool last_micro_ = false;
+  bool in_backward_ = false;
+  int grad_ready_in_backward_ = 0;
   double param_sync_ms_ = 0.0;
 };
 

@@ -46,8 +46,9 @@ struct TrainOptions {
   std::int64_t eval_windows = 64;  // held-out windows per validation
   std::vector<plan::Strategy> strategies = {plan::Strategy::kLbAsc};
   std::string trace_path;  // Chrome trace of the first strategy; empty = none
-  // Test hook: at this step (1-based) world rank `poison_rank` writes NaN into its first
-  // gradient element before the sync, so the non-finite path must stop every rank. 0 = off.
+  // Test hook: at this step (1-based) world rank `poison_rank` multiplies its first
+  // micro-batch's loss by NaN (so its gradients are NaN too), and the non-finite path must stop
+  // every rank. 0 = off.
   std::int64_t poison_step = 0;
   int poison_rank = 0;
   std::int64_t tokens_per_step() const;  // dp x grad_accum x micro_batch x seq_len
@@ -69,6 +70,9 @@ struct StepRecord {
   double opt_ms = 0.0;
   double param_sync_ms = 0.0;  // exposed waits for updated params
   double tokens_per_s = 0.0;   // tokens_per_step / step time
+  // This rank's grad_ready calls made from autograd's accumulation hooks while backward ran
+  // (every param of the stage, when gradients are handed over during backward).
+  int grad_ready_in_backward = 0;
 };
 
 struct ValRecord {

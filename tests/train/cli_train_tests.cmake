@@ -1,0 +1,213 @@
+# `canzona train` end to end, always through `canzona train ARGS` (which execs canzona-train, built
+# as part of `all`): bitwise exactness of every strategy against the single process (--verify),
+# the loss falling, each data source, bad input (exit 2, one line, printed once under mpirun), a
+# non-finite gradient (exit 1, the tensor named, nothing written), --help, and `canzona` itself
+# not loading libtorch. Sized for 2 cores: qwen3-tiny, windows of 32 tokens, a few steps.
+if(TARGET canzona AND TARGET canzona-train)
+  set(canzona $<TARGET_FILE:canzona>)
+  set(train_cli_src ${CMAKE_CURRENT_SOURCE_DIR}/cli)
+  set(train_cli_out ${CMAKE_CURRENT_BINARY_DIR}/cli)
+  set(train_quick --model qwen3-tiny --seq-len 32 --micro-batch 2 --warmup 1)
+  set(fortunes /usr/share/games/fortunes)
+
+  # canzona_train_cli_check(<name> [NP <n>] TIMEOUT <s> RC <rc> EXPECT <regex> [ONCE <regex>]
+  #                         [DEFINES <-Dvar=value...>] COMMAND <exe-and-args...>): as
+  # canzona_cli_test, through tests/train/cli/expect_run_more.cmake, whose extra checks (files
+  # absent or removed, output that must not appear, the loss JSON) DEFINES selects.
+  function(canzona_train_cli_check name)
+    cmake_parse_arguments(ARG "" "NP;TIMEOUT;RC;EXPECT;ONCE" "DEFINES;COMMAND" ${ARGN})
+    set(command ${ARG_COMMAND})
+    set(labels cli)
+    if(ARG_NP)
+      set(command ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --mca btl self,vader
+                  -np ${ARG_NP} ${ARG_COMMAND})
+      set(labels cli mpi)
+    endif()
+    math(EXPR inner_timeout "${ARG_TIMEOUT} - 10")
+    add_test(NAME ${name}
+             COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${command}" "-DRC=${ARG_RC}"
+                     "-DEXPECT=${ARG_EXPECT}" "-DONCE=${ARG_ONCE}" "-DTIMEOUT=${inner_timeout}"
+                     "-DEXPECT_RUN=${PROJECT_SOURCE_DIR}/cmake/expect_run.cmake" ${ARG_DEFINES}
+                     -P ${train_cli_src}/expect_run_more.cmake)
+    set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${ARG_TIMEOUT}
+                         ENVIRONMENT "${CANZONA_TEST_ENV}")
+  endfunction()
+
+  # The inputs (tests/train/cli/make_data.cmake): SentencePiece models of vocabulary 300 and 600,
+  # llm.c shards (tokens < 512; one with a token 1000), an empty and a 10-byte file, a param list.
+  set(train_data ${train_cli_out}/data)
+  find_program(CANZONA_SPM_TRAIN spm_train)
+  find_program(CANZONA_PYTHON3 python3)
+  add_test(NAME train_cli_data_setup
+           COMMAND ${CMAKE_COMMAND} -DOUT=${train_data} -DCANZONA=${canzona}
+                   -DSPM_TRAIN=${CANZONA_SPM_TRAIN} -DPYTHON=${CANZONA_PYTHON3}
+                   -DTEXT=${fortunes}/computers
+                   -DSHARD_WRITER=${train_cli_src}/write_llmc_shard.py
+                   -P ${train_cli_src}/make_data.cmake)
+  set_tests_properties(train_cli_data_setup PROPERTIES FIXTURES_SETUP train_cli_data TIMEOUT 60
+                       LABELS cli ENVIRONMENT "${CANZONA_TEST_ENV}")
+
+  # --- 1. Exactness (--verify). Every strategy trains from the same init on the same batches: the
+  # loss curves and final params agree bitwise across strategies and, at TP = 1, with the
+  # single-process reference; at TP > 1 the losses agree with it within 1e-4 (relative). The
+  # verify line of each of the 4 strategies must appear, in order, printed by rank 0 only.
+  set(verify_tp1 "loss curves and final params bitwise identical across strategies: yes\n")
+  set(verify_tpn "${verify_tp1}")
+  foreach(s sc layerwise asc lb-asc)
+    string(APPEND verify_tp1 "verify ${s} +vs single process: loss curve bitwise identical, "
+                             "max relative loss difference 0, final params bitwise identical\n")
+    string(APPEND verify_tpn "verify ${s} +vs single process: loss curve [a-z ]+, max relative "
+                             "loss difference [-+.e0-9]+ \\(TP > 1: bound 1e-4\\)\n")
+  endforeach()
+  set(verify_once "verify lb-asc +vs single process")
+  canzona_cli_test(train_cli_exact_dp2 NP 2 RC 0 TIMEOUT 90 EXPECT "${verify_tp1}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --grad-accum 2 --strategies all
+                           --steps 4 --eval-every 2 --verify)
+  canzona_cli_test(train_cli_exact_dp2_tp2 NP 4 RC 0 TIMEOUT 120 EXPECT "${verify_tpn}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --tp 2 --split-qkv qkv
+                           --split-fc1 --strategies all --steps 3 --eval-every 2 --verify)
+  canzona_cli_test(train_cli_exact_tp2 NP 2 RC 0 TIMEOUT 90 EXPECT "${verify_tpn}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_quick} --tp 2 --strategies all --steps 3
+                           --eval-every 2 --verify)
+  foreach(opt shampoo soap adamw)
+    canzona_cli_test(train_cli_exact_dp2_${opt} NP 2 RC 0 TIMEOUT 90
+                     EXPECT "optimizer ${opt} [^\n]*\n.*${verify_tp1}" ONCE "${verify_once}"
+                     COMMAND ${canzona} train ${train_quick} --dp 2 --optimizer ${opt}
+                             --strategies all --steps 3 --eval-every 2 --verify)
+  endforeach()
+
+  # --- 2. Learning: 40 steps of byte-level fortunes take the held-out loss at least 1 nat below
+  # the first step's training loss (about 6.2 nats at init, about 3.6 after 40 steps).
+  canzona_train_cli_check(train_cli_loss_decreases NP 2 RC 0 TIMEOUT 60
+                          EXPECT "lb-asc +step +40 \\| val loss"
+                          DEFINES -DREMOVE=${train_cli_out}/loss.json
+                                  -DLOSS_JSON=${train_cli_out}/loss.json -DLOSS_DROP_MILLI=1000
+                          COMMAND ${canzona} train ${train_quick} --dp 2 --steps 40
+                                  --eval-every 20 --json ${train_cli_out}/loss.json)
+
+  # --- 3. Data sources: SentencePiece text, an llm.c shard, a separate --val-data file.
+  canzona_cli_test(train_cli_data_sentencepiece RC 0 TIMEOUT 60
+                   EXPECT "data ${fortunes}/computers \\([0-9]+ bytes\\), [^\n]*sentencepiece [^\n]*/spm300.model \\(300 pieces\\) \\|[^\n]*\\| vocab 300 \\|.*lb-asc +step +2/2 \\| loss [0-9]"
+                   COMMAND ${canzona} train ${train_quick} --steps 2 --eval-every 1
+                           --tokenizer ${train_data}/spm300.model --data ${fortunes}/computers)
+  canzona_cli_test(train_cli_data_sentencepiece_dp2 NP 2 RC 0 TIMEOUT 60
+                   EXPECT "sentencepiece [^\n]*/spm300.model \\(300 pieces\\) [^\n]*\\| vocab 300 \\|.*lb-asc +step +2 \\| val loss [0-9]"
+                   ONCE "model qwen3-tiny: [0-9]+ params"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --steps 2 --eval-every 1
+                           --tokenizer ${train_data}/spm300.model --data ${fortunes}/computers)
+  canzona_cli_test(train_cli_data_llmc NP 2 RC 0 TIMEOUT 60
+                   EXPECT "data ${train_data}/shard.bin \\(20000 tokens\\), [^\n]*llm.c uint16 tokens \\| train 19000 tokens, val 1000 \\| vocab 512 \\|.*lb-asc +step +2 \\| val loss [0-9]"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --steps 2 --eval-every 1
+                           --data ${train_data}/shard.bin)
+  canzona_cli_test(train_cli_data_val NP 2 RC 0 TIMEOUT 60
+                   EXPECT "data ${fortunes}/computers \\([0-9]+ bytes\\), val ${fortunes}/science \\([0-9]+ bytes\\), byte tokens \\| train [0-9]+ tokens, val [0-9]+ \\|.*lb-asc +step +2 \\| val loss [0-9]"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --steps 2 --eval-every 1
+                           --data ${fortunes}/computers --val-data ${fortunes}/science)
+  set_tests_properties(train_cli_data_sentencepiece train_cli_data_sentencepiece_dp2
+                       train_cli_data_llmc PROPERTIES FIXTURES_REQUIRED train_cli_data)
+
+  # --- 4. Bad input: found before training, one line `canzona: error: ...` (printed once under
+  # mpirun, where the ranks agree on it), exit 2 on every rank.
+  # canzona_train_cli_error(<name> <np: 0 = no mpirun> <expected message regex> <train args...>)
+  function(canzona_train_cli_error name np message)
+    set(np_args)
+    if(np GREATER 0)
+      set(np_args NP ${np})
+    endif()
+    canzona_cli_test(${name} ${np_args} RC 2 TIMEOUT 40 ONCE "canzona: "
+                     EXPECT "canzona: error: ${message}"
+                     COMMAND ${canzona} train ${ARGN})
+    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED train_cli_data)
+  endfunction()
+  set(dp2 ${train_quick} --dp 2 --steps 2)
+  canzona_train_cli_error(train_cli_error_missing_data 0
+                          "--data ${train_data}/absent.txt: no such file\n"
+                          ${train_quick} --steps 2 --data ${train_data}/absent.txt)
+  canzona_train_cli_error(train_cli_error_missing_data_dp2 2
+                          "--data ${train_data}/absent.txt: no such file\n"
+                          ${dp2} --data ${train_data}/absent.txt)
+  canzona_train_cli_error(train_cli_error_empty_data_dp2 2
+                          "--data ${train_data}/empty.txt: is empty\n"
+                          ${dp2} --data ${train_data}/empty.txt)
+  canzona_train_cli_error(train_cli_error_short_data_dp2 2
+                          "--data ${train_data}/ten.txt: 10 tokens [^\n]*fewer than one window of 33 tokens \\(seq_len \\+ 1\\)\n"
+                          ${dp2} --data ${train_data}/ten.txt)
+  canzona_train_cli_error(train_cli_error_tokenizer_vocab_dp2 2
+                          "--tokenizer: vocabulary of 600 tokens \\(sentencepiece\\) is larger than the model's vocab_size 512 \\(--model qwen3-tiny\\)\n"
+                          ${dp2} --tokenizer ${train_data}/spm600.model
+                          --data ${fortunes}/computers)
+  canzona_train_cli_error(train_cli_error_llmc_vocab 0
+                          "--data: vocabulary of 1001 tokens \\(llm.c\\) is larger than the model's vocab_size 512 \\(--model qwen3-tiny\\)\n"
+                          ${train_quick} --steps 2 --data ${train_data}/shard_big.bin)
+  canzona_train_cli_error(train_cli_error_tp_not_divisible 0
+                          "model 'qwen3-tiny': 4 attention heads not divisible by tp=3"
+                          ${train_quick} --steps 2 --tp 3)
+  canzona_train_cli_error(train_cli_error_tp_not_divisible_np3 3
+                          "model 'qwen3-tiny': 4 attention heads not divisible by tp=3"
+                          ${train_quick} --steps 2 --tp 3)
+  canzona_train_cli_error(train_cli_error_param_list_model 0
+                          "--model ${train_data}/params.json: train needs a preset or a Hugging Face config.json, not a param list\n"
+                          --model ${train_data}/params.json --steps 2 --warmup 1)
+  canzona_train_cli_error(train_cli_error_param_list_model_dp2 2
+                          "--model ${train_data}/params.json: train needs a preset or a Hugging Face config.json, not a param list\n"
+                          --model ${train_data}/params.json --dp 2 --steps 2 --warmup 1)
+  canzona_train_cli_error(train_cli_error_warmup_over_steps_dp2 2
+                          "--warmup must be in \\[0, --steps=2\\] \\(got 5\\)\n"
+                          --model qwen3-tiny --dp 2 --steps 2 --warmup 5)
+  canzona_train_cli_error(train_cli_error_unknown_flag_dp2 2
+                          "The following argument was not expected: --bogus-flag\n"
+                          ${dp2} --bogus-flag)
+  canzona_train_cli_error(train_cli_error_seq_len_zero 0
+                          "--seq-len = 0 must lie in \\[1, [0-9]+\\]"
+                          --model qwen3-tiny --steps 2 --warmup 1 --seq-len 0)
+  canzona_train_cli_error(train_cli_error_seq_len_zero_dp2 2
+                          "--seq-len = 0 must lie in \\[1, [0-9]+\\]"
+                          --model qwen3-tiny --dp 2 --steps 2 --warmup 1 --seq-len 0)
+
+  # --- 5. A NaN gradient (test hook: world rank R writes NaN into its first gradient element at
+  # step S) stops every rank at step S of the first strategy, before its optimizer step: one line
+  # naming the step and the first non-finite tensor, exit 1, no --json written, no later step run.
+  # Known failure (intermittent, about half the runs): under sc and layerwise the NaN of rank 1 is
+  # written after backward's hooks have already posted param 0's gradient sync, so it can miss the
+  # reduced gradients and the run trains on to exit 0 (src/train/trainer.cpp, the poison hook).
+  set(nonfinite "canzona: rank 0: step 2: non-finite training state \\(loss [^)]*\\); first non-finite tensor: gradient of [a-z_.0-9]+ \\(local element [0-9]+ = [-a-z]+\\) on world rank [0-9]; stopped before the optimizer step, nothing written")
+  foreach(case "lb-asc;1" "lb-asc;0" "sc;1" "layerwise;1")
+    list(GET case 0 strategy)
+    list(GET case 1 rank)
+    set(json ${train_cli_out}/nonfinite_${strategy}_${rank}.json)
+    canzona_train_cli_check(train_cli_nonfinite_${strategy}_rank${rank} NP 2 RC 1 TIMEOUT 60
+                            EXPECT "${nonfinite}" ONCE "step 2: non-finite"
+                            DEFINES -DREMOVE=${json} -DABSENT=${json}
+                                    "-DNOT_EXPECT=step +[3-9]/4|step +[2-9] \\| val loss"
+                            COMMAND ${canzona} train ${train_quick} --dp 2 --steps 4
+                                    --eval-every 1 --strategies ${strategy}
+                                    --test-poison-step 2 --test-poison-rank ${rank}
+                                    --json ${json})
+  endforeach()
+
+  # --- 6. Only `canzona train` loads libtorch.
+  add_test(NAME train_cli_canzona_no_libtorch
+           COMMAND ${CMAKE_COMMAND} -DCANZONA=${canzona}
+                   -DCANZONA_TRAIN=$<TARGET_FILE:canzona-train>
+                   -P ${train_cli_src}/ldd_check.cmake)
+  set_tests_properties(train_cli_canzona_no_libtorch PROPERTIES TIMEOUT 30 LABELS cli)
+
+  # --- 7. Help.
+  canzona_cli_test(train_cli_help RC 0 TIMEOUT 30
+                   EXPECT "Usage: canzona train .*--strategy,--strategies TEXT.*--grad-accum INT"
+                   COMMAND ${canzona} train --help)
+  canzona_cli_test(train_cli_top_help RC 0 TIMEOUT 30
+                   EXPECT "\n  train +Train a Qwen3-architecture model"
+                   COMMAND ${canzona} --help)
+
+  # ASan refuses dlopen(RTLD_DEEPBIND), which canzona-train needs to load SentencePiece beside
+  # libtorch (src/train/spm_module.cpp), so the sanitizer suite skips the SentencePiece runs (the
+  # tokenizer itself is covered there by canzona_train_data_test, which does not load libtorch).
+  if(CANZONA_SANITIZE)
+    set_tests_properties(train_cli_data_sentencepiece train_cli_data_sentencepiece_dp2
+                         train_cli_error_tokenizer_vocab_dp2 PROPERTIES DISABLED TRUE)
+  endif()
+endif()

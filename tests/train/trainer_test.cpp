@@ -1,0 +1,187 @@
+// The training loop on the engine (trainer.h) with threads as ranks (tests/support/thread_comm.h):
+// every strategy against the single-process reference, the non-finite stop, the hooks that hand
+// gradients to the engine during backward, and the lr schedule reaching the optimizers.
+#include "canzona/train/trainer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "canzona/common/error.h"
+#include "canzona/model/load.h"
+#include "canzona/train/model.h"
+#include "support/thread_comm.h"
+
+namespace canzona::train {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A small English corpus written by the test (no dependency on the installed default corpus).
+Corpus test_corpus(std::int64_t seq_len) {
+  const std::string dir = ::testing::TempDir() + "/canzona_trainer_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/text.txt";
+  std::ofstream out(path, std::ios::binary);
+  const char* lines[] = {"The quick brown fox jumps over the lazy dog.\n",
+                         "Pack my box with five dozen liquor jugs.\n",
+                         "How vexingly quick daft zebras jump!\n",
+                         "Sphinx of black quartz, judge my vow.\n"};
+  for (int i = 0; i < 300; ++i) out << lines[(i * 7) % 4];
+  out.close();
+  DataOptions data;
+  data.data = path;
+  data.val_fraction = 0.1;
+  return load_corpus(data, seq_len + 1);
+}
+
+TrainOptions tiny_options(int dp, int tp) {
+  TrainOptions o;
+  o.run.model = "qwen3-tiny";
+  o.run.dp = dp;
+  o.run.tp = tp;
+  o.steps = 3;
+  o.seq_len = 16;
+  o.micro_batch = 2;
+  o.grad_accum = 2;
+  o.eval_every = 2;
+  o.eval_windows = 4;
+  o.schedule.warmup = 1;
+  o.schedule.total = o.steps;
+  o.strategies = {plan::Strategy::kSc, plan::Strategy::kLayerwise, plan::Strategy::kAsc,
+                  plan::Strategy::kLbAsc};
+  return o;
+}
+
+// Runs train() on a thread grid; returns world rank 0's runs.
+std::vector<StrategyRun> train_on_threads(const TrainOptions& o, const Corpus& corpus) {
+  const model::TransformerConfig config = model::preset(o.run.model);
+  const model::ModelSpec spec = training_spec(config, o);
+  std::vector<StrategyRun> rank0;
+  std::mutex mutex;
+  canzona::testing::run_on_thread_grid(
+      {o.run.dp, o.run.tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
+        torch::set_num_threads(1);
+        std::vector<StrategyRun> runs = train(grid, config, spec, o, corpus, Progress{});
+        if (grid.world().rank() == 0) {
+          const std::lock_guard<std::mutex> lock(mutex);
+          rank0 = std::move(runs);
+        }
+      });
+  return rank0;
+}
+
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+TEST(TrainThreads, EveryStrategyIsBitwiseTheSingleProcessRunAtDp2) {
+  const TrainOptions o = tiny_options(2, 1);
+  const Corpus corpus = test_corpus(o.seq_len);
+  const std::vector<StrategyRun> runs = train_on_threads(o, corpus);
+  const model::TransformerConfig config = model::preset(o.run.model);
+  const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
+  ASSERT_EQ(runs.size(), 4u);
+  ASSERT_EQ(ref.losses.size(), 3u);
+  for (const StrategyRun& r : runs) {
+    SCOPED_TRACE(plan::to_string(r.strategy));
+    ASSERT_EQ(r.steps.size(), 3u);
+    for (std::size_t s = 0; s < 3; ++s)
+      EXPECT_TRUE(same_bits(r.steps[s].loss, ref.losses[s]))
+          << "step " << s + 1 << ": " << r.steps[s].loss << " vs " << ref.losses[s];
+    ASSERT_EQ(r.final_params.size(), ref.params.size());
+    for (std::size_t p = 0; p < ref.params.size(); ++p) {
+      ASSERT_EQ(r.final_params[p].size(), ref.params[p].size());
+      EXPECT_EQ(std::memcmp(r.final_params[p].data(), ref.params[p].data(),
+                            ref.params[p].size() * sizeof(float)),
+                0)
+          << "param " << p;
+    }
+    EXPECT_EQ(r.params_hash, runs.front().params_hash);
+    ASSERT_EQ(r.val.size(), 2u);  // after step 2 and after the last step
+    EXPECT_TRUE(same_bits(r.val[1].loss, runs.front().val[1].loss));
+  }
+  // The loss moved: the optimizer ran.
+  EXPECT_FALSE(same_bits(ref.losses[0], ref.losses[2]));
+}
+
+TEST(TrainThreads, StrategiesAgreeBitwiseAtDp2Tp2AndFollowTheReferenceToRounding) {
+  TrainOptions o = tiny_options(2, 2);
+  o.run.qkv_split = model::QkvSplit::kQkv;
+  o.run.split_fc1 = true;
+  const Corpus corpus = test_corpus(o.seq_len);
+  const std::vector<StrategyRun> runs = train_on_threads(o, corpus);
+  const model::TransformerConfig config = model::preset(o.run.model);
+  const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
+  for (const StrategyRun& r : runs) {
+    SCOPED_TRACE(plan::to_string(r.strategy));
+    EXPECT_EQ(r.params_hash, runs.front().params_hash);
+    for (std::size_t s = 0; s < r.steps.size(); ++s) {
+      EXPECT_TRUE(same_bits(r.steps[s].loss, runs.front().steps[s].loss));
+      // fp32 rounding of a different summation order, a few steps deep: far below 1e-4.
+      EXPECT_LT(std::fabs(r.steps[s].loss - ref.losses[s]) / std::fabs(ref.losses[s]), 1e-4);
+    }
+  }
+}
+
+TEST(TrainThreads, GradientsReachTheEngineDuringBackward) {
+  TrainOptions o = tiny_options(2, 1);
+  o.strategies = {plan::Strategy::kLbAsc};
+  const Corpus corpus = test_corpus(o.seq_len);
+  const std::vector<StrategyRun> runs = train_on_threads(o, corpus);
+  const model::ModelSpec spec = training_spec(model::preset(o.run.model), o);
+  for (const StepRecord& s : runs.at(0).steps)
+    EXPECT_EQ(s.grad_ready_in_backward, static_cast<int>(spec.params.size())) << s.step;
+}
+
+TEST(TrainThreads, ZeroLearningRateLeavesTheInitUntouched) {
+  TrainOptions o = tiny_options(2, 1);
+  o.strategies = {plan::Strategy::kLbAsc};
+  o.run.optimizer_options["lr"] = 0.0;
+  o.run.adamw_options["lr"] = 0.0;
+  const Corpus corpus = test_corpus(o.seq_len);
+  const std::vector<StrategyRun> runs = train_on_threads(o, corpus);
+  const model::TransformerConfig config = model::preset(o.run.model);
+  const model::ModelSpec spec = training_spec(config, o);
+  for (std::size_t p = 0; p < spec.params.size(); ++p) {
+    std::vector<float> init(static_cast<std::size_t>(spec.params[p].numel()));
+    init_param(spec.params[p], config, 1, 0, o.run.seed, init);
+    EXPECT_EQ(
+        std::memcmp(runs.at(0).final_params[p].data(), init.data(), init.size() * sizeof(float)), 0)
+        << spec.params[p].name;
+  }
+}
+
+TEST(TrainThreads, ANonFiniteGradientStopsEveryRankBeforeTheOptimizer) {
+  TrainOptions o = tiny_options(2, 1);
+  o.strategies = {plan::Strategy::kLbAsc};
+  o.poison_step = 2;
+  o.poison_rank = 1;
+  const Corpus corpus = test_corpus(o.seq_len);
+  const model::TransformerConfig config = model::preset(o.run.model);
+  const model::ModelSpec spec = training_spec(config, o);
+  std::mutex mutex;
+  std::vector<std::string> messages;
+  canzona::testing::run_on_thread_grid({2, 1, 1}, comm::ReduceMode::kDeterministic,
+                                       [&](comm::Grid& grid) {
+                                         torch::set_num_threads(1);
+                                         try {
+                                           train(grid, config, spec, o, corpus, Progress{});
+                                         } catch (const NonFiniteLoss& e) {
+                                           const std::lock_guard<std::mutex> lock(mutex);
+                                           messages.push_back(e.what());
+                                         }
+                                       });
+  ASSERT_EQ(messages.size(), 2u) << "every rank stops";
+  EXPECT_EQ(messages[0], messages[1]);
+  EXPECT_THAT(messages[0], HasSubstr("step 2: non-finite"));
+  EXPECT_THAT(messages[0], HasSubstr("first non-finite tensor: gradient of "));
+}
+
+}  // namespace
+}  // namespace canzona::train

@@ -21,6 +21,9 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
+	OPENBLAS_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 4 \
+	  $(CANZONA) train --model qwen3-tiny --dp 2 --tp 2 --split-qkv qkv --split-fc1 \
+	  --strategies all --steps 30 --warmup 3 --eval-every 10 --verify
 	mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 4 $(CANZONA) compare \
 	  --model qwen3-tiny --dp 2 --tp 2 --split-qkv qkv --split-fc1 --bucket-size 100000 --verify
 	$(CANZONA) plan --model qwen3-32b --dp 32 --tp 8 --optimizer muon

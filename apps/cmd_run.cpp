@@ -10,7 +10,6 @@
 // through runtime::abort_agreed (one line naming the rank, exit 2, within about a second);
 // anything else through comm::abort_all on the failing rank. --verify failing exits 1 on every
 // rank.
-#include <charconv>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -47,16 +46,6 @@ struct RunFlags : PlanningFlags {
   CLI::Option* trace_flag = nullptr;  // given, even as "" (refused by check_output_path)
   CLI::Option* json_flag = nullptr;
 };
-
-// --seed: decimal digits only, within uint64 (CLI11 would wrap "-1" and saturate 10^23).
-std::uint64_t parse_seed(const std::string& text) {
-  std::uint64_t seed = 0;
-  const char* end = text.data() + text.size();
-  const auto [at, error] = std::from_chars(text.data(), end, seed);
-  CANZONA_REQUIRE(!text.empty() && error == std::errc() && at == end,
-                  "--seed must be an integer in [0, 18446744073709551615] (got '", text, "')");
-  return seed;
-}
 
 // Everything that can be checked without MPI; throws UsageError.
 runtime::RunOptions resolve(RunFlags& f) {

@@ -1,5 +1,7 @@
 #include "planning_flags.h"
 
+#include <charconv>
+
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/layout/layout.h"
@@ -66,6 +68,15 @@ model::BuildOptions to_build_options(const PlanningFlags& f) {
   build.qkv_split = model::parse_qkv_split(f.split_qkv);
   build.split_fc1 = f.split_fc1;
   return build;
+}
+
+std::uint64_t parse_seed(const std::string& text) {
+  std::uint64_t seed = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, error] = std::from_chars(text.data(), end, seed);
+  CANZONA_REQUIRE(!text.empty() && error == std::errc() && at == end,
+                  "--seed must be an integer in [0, 18446744073709551615] (got '", text, "')");
+  return seed;
 }
 
 }  // namespace canzona::apps

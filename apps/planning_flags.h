@@ -58,5 +58,8 @@ plan::PlanOptions to_plan_options(const PlanningFlags& flags);
 // The model build options: tp (vocabulary padding) and the task splits. Throws UsageError on an
 // unknown --split-qkv.
 model::BuildOptions to_build_options(const PlanningFlags& flags);
+// --seed of run, compare and train: decimal digits only, within uint64 (CLI11 would wrap "-1" and
+// saturate 10^23). Throws UsageError naming --seed otherwise.
+std::uint64_t parse_seed(const std::string& text);
 
 }  // namespace canzona::apps

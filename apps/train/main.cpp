@@ -41,7 +41,7 @@ struct TrainFlags : PlanningFlags {
   std::string schedule = "cosine";
   double min_lr_ratio = 0.1;
   train::DataOptions data;
-  std::uint64_t seed = 1;
+  std::string seed = "1";  // parse_seed
   std::string reduce_mode = "deterministic";
   bool no_pipeline = false, verify = false;
   std::string json, trace, plot, plot_from;
@@ -144,7 +144,7 @@ Launch prepare(TrainFlags& f) {
   r.qkv_split = model::parse_qkv_split(f.split_qkv);
   r.reduce_mode = runtime::parse_reduce_mode(f.reduce_mode);
   r.pipeline = !f.no_pipeline;
-  r.seed = f.seed;
+  r.seed = parse_seed(f.seed);
   r.model = f.model;
   // --optimizer adamw: every param element-wise; the matrix optimizer then updates nothing.
   o.all_adamw = f.optimizer == "adamw";
@@ -226,27 +226,37 @@ double measure_sgemm_gflops() {
   return best;
 }
 
-std::string loss_svg(const TrainHeader& h, const std::vector<train::StrategyRun>& runs) {
-  std::vector<train::Curve> curves;
-  for (const train::StrategyRun& r : runs) {
-    train::Curve tr{str(plan::to_string(r.strategy), " train"), {}, {}, false};
-    for (const train::StepRecord& s : r.steps) {
-      tr.x.push_back(static_cast<double>(s.step));
-      tr.y.push_back(s.loss);
+// The curves of every run of a --json document: validation solid, training dashed, labelled
+// "<optimizer> (<strategy>)". Throws UsageError naming `where` when the document lacks a key.
+void add_curves(const nlohmann::json& doc, const std::string& where,
+                std::vector<train::Curve>& curves) {
+  try {
+    for (const nlohmann::json& run : doc.at("runs")) {
+      const std::string label = str(doc.at("optimizer").get<std::string>(), " (",
+                                    run.at("strategy").get<std::string>(), ")");
+      train::Curve val{label + " val", {}, {}, false}, tr{label + " train", {}, {}, true};
+      for (const nlohmann::json& v : run.at("val")) {
+        val.x.push_back(v.at("step").get<double>());
+        val.y.push_back(v.at("loss").get<double>());
+      }
+      for (const nlohmann::json& st : run.at("steps")) {
+        tr.x.push_back(st.at("step").get<double>());
+        tr.y.push_back(st.at("loss").get<double>());
+      }
+      if (!val.x.empty()) curves.push_back(std::move(val));
+      curves.push_back(std::move(tr));
     }
-    curves.push_back(tr);
-    if (r.val.empty()) continue;
-    train::Curve val{str(plan::to_string(r.strategy), " val"), {}, {}, true};
-    for (const train::ValRecord& v : r.val) {
-      val.x.push_back(static_cast<double>(v.step));
-      val.y.push_back(v.loss);
-    }
-    curves.push_back(val);
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(str(where, ": not a canzona train --json document (", e.what(), ")"));
   }
+}
+
+std::string loss_svg(const std::vector<train::Curve>& curves, const std::string& title,
+                     double unigram_entropy) {
   train::PlotOptions p;
-  p.title = str(h.model, ", ", h.optimizer, ", DP ", h.dp, " x TP ", h.tp);
-  p.reference_y = h.unigram_entropy;
-  p.reference_label = "unigram entropy";
+  p.title = title;
+  p.reference_y = unigram_entropy;
+  p.reference_label = "unigram entropy of the training tokens";
   return train::loss_plot_svg(curves, p);
 }
 
@@ -287,44 +297,22 @@ bool verify(const Launch& l, const std::vector<train::StrategyRun>& runs) {
   return ok;
 }
 
-// --plot-from: the validation (solid) and training (dashed) curves of earlier --json files, one
-// colour pair per file, labelled with its optimizer and strategy. No MPI, no training.
+// --plot-from: the curves of earlier --json files in one SVG (no MPI, no training).
 int plot_from(const TrainFlags& flags) {
   CANZONA_REQUIRE(!flags.plot.empty(), "--plot-from needs --plot FILE");
   check_output_path(flags.plot, "--plot");
   std::vector<train::Curve> curves;
-  double entropy = -1.0;
-  std::string model;
+  nlohmann::json last;
   std::stringstream list(flags.plot_from);
   for (std::string path; std::getline(list, path, ',');) {
-    const nlohmann::json j = read_json_file(path);
-    try {
-      const nlohmann::json& run = j.at("runs").at(0);
-      const std::string label =
-          str(j.at("optimizer").get<std::string>(), " (", run.at("strategy").get<std::string>(), ")");
-      train::Curve val{label + " val", {}, {}, false}, tr{label + " train", {}, {}, true};
-      for (const nlohmann::json& v : run.at("val")) {
-        val.x.push_back(v.at("step").get<double>());
-        val.y.push_back(v.at("loss").get<double>());
-      }
-      for (const nlohmann::json& st : run.at("steps")) {
-        tr.x.push_back(st.at("step").get<double>());
-        tr.y.push_back(st.at("loss").get<double>());
-      }
-      if (!val.x.empty()) curves.push_back(val);
-      curves.push_back(tr);
-      entropy = j.at("unigram_entropy").get<double>();
-      model = j.at("model").get<std::string>();
-    } catch (const nlohmann::json::exception& e) {
-      throw UsageError(str("--plot-from ", path, ": not a canzona train --json file (", e.what(),
-                           ")"));
-    }
+    last = read_json_file(path);
+    add_curves(last, "--plot-from " + path, curves);
   }
-  train::PlotOptions p;
-  p.title = str(model, ": loss per optimizer");
-  p.reference_y = entropy;
-  p.reference_label = "unigram entropy of the training tokens";
-  write_text_file(flags.plot, train::loss_plot_svg(curves, p));
+  CANZONA_REQUIRE(last.contains("model") && last.contains("unigram_entropy"),
+                  "--plot-from names no canzona train --json document");
+  write_text_file(flags.plot,
+                  loss_svg(curves, str(last["model"].get<std::string>(), ": loss per optimizer"),
+                           last["unigram_entropy"].get<double>()));
   std::cout << "loss curves: " << flags.plot << "\n";
   return 0;
 }
@@ -386,7 +374,10 @@ int execute(TrainFlags& flags) {
       std::cout << format_summary(h, o, runs) << std::flush;
       if (!flags.json.empty()) write_json_file(flags.json, train_json(h, o, runs));
       if (!flags.plot.empty()) {
-        write_text_file(flags.plot, loss_svg(h, runs));
+        std::vector<train::Curve> curves;
+        add_curves(train_json(h, o, runs), "--plot", curves);
+        write_text_file(flags.plot, loss_svg(curves, str(h.model, ", DP ", h.dp, " x TP ", h.tp),
+                                             h.unigram_entropy));
         std::cout << "loss curves: " << flags.plot << "\n";
       }
       if (!flags.trace.empty()) std::cout << "trace: " << flags.trace << "\n";

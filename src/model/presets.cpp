@@ -33,10 +33,10 @@ TransformerConfig small(std::string name, std::int64_t hidden, std::int64_t ffn,
   return c;
 }
 
-// Sized for real training on a 2-core CPU (canzona train): 14M params, head_dim 64, a 4096-entry
+// Sized for real training on a 2-core CPU (canzona train): 22M params, head_dim 64, a 4096-entry
 // vocabulary (byte tokens or a SentencePiece model up to 4096 pieces), untied output layer.
 TransformerConfig cpu_training() {
-  TransformerConfig c = small("qwen3-cpu", 384, 1152, 6, 6, 2, 4096, false);
+  TransformerConfig c = small("qwen3-cpu", 512, 1536, 6, 8, 2, 4096, false);
   c.head_dim = 64;
   return c;
 }

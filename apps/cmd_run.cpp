@@ -50,19 +50,7 @@ struct RunFlags : PlanningFlags {
 // Everything that can be checked without MPI; throws UsageError.
 runtime::RunOptions resolve(RunFlags& f) {
   runtime::RunOptions o = f.options;
-  o.dp = f.dp;
-  o.tp = f.tp;
-  o.pp = f.pp;
-  o.optimizer = f.optimizer;
-  o.alpha = f.alpha;
-  o.cmax_mb = f.cmax_mb;
-  o.bucket_size = f.bucket_size;
-  o.split_fc1 = f.split_fc1;
-  o.planner = plan::parse_variant(f.planner);
-  o.cost = cost::parse_cost_kind(f.cost);
-  CANZONA_REQUIRE(o.cost != cost::CostKind::kCalibrated,
-                  "--cost calibrated is not supported by run/compare (use numel, flops or memory)");
-  o.qkv_split = model::parse_qkv_split(f.split_qkv);
+  apply_planning_flags(f, "run/compare", o);
   o.reduce_mode = runtime::parse_reduce_mode(f.reduce_mode);
   o.pipeline = !f.no_pipeline;
   o.seed = parse_seed(f.seed);

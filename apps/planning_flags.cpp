@@ -70,6 +70,22 @@ model::BuildOptions to_build_options(const PlanningFlags& f) {
   return build;
 }
 
+void apply_planning_flags(const PlanningFlags& f, const char* command, runtime::RunOptions& o) {
+  o.dp = f.dp;
+  o.tp = f.tp;
+  o.pp = f.pp;
+  o.optimizer = f.optimizer;
+  o.alpha = f.alpha;
+  o.cmax_mb = f.cmax_mb;
+  o.bucket_size = f.bucket_size;
+  o.split_fc1 = f.split_fc1;
+  o.planner = plan::parse_variant(f.planner);
+  o.cost = cost::parse_cost_kind(f.cost);
+  CANZONA_REQUIRE(o.cost != cost::CostKind::kCalibrated, "--cost calibrated is not supported by ",
+                  command, " (use numel, flops or memory)");
+  o.qkv_split = model::parse_qkv_split(f.split_qkv);
+}
+
 std::uint64_t parse_seed(const std::string& text) {
   std::uint64_t seed = 0;
   const char* end = text.data() + text.size();

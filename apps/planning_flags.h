@@ -18,6 +18,7 @@
 
 #include "canzona/model/load.h"
 #include "canzona/plan/plan.h"
+#include "canzona/runtime/options.h"
 
 namespace canzona::apps {
 
@@ -58,6 +59,11 @@ plan::PlanOptions to_plan_options(const PlanningFlags& flags);
 // The model build options: tp (vocabulary padding) and the task splits. Throws UsageError on an
 // unknown --split-qkv.
 model::BuildOptions to_build_options(const PlanningFlags& flags);
+// Copies the planning flags into the RunOptions of `command` (run/compare, train): grid,
+// optimizer, alpha, C_max, bucket size, task splits, planner and cost. Throws UsageError on an
+// unknown --planner, --cost or --split-qkv, and for --cost calibrated (not executed).
+void apply_planning_flags(const PlanningFlags& flags, const char* command,
+                          runtime::RunOptions& options);
 // --seed of run, compare and train: decimal digits only, within uint64 (CLI11 would wrap "-1" and
 // saturate 10^23). Throws UsageError naming --seed otherwise.
 std::uint64_t parse_seed(const std::string& text);

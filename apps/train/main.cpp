@@ -130,18 +130,7 @@ Launch prepare(TrainFlags& f) {
   Launch l;
   train::TrainOptions& o = l.options;
   runtime::RunOptions& r = o.run;
-  r.dp = f.dp;
-  r.tp = f.tp;
-  r.pp = f.pp;
-  r.alpha = f.alpha;
-  r.cmax_mb = f.cmax_mb;
-  r.bucket_size = f.bucket_size;
-  r.split_fc1 = f.split_fc1;
-  r.planner = plan::parse_variant(f.planner);
-  r.cost = cost::parse_cost_kind(f.cost);
-  CANZONA_REQUIRE(r.cost != cost::CostKind::kCalibrated,
-                  "--cost calibrated is not supported by train");
-  r.qkv_split = model::parse_qkv_split(f.split_qkv);
+  apply_planning_flags(f, "train", r);
   r.reduce_mode = runtime::parse_reduce_mode(f.reduce_mode);
   r.pipeline = !f.no_pipeline;
   r.seed = parse_seed(f.seed);

@@ -4,14 +4,25 @@ include(GoogleTest)
 # Environment for every test: one BLAS thread per rank (design.md section 5).
 set(CANZONA_TEST_ENV "OPENBLAS_NUM_THREADS=1")
 
+# canzona_scale_timeout(<var>): triples a timeout in seconds in sanitizer builds (ASan + UBSan
+# make the training runs of the CLI tests several times slower); unchanged otherwise.
+function(canzona_scale_timeout var)
+  if(CANZONA_SANITIZE)
+    math(EXPR scaled "${${var}} * 3")
+    set(${var} ${scaled} PARENT_SCOPE)
+  endif()
+endfunction()
+
 # canzona_gtest(<target> LIBS <libs...> SOURCES <files...>): a GoogleTest binary, one ctest entry
 # per test case.
 function(canzona_gtest target)
   cmake_parse_arguments(ARG "" "" "LIBS;SOURCES" ${ARGN})
   add_executable(${target} ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
+  set(timeout 120)
+  canzona_scale_timeout(timeout)
   gtest_discover_tests(${target} DISCOVERY_TIMEOUT 60
-                       PROPERTIES ENVIRONMENT "${CANZONA_TEST_ENV}" TIMEOUT 120)
+                       PROPERTIES ENVIRONMENT "${CANZONA_TEST_ENV}" TIMEOUT ${timeout})
 endfunction()
 
 # canzona_mpi_test(<name> NP <n> COMMAND <exe-and-args...>): runs under mpirun as CI does (root,
@@ -50,6 +61,7 @@ function(canzona_cli_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
+  canzona_scale_timeout(ARG_TIMEOUT)
   math(EXPR inner_timeout "${ARG_TIMEOUT} - 10")
   add_test(NAME ${name}
            COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${command}" "-DRC=${ARG_RC}" "-DEXPECT=${ARG_EXPECT}"

@@ -108,6 +108,23 @@ TEST(HfConfig, LlamaRespectsAttentionBias) {
   EXPECT_FALSE(read_hf_config(off).qkv_bias);
 }
 
+TEST(HfConfig, ReadsRopeThetaAndRmsEpsWithHfDefaults) {
+  const TransformerConfig qwen3 = read_hf_config(data_path("Qwen3-0.6B/config.json"));
+  EXPECT_EQ(qwen3.rope_theta, 1000000.0);  // the file's values
+  EXPECT_EQ(qwen3.rms_norm_eps, 1e-6);
+  const TransformerConfig plain = read_hf_config(scratch_file("config.json", config_with("")));
+  EXPECT_EQ(plain.rope_theta, 10000.0);  // transformers' defaults when the keys are absent
+  EXPECT_EQ(plain.rms_norm_eps, 1e-6);
+  const TransformerConfig set = read_hf_config(
+      scratch_file("set.json", config_with(R"(, "rope_theta": 500000, "rms_norm_eps": 1e-05)")));
+  EXPECT_EQ(set.rope_theta, 500000.0);
+  EXPECT_EQ(set.rms_norm_eps, 1e-5);
+  expect_config_error(config_with(R"(, "rope_theta": -1)"),
+                      "rope_theta must be a positive finite number (got -1)");
+  expect_config_error(config_with(R"(, "rms_norm_eps": "small")"),
+                      "rms_norm_eps must be a positive finite number");
+}
+
 TEST(HfConfig, ExplicitHeadDimOverridesHiddenOverHeads) {
   const std::string path = scratch_file("config.json", config_with(R"(, "head_dim": 32)"));
   EXPECT_EQ(read_hf_config(path).head_dim, 32);

@@ -13,10 +13,9 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(Presets, NamesAreQwen3SizesThenSmallOnes) {
-  EXPECT_EQ(preset_names(),
-            (std::vector<std::string>{"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b",
-                                      "qwen3-14b", "qwen3-32b", "qwen3-tiny", "qwen3-mini",
-                                      "qwen3-cpu"}));
+  EXPECT_EQ(preset_names(), (std::vector<std::string>{"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b",
+                                                      "qwen3-8b", "qwen3-14b", "qwen3-32b",
+                                                      "qwen3-tiny", "qwen3-mini", "qwen3-cpu"}));
 }
 
 struct Qwen3Row {

@@ -23,6 +23,7 @@ if(TARGET canzona AND TARGET canzona-train)
                   -np ${ARG_NP} ${ARG_COMMAND})
       set(labels cli mpi)
     endif()
+    canzona_scale_timeout(ARG_TIMEOUT)
     math(EXPR inner_timeout "${ARG_TIMEOUT} - 10")
     add_test(NAME ${name}
              COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${command}" "-DRC=${ARG_RC}"

@@ -33,7 +33,7 @@ std::unique_ptr<optim::Optimizer> make_elementwise_optimizer(const RunOptions& o
 
 // The optimizer half of the reference: every matrix task and element-wise param of a model at
 // global shape (tp = 1), updated from whole reduced gradients. Shared by Reference (synthetic
-// gradients) and the training reference (train/reference.h).
+// gradients) and the training reference (train/trainer.h: run_reference).
 class ReferenceOptimizer {
  public:
   // Main params start from `params` ([param] global row-major, numel each).

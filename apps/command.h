@@ -13,6 +13,7 @@ void add_plan_command(CLI::App& app, int& exit_code);
 void add_bench_kernels_command(CLI::App& app, int& exit_code);
 void add_run_commands(CLI::App& app, int& exit_code);  // `run` and `compare`
 void add_simulate_command(CLI::App& app, int& exit_code);
+void add_ckpt_command(CLI::App& app, int& exit_code);  // `ckpt inspect`
 
 // True when argv selects `run` or `compare` (the first argument that is not an option).
 bool is_launch_command(int argc, char** argv);

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   canzona::apps::add_bench_kernels_command(app, exit_code);
   canzona::apps::add_run_commands(app, exit_code);
   canzona::apps::add_simulate_command(app, exit_code);
+  canzona::apps::add_ckpt_command(app, exit_code);
   app.add_subcommand("train",
                      "Train a Qwen3-architecture model under DP x TP (canzona train --help)");
   try {

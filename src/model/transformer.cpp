@@ -172,3 +172,22 @@ ModelSpec build_transformer(const TransformerConfig& c, const BuildOptions& opti
 }
 
 }  // namespace canzona::model
+
+namespace canzona::model {
+
+std::int64_t logical_row(const ParamSpec& param, int tp, int t, std::int64_t r) {
+  if (param.tp_split_dim != 0) return r;
+  const std::int64_t local_rows = param.local_shape(tp)[0];
+  const std::string suffix = "mlp.linear_fc1.weight";
+  const bool fc1 =
+      param.name.size() >= suffix.size() &&
+      param.name.compare(param.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  if (fc1) {
+    const std::int64_t half = local_rows / 2;  // f / tp
+    const std::int64_t f = param.shape[0] / 2;
+    return r < half ? t * half + r : f + t * half + (r - half);
+  }
+  return t * local_rows + r;
+}
+
+}  // namespace canzona::model

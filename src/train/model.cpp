@@ -68,18 +68,6 @@ double normal(std::uint64_t key, std::uint64_t index) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.14159265358979323846 * u2);
 }
 
-// Global (tp = 1, HF order) row of local row r of shard t.
-std::int64_t logical_row(const model::ParamSpec& param, int tp, int t, std::int64_t r) {
-  const std::vector<std::int64_t> local = param.local_shape(tp);
-  if (param.tp_split_dim != 0) return r;
-  if (ends_with(param.name, "mlp.linear_fc1.weight")) {
-    const std::int64_t half = local[0] / 2;  // f / T
-    const std::int64_t f = param.shape[0] / 2;
-    return r < half ? t * half + r : f + t * half + (r - half);
-  }
-  return t * local[0] + r;
-}
-
 }  // namespace
 
 void init_param(const model::ParamSpec& param, const model::TransformerConfig& config, int tp,
@@ -104,7 +92,7 @@ void init_param(const model::ParamSpec& param, const model::TransformerConfig& c
   const std::int64_t rows = local[0], cols = local.size() > 1 ? local[1] : 1;
   const std::int64_t global_cols = param.cols();
   for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t gr = logical_row(param, tp, tp_rank, r);
+    const std::int64_t gr = model::logical_row(param, tp, tp_rank, r);
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::int64_t gc = param.tp_split_dim == 1 ? tp_rank * cols + c : c;
       out[static_cast<std::size_t>(r * cols + c)] = static_cast<float>(
@@ -121,7 +109,7 @@ std::vector<float> shard_of(const model::ParamSpec& param, int tp, int tp_rank,
   const std::int64_t global_cols = param.cols();
   std::vector<float> out(static_cast<std::size_t>(rows * cols));
   for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t gr = logical_row(param, tp, tp_rank, r);
+    const std::int64_t gr = model::logical_row(param, tp, tp_rank, r);
     for (std::int64_t c = 0; c < cols; ++c) {
       const std::int64_t gc = param.tp_split_dim == 1 ? tp_rank * cols + c : c;
       out[static_cast<std::size_t>(r * cols + c)] =

@@ -1,0 +1,81 @@
+// Where the bytes of a Megatron-layout model live in a Hugging Face-layout checkpoint
+// (checkpoint.h): every element of every TP shard of every spec param is one element of one HF
+// tensor of full, un-sharded shape, so a checkpoint does not depend on DP, TP or strategy.
+//
+// Names (HF Qwen3 / Qwen2 / Llama, `model.layers.<i>.` written L.):
+//   embedding.word_embeddings.weight          model.embed_tokens.weight [V_pad, h]
+//   L.self_attention.linear_qkv.layer_norm_weight  L.input_layernorm.weight [h]
+//   L.self_attention.linear_qkv.weight (bias)      L.self_attn.{q,k,v}_proj.weight (bias)
+//   L.self_attention.q_layernorm / k_layernorm     L.self_attn.q_norm / k_norm.weight [d]
+//   L.self_attention.linear_proj.weight            L.self_attn.o_proj.weight [h, H d]
+//   L.mlp.linear_fc1.layer_norm_weight             L.post_attention_layernorm.weight [h]
+//   L.mlp.linear_fc1.weight                        L.mlp.{gate,up}_proj.weight [f, h]
+//   L.mlp.linear_fc2.weight                        L.mlp.down_proj.weight [h, f]
+//   decoder.final_layernorm.weight                 model.norm.weight [h]
+//   output_layer.weight                            lm_head.weight [V_pad, h]
+// The fused QKV's rows are grouped per query group ([q x H/G | k | v] per group, model/load.h);
+// q_proj holds the q heads in head order, k_proj and v_proj the groups in order. The vocabulary
+// keeps its Megatron padding (V_pad rows; config.json's vocab_size says V_pad).
+//
+// Matrix-optimizer state is per task (model/spec.h): a task's name is the HF tensor it is (q, k,
+// v, gate and up pieces; o_proj, down_proj), `L.self_attn.qkv_proj.weight` for an unsplit QKV
+// (grouped row order), `L.mlp.gate_up_proj.weight` for an unsplit fc1 (the task's rows follow
+// the TP degree: [gate_0; up_0; gate_1; up_1; ...]), `L.self_attn.q_proj.weight.head7` for
+// per-head pieces.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "canzona/model/spec.h"
+
+namespace canzona::ckpt {
+
+struct HfTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;  // full shape
+  std::int64_t numel() const;
+};
+
+// `count` consecutive local elements of a shard, from local element `local`, are elements
+// [hf, hf + count) (row-major) of HF tensor `tensor`.
+struct ElementRun {
+  int tensor = 0;
+  std::int64_t local = 0;
+  std::int64_t hf = 0;
+  std::int64_t count = 0;
+};
+
+class HfLayout {
+ public:
+  // Throws UsageError naming the param when a spec param is not one of the transformer's (a
+  // param-list model has no HF layout).
+  explicit HfLayout(const model::ModelSpec& spec);
+
+  // Every HF tensor, in spec param order (a fused param's tensors in q, k, v / gate, up order).
+  const std::vector<HfTensor>& tensors() const { return tensors_; }
+  // Indices into tensors() of spec param p.
+  const std::vector<int>& tensors_of(int p) const { return of_param_[static_cast<std::size_t>(p)]; }
+  // Where TP shard t (of tp) of spec param p goes, in local element order, adjacent runs merged.
+  // Covers [0, local numel) exactly once.
+  std::vector<ElementRun> runs(int p, int tp, int t) const;
+  // The name of the matrix the optimizer updates for task (p, piece): see the file comment.
+  std::string task_name(int p, int piece) const;
+  // True when the rows of task (p, piece) are ordered by the TP degree (an unsplit fc1 at tp > 1
+  // is not the tp = 1 matrix), so its state cannot move to another TP degree.
+  bool task_follows_tp(int p, int piece) const;
+
+ private:
+  // Spec param p's logical row -> {tensor index, row in it}.
+  std::pair<int, std::int64_t> hf_row(int p, std::int64_t logical_row) const;
+
+  enum class Kind { kPlain, kQkv, kFc1 };
+  model::ModelSpec spec_;
+  std::vector<HfTensor> tensors_;
+  std::vector<std::vector<int>> of_param_;
+  std::vector<Kind> kind_;
+  std::vector<std::string> layer_prefix_;  // "model.layers.<i>." or ""
+};
+
+}  // namespace canzona::ckpt

@@ -1,0 +1,204 @@
+// The checkpoint directory's manifest, config and file checks (checkpoint.h).
+#include "canzona/ckpt/checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "canzona/ckpt/sha256.h"
+#include "canzona/common/error.h"
+#include "canzona/common/json_io.h"
+
+namespace canzona::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const json& key(const json& obj, const std::string& path, const char* name) {
+  CANZONA_REQUIRE(obj.is_object() && obj.contains(name), path, ": missing key '", name, "'");
+  return obj.at(name);
+}
+
+std::int64_t int_key(const json& obj, const std::string& path, const char* name,
+                     std::int64_t min_value) {
+  const json& v = key(obj, path, name);
+  CANZONA_REQUIRE(v.is_number_integer() && v.get<std::int64_t>() >= min_value, path, ": key '",
+                  name, "' must be an integer >= ", min_value, " (got ", v.dump(), ")");
+  return v.get<std::int64_t>();
+}
+
+std::string string_key(const json& obj, const std::string& path, const char* name) {
+  const json& v = key(obj, path, name);
+  CANZONA_REQUIRE(v.is_string(), path, ": key '", name, "' must be a string (got ", v.dump(), ")");
+  return v.get<std::string>();
+}
+
+bool is_hex(const std::string& s, std::size_t length) {
+  return s.size() == length && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// N of "step-<N>", or -1.
+std::int64_t step_of(const std::string& name) {
+  if (name.size() != 13 || name.rfind("step-", 0) != 0) return -1;
+  std::int64_t n = 0;
+  for (std::size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    n = n * 10 + (name[i] - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
+json to_json(const Manifest& m) {
+  json files = json::object();
+  for (const auto& [name, info] : m.files)
+    files[name] = {{"bytes", info.bytes}, {"sha256", info.sha256}};
+  return {{"format", kFormatName},
+          {"version", kFormatVersion},
+          {"step", m.step},
+          {"strategy", m.strategy},
+          {"dp", m.dp},
+          {"tp", m.tp},
+          {"optimizer", m.optimizer},
+          {"plan_hash", m.plan_hash},
+          {"fc1_row_order_tp", m.fc1_row_order_tp},
+          {"run", m.run},
+          {"files", files}};
+}
+
+Manifest manifest_from_json(const json& j, const std::string& path) {
+  CANZONA_REQUIRE(j.is_object(), path, ": not a JSON object");
+  CANZONA_REQUIRE(string_key(j, path, "format") == kFormatName, path, ": key 'format' is not '",
+                  kFormatName, "'");
+  const std::int64_t version = int_key(j, path, "version", 0);
+  CANZONA_REQUIRE(version == kFormatVersion, path, ": format version ", version,
+                  " is not supported (this build reads version ", kFormatVersion, ")");
+  Manifest m;
+  m.step = int_key(j, path, "step", 0);
+  m.strategy = string_key(j, path, "strategy");
+  m.dp = static_cast<int>(std::min<std::int64_t>(int_key(j, path, "dp", 1), 1 << 30));
+  m.tp = static_cast<int>(std::min<std::int64_t>(int_key(j, path, "tp", 1), 1 << 30));
+  m.optimizer = string_key(j, path, "optimizer");
+  m.plan_hash = string_key(j, path, "plan_hash");
+  CANZONA_REQUIRE(is_hex(m.plan_hash, 16), path, ": key 'plan_hash' must be 16 hex digits");
+  m.fc1_row_order_tp =
+      static_cast<int>(std::min<std::int64_t>(int_key(j, path, "fc1_row_order_tp", 1), 1 << 30));
+  m.run = key(j, path, "run");
+  CANZONA_REQUIRE(m.run.is_object(), path, ": key 'run' must be an object");
+  const json& files = key(j, path, "files");
+  CANZONA_REQUIRE(files.is_object(), path, ": key 'files' must be an object");
+  for (const char* name : {kModelFile, kOptimizerFile, kConfigFile, kPlanFile}) {
+    const std::string where = path + ": files." + name;
+    const json& f = key(files, path + ": files", name);
+    FileInfo info;
+    info.bytes = int_key(f, where, "bytes", 0);
+    info.sha256 = string_key(f, where, "sha256");
+    CANZONA_REQUIRE(is_hex(info.sha256, 64), where, ": key 'sha256' must be 64 hex digits");
+    m.files[name] = info;
+  }
+  return m;
+}
+
+Manifest read_manifest(const std::string& dir) {
+  const std::string path = (fs::path(dir) / kTrainerFile).string();
+  return manifest_from_json(read_json_file(path), path);
+}
+
+FileInfo file_info(const std::string& path) {
+  std::error_code ec;
+  const auto bytes = fs::file_size(path, ec);
+  CANZONA_REQUIRE(!ec, path, ": missing");
+  return {static_cast<std::int64_t>(bytes), sha256_file(path)};
+}
+
+void verify_file(const std::string& dir, const std::string& name, const FileInfo& info) {
+  const std::string path = (fs::path(dir) / name).string();
+  std::error_code ec;
+  CANZONA_REQUIRE(fs::is_regular_file(path, ec), path, ": missing");
+  const auto bytes = static_cast<std::int64_t>(fs::file_size(path, ec));
+  CANZONA_REQUIRE(!ec && bytes == info.bytes, path, ": ", bytes, " bytes, trainer.json says ",
+                  info.bytes, " (truncated or replaced)");
+  const std::string sha = sha256_file(path);
+  CANZONA_REQUIRE(sha == info.sha256, path, ": checksum mismatch: trainer.json says ", info.sha256,
+                  ", file has ", sha);
+}
+
+json hf_config(const model::TransformerConfig& c, std::int64_t padded_vocab) {
+  const char* type = c.qk_norm ? "qwen3" : c.qkv_bias ? "qwen2" : "llama";
+  const char* arch = c.qk_norm    ? "Qwen3ForCausalLM"
+                     : c.qkv_bias ? "Qwen2ForCausalLM"
+                                  : "LlamaForCausalLM";
+  json j = {{"architectures", {arch}},
+            {"model_type", type},
+            {"hidden_size", c.hidden},
+            {"intermediate_size", c.ffn_hidden},
+            {"num_hidden_layers", c.num_layers},
+            {"num_attention_heads", c.num_heads},
+            {"num_key_value_heads", c.num_query_groups},
+            {"head_dim", c.head_dim},
+            {"vocab_size", padded_vocab},
+            {"tie_word_embeddings", c.tied_embeddings},
+            {"rope_theta", c.rope_theta},
+            {"rms_norm_eps", c.rms_norm_eps},
+            {"hidden_act", "silu"},
+            {"torch_dtype", "float32"}};
+  if (!c.qk_norm && c.qkv_bias) j["attention_bias"] = false;  // qwen2: the bias is implied
+  if (!c.qk_norm && !c.qkv_bias) j["attention_bias"] = false;
+  return j;
+}
+
+std::string config_difference(const model::TransformerConfig& a,
+                              const model::TransformerConfig& b) {
+  if (a.hidden != b.hidden) return str("hidden_size ", a.hidden, " vs ", b.hidden);
+  if (a.ffn_hidden != b.ffn_hidden)
+    return str("intermediate_size ", a.ffn_hidden, " vs ", b.ffn_hidden);
+  if (a.num_layers != b.num_layers)
+    return str("num_hidden_layers ", a.num_layers, " vs ", b.num_layers);
+  if (a.num_heads != b.num_heads)
+    return str("num_attention_heads ", a.num_heads, " vs ", b.num_heads);
+  if (a.num_query_groups != b.num_query_groups)
+    return str("num_key_value_heads ", a.num_query_groups, " vs ", b.num_query_groups);
+  if (a.head_dim != b.head_dim) return str("head_dim ", a.head_dim, " vs ", b.head_dim);
+  if (a.vocab_size != b.vocab_size) return str("vocab_size ", a.vocab_size, " vs ", b.vocab_size);
+  if (a.tied_embeddings != b.tied_embeddings) return "tie_word_embeddings";
+  if (a.qkv_bias != b.qkv_bias) return "attention bias (model_type)";
+  if (a.qk_norm != b.qk_norm) return "q/k norm (model_type)";
+  if (a.rope_theta != b.rope_theta) return str("rope_theta ", a.rope_theta, " vs ", b.rope_theta);
+  if (a.rms_norm_eps != b.rms_norm_eps)
+    return str("rms_norm_eps ", a.rms_norm_eps, " vs ", b.rms_norm_eps);
+  return "";
+}
+
+std::string step_dir_name(std::int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& save_dir) {
+  std::vector<std::pair<std::int64_t, std::string>> out;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(save_dir, ec)) {
+    const std::int64_t step = step_of(e.path().filename().string());
+    if (step >= 0 && fs::is_regular_file(e.path() / kTrainerFile, ec))
+      out.emplace_back(step, e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string resolve(const std::string& path) {
+  std::error_code ec;
+  CANZONA_REQUIRE(fs::is_directory(path, ec), path, ": not a checkpoint directory (missing)");
+  if (fs::exists(fs::path(path) / kTrainerFile, ec)) return path;
+  const auto found = list_checkpoints(path);
+  CANZONA_REQUIRE(!found.empty(), path,
+                  ": no trainer.json and no complete step-<N> checkpoint in it");
+  return found.back().second;
+}
+
+}  // namespace canzona::ckpt

@@ -223,6 +223,13 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
   j["pp"] = p.options.pp;
   j["alpha"] = p.options.alpha;
   j["cmax_mb"] = p.options.cmax_mb;
+  // The remaining PlanOptions make_plan reads, so the plan can be re-made from this file
+  // (`canzona plan --from-plan`).
+  j["bucket_size"] = p.options.layout.bucket_size;
+  j["param_align"] = p.options.layout.param_align;
+  j["pad_bucket_end"] = p.options.layout.pad_bucket_end;
+  j["asc_group_tasks"] = p.options.asc_group_tasks;
+  j["optimizer_options"] = p.options.cost.optimizer_options;
   j["balance"] = {{"dp", ratio_json(m.dp)},
                   {"tp", ratio_json(m.tp)},
                   {"tp_worst_group", ratio_json(m.tp_worst_group)},

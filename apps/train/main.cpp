@@ -8,15 +8,19 @@
 // every rank at that step with the first non-finite tensor named (exit 1), before the optimizer
 // changes anything; nothing is written.
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "../planning_flags.h"
+#include "canzona/ckpt/checkpoint.h"
 #include "canzona/comm/mpi.h"
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
@@ -32,7 +36,7 @@ namespace canzona::apps {
 namespace {
 
 struct TrainFlags : PlanningFlags {
-  std::string model = "qwen3-cpu";
+  std::string model;  // "": qwen3-cpu, or the checkpoint's config.json with --resume / --init-from
   std::string strategies = "lb-asc";
   std::string optimizer_options = "{}";
   double lr = -1.0, adamw_lr = -1.0;
@@ -41,18 +45,23 @@ struct TrainFlags : PlanningFlags {
   std::string schedule = "cosine";
   double min_lr_ratio = 0.1;
   train::DataOptions data;
-  std::string seed = "1";  // parse_seed
+  std::string seed;  // parse_seed; "": 1, or the checkpoint's with --resume
   std::string reduce_mode = "deterministic";
   bool no_pipeline = false, verify = false;
   std::string json, trace, plot, plot_from;
   std::int64_t poison_step = 0;
   int poison_rank = 0;
+  train::CheckpointOptions checkpoint;
+  std::int64_t kill_step = 0;
+  int kill_rank = 0;
+  bool kill_in_save = false;
 };
 
 void add_flags(CLI::App& app, TrainFlags& f) {
   f.optimizer = "muon";
-  app.add_option("--model", f.model, "Preset (qwen3-cpu, qwen3-tiny, ...) or HF config.json")
-      ->capture_default_str();
+  app.add_option("--model", f.model,
+                 "Preset (qwen3-cpu, qwen3-tiny, ...) or HF config.json (default: qwen3-cpu, or "
+                 "the config.json of --resume / --init-from)");
   add_planning_flags(&app, f, PlanningCommand::kRun);
   app.get_option("--optimizer")
       ->description("Matrix optimizer: muon | shampoo | soap, or adamw for every param");
@@ -83,7 +92,7 @@ void add_flags(CLI::App& app, TrainFlags& f) {
   app.add_option("--tokenizer", f.data.tokenizer, "SentencePiece model (spm_train) for text data");
   app.add_option("--val-fraction", f.data.val_fraction, "Held-out share of --data")
       ->capture_default_str();
-  app.add_option("--seed", f.seed, "Init and data sampling")->capture_default_str();
+  app.add_option("--seed", f.seed, "Init and data sampling (default: 1, or the checkpoint's)");
   app.add_option("--reduce-mode", f.reduce_mode, "deterministic | native")->capture_default_str();
   app.add_flag("--no-pipeline", f.no_pipeline, "TP micro groups one after another");
   app.add_flag("--verify", f.verify,
@@ -93,6 +102,22 @@ void add_flags(CLI::App& app, TrainFlags& f) {
   app.add_option("--plot", f.plot, "Write the loss curves as SVG to FILE");
   app.add_option("--plot-from", f.plot_from,
                  "Comma list of --json files of earlier runs: only plot their curves to --plot");
+  app.add_option("--save-dir", f.checkpoint.save_dir,
+                 "Write checkpoints step-<N> here (after the last step, and every --save-every)");
+  app.add_option("--save-every", f.checkpoint.save_every,
+                 "Checkpoint every N steps (0 = last only)")
+      ->capture_default_str();
+  app.add_option("--keep", f.checkpoint.keep, "Keep the newest K checkpoints (0 = all)")
+      ->capture_default_str();
+  app.add_option("--resume", f.checkpoint.resume,
+                 "Continue from a checkpoint directory, or the newest one in a --save-dir; any DP, "
+                 "TP and strategy");
+  app.add_option("--init-from", f.checkpoint.init_from,
+                 "Start from the weights of a Hugging Face directory (model.safetensors or a "
+                 "sharded index; config.json)");
+  app.add_option("--test-kill-step", f.kill_step)->group("");
+  app.add_option("--test-kill-rank", f.kill_rank)->group("");
+  app.add_flag("--test-kill-in-save", f.kill_in_save)->group("");
   app.add_option("--test-poison-step", f.poison_step)->group("");
   app.add_option("--test-poison-rank", f.poison_rank)->group("");
 }
@@ -118,6 +143,15 @@ model::TransformerConfig load_config(const std::string& arg) {
   return model::read_hf_config(arg);
 }
 
+// --save-dir must be a directory we can write (created when missing), found before training.
+void check_save_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  CANZONA_REQUIRE(!ec && std::filesystem::is_directory(dir, ec), "--save-dir ", dir,
+                  ": cannot create directory", ec ? ": " + ec.message() : std::string());
+  CANZONA_REQUIRE(::access(dir.c_str(), W_OK) == 0, "--save-dir ", dir, ": not writable");
+}
+
 struct Launch {
   train::TrainOptions options;
   model::TransformerConfig config;
@@ -133,7 +167,25 @@ Launch prepare(TrainFlags& f) {
   apply_planning_flags(f, "train", r);
   r.reduce_mode = runtime::parse_reduce_mode(f.reduce_mode);
   r.pipeline = !f.no_pipeline;
-  r.seed = parse_seed(f.seed);
+  // --resume / --init-from: the checkpoint's model and (resume) data seed unless given.
+  std::string resume_dir, seed = f.seed.empty() ? "1" : f.seed;
+  if (!f.checkpoint.resume.empty()) {
+    resume_dir = ckpt::resolve(f.checkpoint.resume);
+    const ckpt::Manifest m = ckpt::read_manifest(resume_dir);
+    const std::string saved = std::to_string(m.run.value("seed", std::uint64_t{1}));
+    CANZONA_REQUIRE(f.seed.empty() || parse_seed(f.seed) == parse_seed(saved), "--seed ", f.seed,
+                    " differs from the seed ", saved, " of ", resume_dir,
+                    " (the data sampler continues from it)");
+    seed = saved;
+  }
+  CANZONA_REQUIRE(
+      !f.verify || (f.checkpoint.resume.empty() && f.checkpoint.init_from.empty()),
+      "--verify replays the run from its init; it cannot follow --resume or --init-from");
+  const bool model_given = !f.model.empty();
+  const std::string weights_dir = !resume_dir.empty() ? resume_dir : f.checkpoint.init_from;
+  if (f.model.empty())
+    f.model = weights_dir.empty() ? "qwen3-cpu" : weights_dir + "/" + ckpt::kConfigFile;
+  r.seed = parse_seed(seed);
   r.model = f.model;
   // --optimizer adamw: every param element-wise; the matrix optimizer then updates nothing.
   o.all_adamw = f.optimizer == "adamw";
@@ -157,13 +209,20 @@ Launch prepare(TrainFlags& f) {
   o.trace_path = f.trace;
   o.poison_step = f.poison_step;
   o.poison_rank = f.poison_rank;
+  o.checkpoint = f.checkpoint;
+  o.kill_step = f.kill_step;
+  o.kill_rank = f.kill_rank;
+  o.kill_in_save = f.kill_in_save;
   train::validate(o);
+  if (!o.checkpoint.save_dir.empty()) check_save_dir(o.checkpoint.save_dir);
   for (const std::string* path : {&f.json, &f.trace, &f.plot})
     if (!path->empty())
       check_output_path(*path, path == &f.json    ? "--json"
                                : path == &f.trace ? "--trace"
                                                   : "--plot");
   l.config = load_config(f.model);
+  if (!model_given && !resume_dir.empty())  // the model's own name, not the directory's
+    l.config.name = ckpt::read_manifest(resume_dir).run.value("model", l.config.name);
   l.spec = train::training_spec(l.config, o);
   l.corpus = train::load_corpus(f.data, o.seq_len + 1);
   CANZONA_REQUIRE(l.corpus.vocab_size <= l.config.vocab_size, "--",
@@ -192,6 +251,11 @@ Launch prepare(TrainFlags& f) {
                     l.corpus.vocab_size, ", ", l.corpus.source));
   add("--json", f.json);
   add("--plot", f.plot);
+  add("--save-dir", f.checkpoint.save_dir);
+  add("--save-every", std::to_string(f.checkpoint.save_every));
+  add("--keep", std::to_string(f.checkpoint.keep));
+  add("--resume", resume_dir);
+  add("--init-from", f.checkpoint.init_from);
   return l;
 }
 
@@ -357,6 +421,14 @@ int execute(TrainFlags& flags) {
     progress.val = [](const train::StrategyRun& r, const train::ValRecord& v) {
       std::cout << format_val(r, v) << std::flush;
     };
+    progress.saved = [](const std::string& dir, double ms) {
+      std::printf("checkpoint saved: %s (%.0f ms)\n", dir.c_str(), ms);
+      std::fflush(stdout);
+    };
+    progress.loaded = [](const std::string& dir, double ms) {
+      std::printf("checkpoint loaded: %s (%.0f ms)\n", dir.c_str(), ms);
+      std::fflush(stdout);
+    };
     const std::vector<train::StrategyRun> runs =
         train::train(*grid, launch.config, launch.spec, o, launch.corpus, progress);
     if (reporter) {
@@ -379,6 +451,8 @@ int execute(TrainFlags& flags) {
     exit_code = agreed[0] > 0.0f ? 1 : 0;
   } catch (const train::NonFiniteLoss& e) {
     runtime::abort_agreed(e.what(), 1);
+  } catch (const train::CheckpointError& e) {
+    runtime::abort_agreed(e.what(), 1);
   } catch (const UsageError& e) {
     runtime::abort_agreed(e.what(), 2);
   } catch (const std::exception& e) {
@@ -391,6 +465,8 @@ int execute(TrainFlags& flags) {
 }  // namespace canzona::apps
 
 int main(int argc, char** argv) {
+  // A checkpoint write past RLIMIT_FSIZE must fail with EFBIG (a clear error), not kill us.
+  std::signal(SIGXFSZ, SIG_IGN);
   canzona::optim::ensure_blas_core(argc, argv);
   torch::set_num_threads(1);
   CLI::App app{"Train a Qwen3-architecture model under DP x TP with the Canzona engine",

@@ -115,6 +115,12 @@ std::string format_summary(const TrainHeader& h, const train::TrainOptions& o,
                 "final loss", "params hash");
   out << line;
   for (const train::StrategyRun& r : runs) {
+    if (r.steps.empty() && r.val.empty()) {
+      std::snprintf(line, sizeof line, "%-9s no steps run (resumed at the last step)  %s\n",
+                    plan::to_string(r.strategy), hex(r.params_hash).c_str());
+      out << line;
+      continue;
+    }
     const train::StepRecord m = median_step(r.steps);
     const double final_loss = r.val.empty() ? r.steps.back().loss : r.val.back().loss;
     std::snprintf(line, sizeof line,
@@ -154,6 +160,7 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
     run["strategy"] = plan::to_string(r.strategy);
     run["plan_hash"] = hex(r.plan_hash);
     run["params_hash"] = hex(r.params_hash);
+    run["first_step"] = r.first_step;
     run["steps"] = nlohmann::json::array();
     for (const train::StepRecord& s : r.steps)
       run["steps"].push_back({{"step", s.step},

@@ -8,12 +8,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/common/fnv.h"
+#include "canzona/optim/optimizer.h"
 #include "canzona/runtime/engine.h"
 #include "canzona/runtime/session.h"
 #include "canzona/runtime/trace.h"
@@ -106,12 +110,13 @@ class Run {
     }
     model_->set_before_use(
         [this](int p) { param_sync_ms_ += engine_->wait_param_sync(engine_->bucket_of(p)); });
-    engine_->init_main_params();
     validation_ = validation_batches(corpus.val, options.seq_len, options.micro_batch,
                                      options.eval_windows, grid.shape().dp, grid.coord().dp);
   }
 
   StrategyRun& result() { return result_; }
+  runtime::Engine& engine() { return *engine_; }
+  const plan::Plan& plan() const { return plan_; }
 
   StepRecord step(std::int64_t step) {
     runtime::Engine& engine = *engine_;
@@ -252,6 +257,67 @@ void max_over_ranks(comm::Communicator& world, std::vector<StepRecord>& steps) {
   }
 }
 
+// The manifest's optimizer: what kind of state the checkpoint holds.
+std::string checkpoint_optimizer(const TrainOptions& o) {
+  return o.all_adamw ? "adamw" : o.run.optimizer;
+}
+
+std::string hex16(std::uint64_t value) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+// trainer.json of a save after `step`: the data position and RNG are the step (the sampler is
+// counter-based on (seed, step, DP rank, micro-batch, row)), the lr schedule position too.
+ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan::Strategy strategy,
+                           std::uint64_t plan_hash, std::int64_t step) {
+  ckpt::Manifest m;
+  m.step = step;
+  m.strategy = plan::to_string(strategy);
+  m.dp = o.run.dp;
+  m.tp = o.run.tp;
+  m.optimizer = checkpoint_optimizer(o);
+  m.plan_hash = hex16(plan_hash);
+  m.fc1_row_order_tp = o.run.tp;
+  const double next_lr = step < o.schedule.total ? lr_factor(o.schedule, step + 1) : 0.0;
+  m.run = {{"seed", o.run.seed},
+           {"steps", o.steps},
+           {"seq_len", o.seq_len},
+           {"micro_batch", o.micro_batch},
+           {"grad_accum", o.grad_accum},
+           {"data_position",
+            {{"sampler", "counter(seed, step, dp_rank, micro, row)"}, {"next_step", step + 1}}},
+           {"schedule",
+            {{"kind", to_string(o.schedule.schedule)},
+             {"warmup", o.schedule.warmup},
+             {"total", o.schedule.total},
+             {"min_lr_ratio", o.schedule.min_ratio},
+             {"next_step", step + 1},
+             {"next_lr_factor", next_lr}}},
+           {"optimizer_options",
+            o.all_adamw ? nlohmann::json::object()
+                        : optim::effective_options(o.run.optimizer, o.run.optimizer_options)},
+           {"adamw_options", optim::effective_options("adamw", o.run.adamw_options)},
+           {"split_qkv", o.run.qkv_split == model::QkvSplit::kNone  ? "none"
+                         : o.run.qkv_split == model::QkvSplit::kQkv ? "qkv"
+                                                                    : "head"},
+           {"split_fc1", o.run.split_fc1},
+           {"reduce_mode",
+            o.run.reduce_mode == comm::ReduceMode::kDeterministic ? "deterministic" : "native"}};
+  return m;
+}
+
+// --keep: deletes the oldest complete checkpoints of the save directory beyond the newest K.
+void prune_checkpoints(const CheckpointOptions& o) {
+  if (o.keep <= 0) return;
+  const auto found = ckpt::list_checkpoints(o.save_dir);
+  for (std::size_t i = 0; i + static_cast<std::size_t>(o.keep) < found.size(); ++i) {
+    std::error_code ec;
+    std::filesystem::remove_all(found[i].second, ec);
+  }
+}
+
 }  // namespace
 
 std::int64_t TrainOptions::tokens_per_step() const {
@@ -269,6 +335,19 @@ void validate(const TrainOptions& o) {
   validate(o.schedule);
   CANZONA_REQUIRE(o.schedule.total == o.steps, "schedule total ", o.schedule.total,
                   " differs from --steps ", o.steps);
+  const CheckpointOptions& c = o.checkpoint;
+  require_in_range(c.save_every, 0, kMaxTrainSteps, "--save-every", "kMaxTrainSteps");
+  require_in_range(c.keep, 0, 1 << 20, "--keep", "2^20");
+  CANZONA_REQUIRE(c.save_dir.empty() || o.strategies.size() == 1,
+                  "--save-dir needs a single strategy (--strategies names ", o.strategies.size(),
+                  ")");
+  CANZONA_REQUIRE(c.resume.empty() || o.strategies.size() == 1,
+                  "--resume needs a single strategy (--strategies names ", o.strategies.size(),
+                  ")");
+  CANZONA_REQUIRE(c.resume.empty() || c.init_from.empty(),
+                  "--resume and --init-from exclude each other (a checkpoint has its weights)");
+  CANZONA_REQUIRE(c.save_every == 0 || !c.save_dir.empty(), "--save-every needs --save-dir");
+  CANZONA_REQUIRE(c.keep == 0 || !c.save_dir.empty(), "--keep needs --save-dir");
   runtime::validate(o.run);
 }
 
@@ -294,12 +373,49 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
                                const Corpus& corpus, const Progress& progress) {
   std::vector<StrategyRun> runs;
   const bool reporter = grid.world().rank() == 0;
+  const CheckpointOptions& ckpt_options = options.checkpoint;
+  // The checkpoint to resume: every rank reads the same manifest.
+  std::string resume_dir;
+  ckpt::Manifest resumed;
+  if (!ckpt_options.resume.empty()) {
+    resume_dir = ckpt::resolve(ckpt_options.resume);
+    resumed = ckpt::read_manifest(resume_dir);
+    CANZONA_REQUIRE(resumed.step <= options.steps, "--resume: ", resume_dir, " is at step ",
+                    resumed.step, ", past --steps ", options.steps);
+  }
   for (std::size_t k = 0; k < options.strategies.size(); ++k) {
     const plan::Strategy strategy = options.strategies[k];
     runtime::Trace trace(k == 0 && !options.trace_path.empty());
     if (reporter && progress.start) progress.start(strategy);
     Run run(grid, config, spec, options, corpus, strategy, trace);
-    for (std::int64_t s = 1; s <= options.steps; ++s) {
+    const double t0 = wall_ms();
+    if (!resume_dir.empty()) {
+      load_checkpoint(grid, run.engine(), spec, config, checkpoint_optimizer(options), resume_dir,
+                      resumed);
+      run.result().first_step = resumed.step + 1;
+    } else if (!ckpt_options.init_from.empty()) {
+      load_weights(grid, run.engine(), spec, ckpt_options.init_from);
+    } else {
+      run.engine().init_main_params();
+    }
+    if (reporter && progress.loaded && (!resume_dir.empty() || !ckpt_options.init_from.empty()))
+      progress.loaded(resume_dir.empty() ? ckpt_options.init_from : resume_dir, wall_ms() - t0);
+    auto save = [&](std::int64_t step) {
+      SaveContext context;
+      context.config = &config;
+      context.spec = &spec;
+      context.plan = &run.plan();
+      context.manifest = manifest_of(options, config.name, strategy, run.result().plan_hash, step);
+      if (options.kill_in_save && step == options.kill_step)
+        context.before_publish = [&] {
+          if (grid.world().rank() == options.kill_rank) std::raise(SIGKILL);
+        };
+      const double s0 = wall_ms();
+      const std::string dir = save_checkpoint(grid, run.engine(), context, ckpt_options.save_dir);
+      if (reporter) prune_checkpoints(ckpt_options);
+      if (reporter && progress.saved) progress.saved(dir, wall_ms() - s0);
+    };
+    for (std::int64_t s = run.result().first_step; s <= options.steps; ++s) {
       const StepRecord record = run.step(s);
       run.result().steps.push_back(record);
       if (reporter && progress.step) progress.step(run.result(), record);
@@ -308,7 +424,16 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
         run.result().val.push_back(val);
         if (reporter && progress.val) progress.val(run.result(), val);
       }
+      if (!ckpt_options.save_dir.empty() &&
+          ((ckpt_options.save_every > 0 && s % ckpt_options.save_every == 0) || s == options.steps))
+        save(s);
+      if (s == options.kill_step && !options.kill_in_save &&
+          grid.world().rank() == options.kill_rank)
+        std::raise(SIGKILL);
     }
+    // A run resumed at its last step saves that step again (e.g. in its new shape).
+    if (!ckpt_options.save_dir.empty() && run.result().first_step > options.steps)
+      save(options.steps);
     run.finish();
     max_over_ranks(grid.world(), run.result().steps);
     if (trace.enabled()) runtime::write_chrome_trace(grid, trace, options.trace_path);

@@ -211,4 +211,28 @@ if(TARGET canzona AND TARGET canzona-train)
     set_tests_properties(train_cli_data_sentencepiece train_cli_data_sentencepiece_dp2
                          train_cli_error_tokenizer_vocab_dp2 PROPERTIES DISABLED TRUE)
   endif()
+
+  # --- 8. Checkpoints (issue 12), four scripts on qwen3-tiny under mpirun:
+  # ckpt_resume_test.sh: a run killed by SIGKILL after a random step, or inside a save before it
+  # is published, resumes bitwise (losses, params, final checkpoint byte for byte); --keep.
+  # ckpt_reshard_test.sh: a checkpoint reloaded under DP 2 -> 1, TP 2 -> 1 -> 2, DP 4 -> 2 and
+  # another strategy saves byte-identically and continues bitwise; unsplit fc1 across TP refused.
+  # ckpt_errors_test.sh: every corrupt or unfitting --resume (truncated file, checksum mismatch,
+  # garbled header, missing tensor, wrong shape or dtype, config, optimizer, step, seed, no
+  # checkpoint, broken trainer.json) exits 2 with its message printed once and saves nothing;
+  # flag conflicts exit 2 before MPI; a full disk (ulimit -f) during a save exits 1 and leaves
+  # the older checkpoint valid and no temporary directory.
+  # ckpt_hf_test.sh: an independent numpy reader (hf_reference.py) checks a saved checkpoint's
+  # checksums, HF names and shapes and every init value bit for bit, and --init-from a sharded
+  # BF16 / F16 HF directory on another grid loads exactly the rounded values.
+  foreach(case "errors;180" "hf;90" "resume;180" "reshard;240")
+    list(GET case 0 kind)
+    list(GET case 1 timeout)
+    canzona_scale_timeout(timeout)
+    add_test(NAME train_cli_ckpt_${kind}
+             COMMAND bash ${train_cli_src}/ckpt_${kind}_test.sh ${canzona} ${MPIEXEC_EXECUTABLE}
+                     $<TARGET_FILE:canzona_check_output>)
+    set_tests_properties(train_cli_ckpt_${kind} PROPERTIES LABELS "cli;mpi" TIMEOUT ${timeout}
+                         ENVIRONMENT "${CANZONA_TEST_ENV}")
+  endforeach()
 endif()

@@ -26,6 +26,7 @@
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
 #include "canzona/runtime/options.h"
+#include "canzona/train/checkpoint.h"
 #include "canzona/train/data.h"
 #include "canzona/train/schedule.h"
 
@@ -51,11 +52,21 @@ struct TrainOptions {
   // every rank. 0 = off.
   std::int64_t poison_step = 0;
   int poison_rank = 0;
+  // Checkpoints (train/checkpoint.h): save, resume, start from HF weights. Saving or resuming
+  // needs a single strategy.
+  CheckpointOptions checkpoint;
+  // Test hook: world rank `kill_rank` raises SIGKILL right after step `kill_step` (and its save,
+  // if any), or with kill_in_save inside that step's save, after the data is written and before
+  // the directory is published. 0 = off.
+  std::int64_t kill_step = 0;
+  int kill_rank = 0;
+  bool kill_in_save = false;
   std::int64_t tokens_per_step() const;  // dp x grad_accum x micro_batch x seq_len
 };
 
 // Throws UsageError naming the flag: sizes not positive or above their limits, eval settings
-// negative, schedule out of range (schedule.h), and runtime::validate(run).
+// negative, schedule out of range (schedule.h), --save-every / --keep negative, checkpoint flags
+// with more than one strategy, --resume with --init-from, and runtime::validate(run).
 void validate(const TrainOptions& options);
 
 // Milliseconds of one step on one rank (world rank 0's in progress lines; the JSON has the max
@@ -82,6 +93,7 @@ struct ValRecord {
 
 struct StrategyRun {
   plan::Strategy strategy = plan::Strategy::kLbAsc;
+  std::int64_t first_step = 1;    // 1, or the resumed checkpoint's step + 1
   std::vector<StepRecord> steps;  // world rank 0: per step, times = max over ranks
   std::vector<ValRecord> val;
   std::uint64_t params_hash = 0;  // FNV-1a of every rank's final params in world-rank order
@@ -95,6 +107,8 @@ struct Progress {
   std::function<void(const StrategyRun&, const StepRecord&)> step;
   std::function<void(const StrategyRun&, const ValRecord&)> val;
   std::function<void(plan::Strategy)> start;
+  std::function<void(const std::string& dir, double ms)> saved;   // after each checkpoint save
+  std::function<void(const std::string& dir, double ms)> loaded;  // after --resume / --init-from
 };
 
 // A non-finite loss: every rank throws it identically (message names the step and world rank
@@ -105,8 +119,11 @@ class NonFiniteLoss : public Error {
 };
 
 // Trains each strategy of options.strategies in turn. Collective over the grid; `corpus` must be
-// identical on every rank. Throws runtime::PlanAgreementError (plan mismatch), NonFiniteLoss, or
-// Error.
+// identical on every rank. With options.checkpoint.resume the run continues from the checkpoint's
+// step (its params, optimizer state and step count; the data sampler and lr schedule are functions
+// of the step, so nothing else is needed), bitwise as the uninterrupted run would have. Throws
+// runtime::PlanAgreementError (plan mismatch), NonFiniteLoss, UsageError (a checkpoint that is
+// corrupt or does not fit), or Error.
 std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig& config,
                                const model::ModelSpec& spec, const TrainOptions& options,
                                const Corpus& corpus, const Progress& progress);

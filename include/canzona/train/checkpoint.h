@@ -1,0 +1,82 @@
+// Parallel, atomic checkpoint save and load of a training run on the engine (issue 12; the
+// directory format is ckpt/checkpoint.h, the names ckpt/hf_names.h; docs/checkpoints.md).
+//
+// Save (collective over the world): every rank lists the optimizer state it holds; the lists are
+// gathered so every rank computes the same two safetensors layouts; rank 0 creates the files in
+// `.step-<N>.tmp` and reserves their full size (a full disk fails here); then every rank writes
+// the byte ranges it is the writer of, in place, with pwrite: params of spec param p by DP rank
+// p mod DP (each TP rank its shard; replicated params TP rank 0), each state tensor by the lowest
+// world rank that holds it; files are fsynced, hashed (file i by world rank i mod world size),
+// trainer.json written last, the directory fsynced and renamed to step-<N>. Any rank's failure
+// is every rank's error (the same message everywhere) and removes the temporary directory; the
+// previous checkpoints are untouched.
+//
+// Load (collective): first every check, on every rank, before any state changes (checksums of
+// every file, config.json against the model, optimizer kind, every tensor this rank will read
+// present with its shape and dtype F32); a failure is a UsageError on every rank. Then each rank
+// reads only what it holds: its TP shard of every param and the state of the tasks and slices
+// the new plan gives it, under any DP, TP and strategy.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "canzona/ckpt/checkpoint.h"
+#include "canzona/comm/grid.h"
+#include "canzona/common/error.h"
+#include "canzona/model/load.h"
+#include "canzona/model/spec.h"
+#include "canzona/plan/plan.h"
+#include "canzona/runtime/engine.h"
+
+namespace canzona::train {
+
+// A failure of a collective checkpoint step (I/O, disk full) that every rank throws alike.
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The CLI flags of the same names.
+struct CheckpointOptions {
+  std::string save_dir;         // checkpoints step-<N> are written here; empty: none
+  std::int64_t save_every = 0;  // every N steps; the last step is always saved; 0: only the last
+  int keep = 0;                 // keep the newest K checkpoints of save_dir, delete older; 0: all
+  std::string resume;           // a checkpoint directory, or a save_dir (its newest checkpoint)
+  std::string init_from;        // HF weights directory (model.safetensors or an index)
+};
+
+// What a save records besides the engine's state.
+struct SaveContext {
+  const model::TransformerConfig* config = nullptr;
+  const model::ModelSpec* spec = nullptr;
+  const plan::Plan* plan = nullptr;
+  ckpt::Manifest manifest;  // step, strategy, grid, optimizer, plan hash, run (files: filled here)
+  // Test hook: called on every rank after the data is written and synced, before the directory
+  // gets its final name (a crash here must leave the previous checkpoint the newest).
+  std::function<void()> before_publish;
+};
+
+// Writes save_dir/step-<manifest.step> (see above); returns its path. Throws CheckpointError (disk
+// full, I/O) identically on every rank.
+std::string save_checkpoint(comm::Grid& grid, runtime::Engine& engine, const SaveContext& context,
+                            const std::string& save_dir);
+
+// Restores a checkpoint `dir` (resolved, with its manifest) into the engine: params, main params
+// (init_main_params), optimizer state, step count. `optimizer` is this run's manifest optimizer
+// name. Throws UsageError on every rank before any state changes when the checkpoint is corrupt
+// or does not fit this run.
+void load_checkpoint(comm::Grid& grid, runtime::Engine& engine, const model::ModelSpec& spec,
+                     const model::TransformerConfig& config, const std::string& optimizer,
+                     const std::string& dir, const ckpt::Manifest& manifest);
+
+// --init-from: the weights of a HF directory (any of F32 / BF16 / F16 / F64) into the engine's
+// params, then init_main_params. A vocabulary shorter than the padded one fills the padding rows
+// with zeros. Throws UsageError on every rank before any param changes when a tensor is missing
+// or has another shape.
+void load_weights(comm::Grid& grid, runtime::Engine& engine, const model::ModelSpec& spec,
+                  const std::string& dir);
+
+}  // namespace canzona::train

@@ -1,0 +1,488 @@
+// Parallel, atomic checkpoint save and load (checkpoint.h).
+#include "canzona/train/checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "canzona/ckpt/file_io.h"
+#include "canzona/ckpt/hf_names.h"
+#include "canzona/ckpt/safetensors.h"
+#include "canzona/common/error.h"
+#include "canzona/common/json_io.h"
+#include "canzona/plan/metrics.h"
+#include "canzona/plan/report.h"
+
+namespace canzona::train {
+namespace {
+
+namespace fs = std::filesystem;
+using ckpt::ElementRun;
+using ckpt::HfLayout;
+
+// Runs `fn` on every rank; when it throws on any rank, every rank throws the lowest failing
+// rank's error (UsageError stays UsageError), so no rank goes on alone.
+void collectively(comm::Communicator& world, const std::function<void()>& fn) {
+  std::string status = "0";
+  try {
+    fn();
+  } catch (const UsageError& e) {
+    status = std::string("2").append(e.what());
+  } catch (const std::exception& e) {
+    status = std::string("1").append(e.what());
+  }
+  const auto all = world.all_gather_bytes(std::as_bytes(std::span(status.data(), status.size())));
+  for (const auto& bytes : all) {
+    CANZONA_CHECK(!bytes.empty());
+    const char kind = static_cast<char>(bytes[0]);
+    if (kind == '0') continue;
+    const std::string message(reinterpret_cast<const char*>(bytes.data()) + 1, bytes.size() - 1);
+    if (kind == '2') throw UsageError(message);
+    throw CheckpointError(message);
+  }
+}
+
+int param_index(const model::ModelSpec& spec, const std::string& name) {
+  for (std::size_t p = 0; p < spec.params.size(); ++p)
+    if (spec.params[p].name == name) return static_cast<int>(p);
+  CANZONA_CHECK(false, "no param ", name);
+  return -1;
+}
+
+// One optimizer-state tensor (or slice) a rank holds, as every rank sees it after the gather.
+// Matrix task state: the whole tensor `key` (rows x cols). Element-wise state: local elements
+// [begin, end) of TP shard `shard` (0 for replicated params) of param p, under state `state`.
+struct Unit {
+  bool matrix = false;
+  int p = 0, piece = -1, order = 0, shard = 0;
+  std::string state, key;
+  std::int64_t begin = 0, end = 0, rows = 0, cols = 0;
+  std::string id() const {
+    return matrix ? key : str(p, "/", state, "/", shard, "/", begin, "/", end);
+  }
+};
+
+std::vector<Unit> my_units(runtime::Engine& engine, const model::ModelSpec& spec,
+                           const HfLayout& hf, int tp_rank) {
+  std::vector<Unit> units;
+  std::map<std::pair<int, int>, int> order;  // task -> states seen
+  for (const runtime::StateTensor& st : engine.optimizer_state()) {
+    if (st.state == "main") continue;
+    Unit u;
+    u.p = param_index(spec, st.param);
+    u.state = st.state;
+    const model::ParamSpec& param = spec.params[static_cast<std::size_t>(u.p)];
+    if (param.is_matrix()) {
+      u.matrix = true;
+      u.piece = st.piece;
+      u.order = order[{u.p, u.piece}]++;
+      u.key = hf.task_name(u.p, u.piece) + "." + st.state;
+      u.rows = st.rows;
+      u.cols = st.cols;
+    } else {
+      u.shard = param.tp_split_dim >= 0 ? tp_rank : 0;
+      u.begin = st.begin;
+      u.end = st.end;
+    }
+    units.push_back(u);
+  }
+  return units;
+}
+
+std::string serialize(const std::vector<Unit>& units) {
+  std::ostringstream os;
+  for (const Unit& u : units)
+    os << u.matrix << ' ' << u.p << ' ' << u.piece << ' ' << u.order << ' ' << u.shard << ' '
+       << u.state << ' ' << (u.key.empty() ? "-" : u.key) << ' ' << u.begin << ' ' << u.end << ' '
+       << u.rows << ' ' << u.cols << '\n';
+  return os.str();
+}
+
+std::vector<Unit> deserialize(const std::vector<std::byte>& bytes) {
+  std::istringstream is(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  std::vector<Unit> units;
+  Unit u;
+  while (is >> u.matrix >> u.p >> u.piece >> u.order >> u.shard >> u.state >> u.key >> u.begin >>
+         u.end >> u.rows >> u.cols) {
+    if (u.key == "-") u.key.clear();
+    units.push_back(u);
+  }
+  return units;
+}
+
+// The optimizer file's tensors in canonical order (spec param, then task piece or HF tensor, then
+// state order) with their shapes, the same on every rank.
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> optimizer_tensors(
+    const std::vector<std::vector<Unit>>& all, const HfLayout& hf) {
+  struct Entry {
+    std::tuple<int, int, int> order;
+    std::string key;
+    std::vector<std::int64_t> shape;
+  };
+  std::map<std::string, Entry> entries;
+  std::map<int, std::vector<std::string>> states;  // element-wise param -> state names
+  for (const auto& units : all) {
+    for (const Unit& u : units) {
+      if (u.matrix) {
+        entries.try_emplace(u.key, Entry{{u.p, u.piece + 1, u.order}, u.key, {u.rows, u.cols}});
+      } else {
+        auto& names = states[u.p];
+        if (std::find(names.begin(), names.end(), u.state) == names.end()) names.push_back(u.state);
+      }
+    }
+  }
+  for (const auto& [p, names] : states) {
+    const std::vector<int>& tensors = hf.tensors_of(p);
+    for (std::size_t t = 0; t < tensors.size(); ++t) {
+      const ckpt::HfTensor& tensor = hf.tensors()[static_cast<std::size_t>(tensors[t])];
+      for (std::size_t s = 0; s < names.size(); ++s) {
+        const std::string key = tensor.name + "." + names[s];
+        entries.try_emplace(
+            key, Entry{{p, static_cast<int>(t), static_cast<int>(s)}, key, tensor.shape});
+      }
+    }
+  }
+  std::vector<Entry> sorted;
+  for (auto& [key, e] : entries) sorted.push_back(std::move(e));
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Entry& a, const Entry& b) { return a.order < b.order; });
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
+  for (Entry& e : sorted) out.emplace_back(std::move(e.key), std::move(e.shape));
+  return out;
+}
+
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> model_tensors(const HfLayout& hf) {
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
+  for (const ckpt::HfTensor& t : hf.tensors()) out.emplace_back(t.name, t.shape);
+  return out;
+}
+
+// The part of `runs` inside local elements [begin, end), re-based to begin.
+std::vector<ElementRun> clip(const std::vector<ElementRun>& runs, std::int64_t begin,
+                             std::int64_t end) {
+  std::vector<ElementRun> out;
+  for (const ElementRun& r : runs) {
+    const std::int64_t lo = std::max(begin, r.local), hi = std::min(end, r.local + r.count);
+    if (lo >= hi) continue;
+    out.push_back({r.tensor, lo - begin, r.hf + (lo - r.local), hi - lo});
+  }
+  return out;
+}
+
+const ckpt::TensorEntry& entry(const ckpt::Header& header, const std::string& name) {
+  const ckpt::TensorEntry* e = header.find(name);
+  CANZONA_CHECK(e != nullptr, "tensor ", name);
+  return *e;
+}
+
+std::span<const std::byte> bytes_of(std::span<const float> values) {
+  return std::as_bytes(values);
+}
+
+// Where element `hf` of `tensor` sits in its file.
+std::int64_t file_offset(const ckpt::Header& header, const ckpt::TensorEntry& tensor,
+                         std::int64_t element) {
+  return header.data_offset + tensor.begin + element * 4;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    text.append(i ? ", " : "").append(std::to_string(shape[i]));
+  return text + "]";
+}
+
+// Throws UsageError unless `header` (of `path`) has `name` as F32 of `shape`.
+void require_tensor(const std::string& path, const ckpt::Header& header, const std::string& name,
+                    const std::vector<std::int64_t>& shape, bool any_dtype = false) {
+  const ckpt::TensorEntry* e = header.find(name);
+  CANZONA_REQUIRE(e != nullptr, path, ": missing tensor '", name, "'");
+  CANZONA_REQUIRE(any_dtype || e->dtype == ckpt::Dtype::kF32, path, ": tensor '", name,
+                  "' has dtype ", ckpt::to_string(e->dtype), ", expected F32");
+  CANZONA_REQUIRE(e->shape == shape, path, ": tensor '", name, "' has shape ", shape_text(e->shape),
+                  ", this model needs ", shape_text(shape));
+}
+
+void read_runs(const ckpt::InFile& file, const ckpt::Header& header, const HfLayout& hf,
+               const std::vector<ElementRun>& runs, std::span<float> out) {
+  for (const ElementRun& r : runs) {
+    const ckpt::TensorEntry& t =
+        entry(header, hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
+    file.pread(file_offset(header, t, r.hf),
+               std::as_writable_bytes(out.subspan(static_cast<std::size_t>(r.local),
+                                                  static_cast<std::size_t>(r.count))));
+  }
+}
+
+}  // namespace
+
+std::string save_checkpoint(comm::Grid& grid, runtime::Engine& engine, const SaveContext& context,
+                            const std::string& save_dir) {
+  comm::Communicator& world = grid.world();
+  const model::ModelSpec& spec = *context.spec;
+  const HfLayout hf(spec);
+  const int dp = grid.shape().dp, dp_rank = grid.coord().dp, tp_rank = grid.coord().tp;
+  const std::string name = ckpt::step_dir_name(context.manifest.step);
+  const fs::path final_dir = fs::path(save_dir) / name;
+  const fs::path tmp = fs::path(save_dir) / ("." + name + ".tmp");
+  const std::string model_path = (tmp / ckpt::kModelFile).string();
+  const std::string optimizer_path = (tmp / ckpt::kOptimizerFile).string();
+
+  // Who holds what: gathered, so every rank lays the files out alike and knows its writes.
+  const std::vector<Unit> mine = my_units(engine, spec, hf, tp_rank);
+  const std::string text = serialize(mine);
+  std::vector<std::vector<Unit>> all;
+  for (const auto& bytes :
+       world.all_gather_bytes(std::as_bytes(std::span(text.data(), text.size()))))
+    all.push_back(deserialize(bytes));
+  std::set<std::string> claimed;  // units a lower rank writes
+  for (int r = 0; r < world.rank(); ++r)
+    for (const Unit& u : all[static_cast<std::size_t>(r)]) claimed.insert(u.id());
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  const ckpt::Layout model_layout = ckpt::layout_f32(model_tensors(hf), metadata);
+  const ckpt::Layout optimizer_layout = ckpt::layout_f32(optimizer_tensors(all, hf), metadata);
+
+  auto remove_tmp = [&] {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+  };
+  try {
+    collectively(world, [&] {
+      if (world.rank() != 0) return;
+      std::error_code ec;
+      fs::create_directories(save_dir, ec);
+      CANZONA_REQUIRE(!ec, save_dir, ": cannot create the save directory: ", ec.message());
+      fs::remove_all(tmp, ec);
+      CANZONA_REQUIRE(fs::create_directory(tmp, ec) && !ec, tmp.string(),
+                      ": cannot create directory: ", ec.message());
+      for (const auto* layout : {&model_layout, &optimizer_layout}) {
+        ckpt::OutFile file(layout == &model_layout ? model_path : optimizer_path, true);
+        file.allocate(layout->header.file_bytes);
+        file.pwrite(0, std::as_bytes(std::span(layout->bytes.data(), layout->bytes.size())));
+        file.close();
+      }
+    });
+    collectively(world, [&] {
+      ckpt::OutFile model_file(model_path, false);
+      for (std::size_t p = 0; p < spec.params.size(); ++p) {
+        const bool split = spec.params[p].tp_split_dim >= 0;
+        if (static_cast<int>(p % static_cast<std::size_t>(dp)) != dp_rank ||
+            (!split && tp_rank != 0))
+          continue;
+        const std::span<const float> values = engine.param(static_cast<int>(p));
+        for (const ElementRun& r : hf.runs(static_cast<int>(p), grid.shape().tp, tp_rank)) {
+          const ckpt::TensorEntry& t =
+              entry(model_layout.header, hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
+          model_file.pwrite(file_offset(model_layout.header, t, r.hf),
+                            bytes_of(values.subspan(static_cast<std::size_t>(r.local),
+                                                    static_cast<std::size_t>(r.count))));
+        }
+      }
+      model_file.sync();
+      model_file.close();
+      ckpt::OutFile optimizer_file(optimizer_path, false);
+      const std::vector<runtime::StateTensor> states = engine.optimizer_state();
+      std::size_t u = 0;
+      for (const runtime::StateTensor& st : states) {
+        if (st.state == "main") continue;
+        const Unit& unit = mine[u++];
+        if (claimed.count(unit.id())) continue;
+        const ckpt::Header& header = optimizer_layout.header;
+        if (unit.matrix) {
+          optimizer_file.pwrite(file_offset(header, entry(header, unit.key), 0),
+                                bytes_of(st.values));
+          continue;
+        }
+        const std::vector<ElementRun> runs =
+            clip(hf.runs(unit.p, grid.shape().tp, tp_rank), unit.begin, unit.end);
+        for (const ElementRun& r : runs) {
+          const std::string key =
+              hf.tensors()[static_cast<std::size_t>(r.tensor)].name + "." + unit.state;
+          optimizer_file.pwrite(file_offset(header, entry(header, key), r.hf),
+                                bytes_of(st.values.subspan(static_cast<std::size_t>(r.local),
+                                                           static_cast<std::size_t>(r.count))));
+        }
+      }
+      optimizer_file.sync();
+      optimizer_file.close();
+    });
+    // Checksums of the two large files, one rank each.
+    std::string hashes;
+    collectively(world, [&] {
+      for (int i = 0; i < 2; ++i) {
+        if (i % world.size() != world.rank()) continue;
+        const ckpt::FileInfo info = ckpt::file_info(i == 0 ? model_path : optimizer_path);
+        hashes += str(i, ' ', info.bytes, ' ', info.sha256, '\n');
+      }
+    });
+    ckpt::Manifest manifest = context.manifest;
+    for (const auto& bytes :
+         world.all_gather_bytes(std::as_bytes(std::span(hashes.data(), hashes.size())))) {
+      std::istringstream is(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+      int i = 0;
+      ckpt::FileInfo info;
+      while (is >> i >> info.bytes >> info.sha256)
+        manifest.files[i == 0 ? ckpt::kModelFile : ckpt::kOptimizerFile] = info;
+    }
+    if (context.before_publish) context.before_publish();
+    collectively(world, [&] {
+      if (world.rank() != 0) return;
+      const model::TransformerConfig& config = *context.config;
+      write_json_file((tmp / ckpt::kConfigFile).string(),
+                      ckpt::hf_config(config, spec.arch.padded_vocab_size));
+      plan::PlanRun run;
+      run.label = manifest.strategy;
+      run.plan = *context.plan;
+      run.metrics = plan::compute_metrics(spec, run.plan);
+      // With the model build flags, as `canzona plan --json` writes them, so `canzona plan
+      // --from-plan DIR/plan.json` can re-make this plan for a new grid.
+      nlohmann::json plan_doc = plan::plan_json(spec, run);
+      plan_doc["split_qkv"] = manifest.run.value("split_qkv", "none");
+      plan_doc["split_fc1"] = manifest.run.value("split_fc1", false);
+      write_json_file((tmp / ckpt::kPlanFile).string(), plan_doc);
+      for (const char* file : {ckpt::kConfigFile, ckpt::kPlanFile})
+        manifest.files[file] = ckpt::file_info((tmp / file).string());
+      write_json_file((tmp / ckpt::kTrainerFile).string(), ckpt::to_json(manifest));
+      ckpt::sync_dir(tmp.string());
+      std::error_code ec;
+      const fs::path old = fs::path(save_dir) / ("." + name + ".old");
+      if (fs::exists(final_dir, ec)) {
+        fs::remove_all(old, ec);
+        fs::rename(final_dir, old, ec);
+        CANZONA_REQUIRE(!ec, final_dir.string(), ": cannot replace: ", ec.message());
+      }
+      fs::rename(tmp, final_dir, ec);
+      CANZONA_REQUIRE(!ec, tmp.string(), ": cannot rename to ", final_dir.string(), ": ",
+                      ec.message());
+      ckpt::sync_dir(save_dir);
+      fs::remove_all(old, ec);
+    });
+  } catch (const CheckpointError& e) {
+    if (world.rank() == 0) remove_tmp();
+    throw CheckpointError(str("checkpoint save at step ", context.manifest.step, " failed: ",
+                              e.what(), "; older checkpoints in ", save_dir, " are untouched"));
+  }
+  return final_dir.string();
+}
+
+void load_checkpoint(comm::Grid& grid, runtime::Engine& engine, const model::ModelSpec& spec,
+                     const model::TransformerConfig& config, const std::string& optimizer,
+                     const std::string& dir, const ckpt::Manifest& manifest) {
+  comm::Communicator& world = grid.world();
+  const HfLayout hf(spec);
+  const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
+  const std::string model_path = (fs::path(dir) / ckpt::kModelFile).string();
+  const std::string optimizer_path = (fs::path(dir) / ckpt::kOptimizerFile).string();
+  const std::vector<Unit> units = my_units(engine, spec, hf, tp_rank);
+  ckpt::Header model_header, optimizer_header;
+
+  // Every check first, on every rank.
+  collectively(world, [&] {
+    const char* files[] = {ckpt::kModelFile, ckpt::kOptimizerFile, ckpt::kConfigFile,
+                           ckpt::kPlanFile};
+    for (int i = 0; i < 4; ++i)
+      if (i % world.size() == world.rank())
+        ckpt::verify_file(dir, files[i], manifest.files.at(files[i]));
+    const std::string config_path = (fs::path(dir) / ckpt::kConfigFile).string();
+    const std::string diff = ckpt::config_difference(model::read_hf_config(config_path), config);
+    CANZONA_REQUIRE(diff.empty(), config_path, ": does not match the model being trained (", diff,
+                    ")");
+    CANZONA_REQUIRE(manifest.optimizer == optimizer, dir, "/trainer.json: saved with optimizer '",
+                    manifest.optimizer, "', this run uses '", optimizer,
+                    "' (optimizer state cannot change kind)");
+    model_header = ckpt::read_header(model_path);
+    optimizer_header = ckpt::read_header(optimizer_path);
+    for (const ckpt::HfTensor& t : hf.tensors())
+      require_tensor(model_path, model_header, t.name, t.shape);
+    for (const Unit& u : units) {
+      if (u.matrix) {
+        CANZONA_REQUIRE(
+            !hf.task_follows_tp(u.p, u.piece) || manifest.fc1_row_order_tp == tp, optimizer_path,
+            ": tensor '", u.key, "' holds an unsplit fc1 in TP ", manifest.fc1_row_order_tp,
+            "'s [gate_t; up_t] row order: resume at TP ", manifest.fc1_row_order_tp,
+            ", or train with --split-fc1 (gate and up as separate tasks) to reshard TP");
+        require_tensor(optimizer_path, optimizer_header, u.key, {u.rows, u.cols});
+        continue;
+      }
+      for (int t : hf.tensors_of(u.p)) {
+        const ckpt::HfTensor& tensor = hf.tensors()[static_cast<std::size_t>(t)];
+        require_tensor(optimizer_path, optimizer_header, tensor.name + "." + u.state, tensor.shape);
+      }
+    }
+  });
+
+  collectively(world, [&] {
+    const ckpt::InFile file(model_path);
+    for (std::size_t p = 0; p < spec.params.size(); ++p)
+      read_runs(file, model_header, hf, hf.runs(static_cast<int>(p), tp, tp_rank),
+                engine.param(static_cast<int>(p)));
+  });
+  engine.init_main_params();
+  collectively(world, [&] {
+    const ckpt::InFile file(optimizer_path);
+    std::size_t u = 0;
+    for (const runtime::StateTensor& st : engine.optimizer_state()) {
+      if (st.state == "main") continue;
+      const Unit& unit = units[u++];
+      if (unit.matrix) {
+        file.pread(file_offset(optimizer_header, entry(optimizer_header, unit.key), 0),
+                   std::as_writable_bytes(st.values));
+        continue;
+      }
+      for (const ElementRun& r : clip(hf.runs(unit.p, tp, tp_rank), unit.begin, unit.end)) {
+        const std::string key =
+            hf.tensors()[static_cast<std::size_t>(r.tensor)].name + "." + unit.state;
+        file.pread(file_offset(optimizer_header, entry(optimizer_header, key), r.hf),
+                   std::as_writable_bytes(st.values.subspan(static_cast<std::size_t>(r.local),
+                                                            static_cast<std::size_t>(r.count))));
+      }
+    }
+    engine.set_step_count(manifest.step);
+  });
+}
+
+void load_weights(comm::Grid& grid, runtime::Engine& engine, const model::ModelSpec& spec,
+                  const std::string& dir) {
+  comm::Communicator& world = grid.world();
+  const HfLayout hf(spec);
+  const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
+  std::unique_ptr<ckpt::WeightsDir> weights;
+  collectively(world, [&] {
+    weights = std::make_unique<ckpt::WeightsDir>(dir);
+    for (const ckpt::HfTensor& t : hf.tensors()) {
+      const ckpt::WeightsDir::Found found = weights->find(t.name);
+      const std::vector<std::int64_t>& shape = found.tensor->shape;
+      const bool vocab = t.name == "model.embed_tokens.weight" || t.name == "lm_head.weight";
+      const bool fits = vocab
+                            ? shape.size() == 2 && shape[1] == t.shape[1] && shape[0] <= t.shape[0]
+                            : shape == t.shape;
+      CANZONA_REQUIRE(fits, *found.path, ": tensor '", t.name, "' has shape ", shape_text(shape),
+                      ", this model needs ", shape_text(t.shape),
+                      vocab ? " (or fewer rows: padding)" : "");
+    }
+  });
+  collectively(world, [&] {
+    for (std::size_t p = 0; p < spec.params.size(); ++p) {
+      const std::span<float> values = engine.param(static_cast<int>(p));
+      for (const ElementRun& r : hf.runs(static_cast<int>(p), tp, tp_rank)) {
+        const ckpt::WeightsDir::Found found =
+            weights->find(hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
+        const std::int64_t have =
+            std::clamp<std::int64_t>(found.tensor->numel() - r.hf, 0, r.count);
+        std::span<float> out =
+            values.subspan(static_cast<std::size_t>(r.local), static_cast<std::size_t>(r.count));
+        if (have > 0)
+          ckpt::read_f32(*found.path, *found.header, *found.tensor, r.hf,
+                         out.first(static_cast<std::size_t>(have)));
+        std::fill(out.begin() + have, out.end(), 0.0f);
+      }
+    }
+  });
+  engine.init_main_params();
+}
+
+}  // namespace canzona::train

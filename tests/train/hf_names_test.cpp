@@ -1,0 +1,234 @@
+// The Megatron -> Hugging Face mapping of checkpoints (ckpt/hf_names.h) against a hand
+// derivation written the other way round: from each HF tensor element to the Megatron param,
+// TP shard and local element that holds it (HF's q_proj head i is Megatron fused-QKV block
+// i / (H/G) at offset (i mod H/G) d; k and v follow the group's q heads; gate_proj row r is row r
+// of fc1's logical [gate; up], which TP shard t holds as [gate_t; up_t]). Every HF element must be
+// covered exactly once by the union of all TP shards, for TP 1, 2 and 4.
+#include "canzona/ckpt/hf_names.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "canzona/common/error.h"
+#include "canzona/model/load.h"
+
+namespace canzona::ckpt {
+namespace {
+
+// h 16, f 12, 2 layers, 8 heads in 4 groups of d 2, vocab 1024, untied, q/k norm (Qwen3).
+model::TransformerConfig small_config(bool qkv_bias = false) {
+  model::TransformerConfig c;
+  c.name = "small";
+  c.hidden = 16;
+  c.ffn_hidden = 12;
+  c.num_layers = 2;
+  c.num_heads = 8;
+  c.num_query_groups = 4;
+  c.head_dim = 2;
+  c.vocab_size = 1024;
+  c.qk_norm = !qkv_bias;
+  c.qkv_bias = qkv_bias;
+  return c;
+}
+
+model::ModelSpec spec_for(const model::TransformerConfig& c, int tp, bool split = false) {
+  model::BuildOptions b;
+  b.tp = tp;
+  b.qkv_split = split ? model::QkvSplit::kQkv : model::QkvSplit::kNone;
+  b.split_fc1 = split;
+  return model::build_transformer(c, b);
+}
+
+TEST(HfNames, TensorNamesAndShapesAreHuggingFaces) {
+  const HfLayout hf(spec_for(small_config(), 1));
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> want = {
+      {"model.embed_tokens.weight", {1024, 16}}};
+  for (int i = 0; i < 2; ++i) {
+    const std::string l = "model.layers." + std::to_string(i) + ".";
+    want.push_back({l + "self_attn.o_proj.weight", {16, 16}});
+    want.push_back({l + "input_layernorm.weight", {16}});
+    want.push_back({l + "self_attn.q_proj.weight", {16, 16}});
+    want.push_back({l + "self_attn.k_proj.weight", {8, 16}});
+    want.push_back({l + "self_attn.v_proj.weight", {8, 16}});
+    want.push_back({l + "self_attn.q_norm.weight", {2}});
+    want.push_back({l + "self_attn.k_norm.weight", {2}});
+    want.push_back({l + "post_attention_layernorm.weight", {16}});
+    want.push_back({l + "mlp.gate_proj.weight", {12, 16}});
+    want.push_back({l + "mlp.up_proj.weight", {12, 16}});
+    want.push_back({l + "mlp.down_proj.weight", {16, 12}});
+  }
+  want.push_back({"model.norm.weight", {16}});
+  want.push_back({"lm_head.weight", {1024, 16}});
+  ASSERT_EQ(hf.tensors().size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(hf.tensors()[i].name, want[i].first) << i;
+    EXPECT_EQ(hf.tensors()[i].shape, want[i].second) << want[i].first;
+  }
+}
+
+// (megatron param name, tp shard, local element) of every element of HF tensor `name`, by hand.
+using Home = std::tuple<std::string, int, std::int64_t>;
+std::vector<Home> homes(const model::TransformerConfig& c, int tp, const std::string& layer,
+                        const std::string& name, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t d = c.head_dim, h = c.hidden, f = c.ffn_hidden;
+  const std::int64_t per_group = c.num_heads / c.num_query_groups, block = (per_group + 2) * d;
+  const std::int64_t qkv_rows = (c.num_heads + 2 * c.num_query_groups) * d;
+  const std::string m = "decoder.layers." + layer + ".";
+  std::vector<Home> out;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t col = 0; col < cols; ++col) {
+      auto column_parallel = [&](const std::string& param, std::int64_t row, std::int64_t total,
+                                 std::int64_t width) {
+        const std::int64_t local = total / tp;
+        out.emplace_back(param, static_cast<int>(row / local), (row % local) * width + col);
+      };
+      const bool bias = name.ends_with(".bias");
+      const std::string qkv =
+          m + (bias ? "self_attention.linear_qkv.bias" : "self_attention.linear_qkv.weight");
+      const std::int64_t w = bias ? 1 : h;
+      if (name.find("q_proj") != std::string::npos) {
+        const std::int64_t head = r / d;
+        column_parallel(qkv, (head / per_group) * block + (head % per_group) * d + r % d, qkv_rows,
+                        w);
+      } else if (name.find("k_proj") != std::string::npos) {
+        column_parallel(qkv, (r / d) * block + per_group * d + r % d, qkv_rows, w);
+      } else if (name.find("v_proj") != std::string::npos) {
+        column_parallel(qkv, (r / d) * block + (per_group + 1) * d + r % d, qkv_rows, w);
+      } else if (name.find("gate_proj") != std::string::npos ||
+                 name.find("up_proj") != std::string::npos) {
+        const std::int64_t shard = f / tp, t = r / shard;
+        const std::int64_t local_row =
+            (name.find("up_proj") != std::string::npos ? shard : 0) + r % shard;
+        out.emplace_back(m + "mlp.linear_fc1.weight", static_cast<int>(t), local_row * h + col);
+      } else if (name.find("o_proj") != std::string::npos ||
+                 name.find("down_proj") != std::string::npos) {
+        const std::string param =
+            m + (name.find("o_proj") != std::string::npos ? "self_attention.linear_proj.weight"
+                                                          : "mlp.linear_fc2.weight");
+        const std::int64_t local = cols / tp;
+        out.emplace_back(param, static_cast<int>(col / local), r * local + col % local);
+      } else if (name == "model.embed_tokens.weight" || name == "lm_head.weight") {
+        column_parallel(
+            name == "lm_head.weight" ? "output_layer.weight" : "embedding.word_embeddings.weight",
+            r, rows, h);
+      } else {  // replicated norms: TP rank 0's copy
+        std::string param = name == "model.norm.weight" ? "decoder.final_layernorm.weight" : "";
+        if (name.ends_with("input_layernorm.weight"))
+          param = m + "self_attention.linear_qkv.layer_norm_weight";
+        if (name.ends_with("post_attention_layernorm.weight"))
+          param = m + "mlp.linear_fc1.layer_norm_weight";
+        if (name.ends_with("q_norm.weight")) param = m + "self_attention.q_layernorm.weight";
+        if (name.ends_with("k_norm.weight")) param = m + "self_attention.k_layernorm.weight";
+        out.emplace_back(param, 0, r * cols + col);
+      }
+    }
+  }
+  return out;
+}
+
+void check_runs(const model::TransformerConfig& c, int tp) {
+  const model::ModelSpec spec = spec_for(c, tp);
+  const HfLayout hf(spec);
+  // (tensor, hf element) -> where the runs put it; replicated params: shard 0's runs only.
+  std::map<std::pair<int, std::int64_t>, Home> found;
+  for (std::size_t p = 0; p < spec.params.size(); ++p) {
+    const model::ParamSpec& param = spec.params[p];
+    const int shards = param.tp_split_dim >= 0 ? tp : 1;
+    for (int t = 0; t < shards; ++t) {
+      std::int64_t next_local = 0;
+      for (const ElementRun& run : hf.runs(static_cast<int>(p), tp, t)) {
+        ASSERT_EQ(run.local, next_local) << param.name << " shard " << t;
+        next_local += run.count;
+        for (std::int64_t i = 0; i < run.count; ++i) {
+          const auto key = std::make_pair(run.tensor, run.hf + i);
+          ASSERT_TRUE(found.emplace(key, Home{param.name, t, run.local + i}).second)
+              << "element " << run.hf + i << " of " << hf.tensors()[run.tensor].name
+              << " mapped twice";
+        }
+      }
+      ASSERT_EQ(next_local, param.local_numel(tp)) << param.name << " shard " << t;
+    }
+  }
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < hf.tensors().size(); ++i) {
+    const HfTensor& tensor = hf.tensors()[i];
+    const std::string layer =
+        tensor.name.rfind("model.layers.", 0) == 0 ? tensor.name.substr(13, 1) : "";
+    const std::int64_t cols = tensor.shape.size() > 1 ? tensor.shape[1] : 1;
+    const std::vector<Home> want = homes(c, tp, layer, tensor.name, tensor.shape[0], cols);
+    ASSERT_EQ(static_cast<std::int64_t>(want.size()), tensor.numel());
+    for (std::size_t e = 0; e < want.size(); ++e) {
+      const auto it = found.find({static_cast<int>(i), static_cast<std::int64_t>(e)});
+      ASSERT_NE(it, found.end()) << tensor.name << " element " << e << " not covered, tp " << tp;
+      ASSERT_EQ(it->second, want[e]) << tensor.name << " element " << e << ", tp " << tp;
+    }
+    total += want.size();
+  }
+  EXPECT_EQ(found.size(), total);
+}
+
+TEST(HfNames, EveryShardElementLandsWhereTheHandDerivationSays) {
+  for (int tp : {1, 2, 4}) check_runs(small_config(), tp);
+}
+
+TEST(HfNames, QkvBiasSplitsIntoQKVBiases) {
+  const model::TransformerConfig c = small_config(true);
+  const HfLayout hf(spec_for(c, 2));
+  bool seen = false;
+  for (const HfTensor& t : hf.tensors())
+    seen = seen || t.name == "model.layers.1.self_attn.v_proj.bias";
+  EXPECT_TRUE(seen);
+  for (int tp : {1, 2}) check_runs(c, tp);
+}
+
+TEST(HfNames, TaskNamesAndTheirTpDependence) {
+  const model::TransformerConfig c = small_config();
+  const model::ModelSpec fused = spec_for(c, 2), split = spec_for(c, 2, true);
+  const HfLayout a(fused), b(split);
+  auto index = [](const model::ModelSpec& s, const std::string& n) {
+    for (std::size_t p = 0; p < s.params.size(); ++p)
+      if (s.params[p].name == n) return static_cast<int>(p);
+    return -1;
+  };
+  const int qkv = index(fused, "decoder.layers.1.self_attention.linear_qkv.weight");
+  const int fc1 = index(fused, "decoder.layers.1.mlp.linear_fc1.weight");
+  const int proj = index(fused, "decoder.layers.1.self_attention.linear_proj.weight");
+  EXPECT_EQ(a.task_name(qkv, -1), "model.layers.1.self_attn.qkv_proj.weight");
+  EXPECT_EQ(a.task_name(fc1, -1), "model.layers.1.mlp.gate_up_proj.weight");
+  EXPECT_EQ(a.task_name(proj, -1), "model.layers.1.self_attn.o_proj.weight");
+  EXPECT_TRUE(a.task_follows_tp(fc1, -1));
+  EXPECT_FALSE(a.task_follows_tp(qkv, -1));
+  EXPECT_EQ(b.task_name(qkv, 0), "model.layers.1.self_attn.q_proj.weight");
+  EXPECT_EQ(b.task_name(qkv, 2), "model.layers.1.self_attn.v_proj.weight");
+  EXPECT_EQ(b.task_name(fc1, 0), "model.layers.1.mlp.gate_proj.weight");
+  EXPECT_EQ(b.task_name(fc1, 1), "model.layers.1.mlp.up_proj.weight");
+  EXPECT_FALSE(b.task_follows_tp(fc1, 1));
+  model::BuildOptions per_head;
+  per_head.tp = 1;
+  per_head.qkv_split = model::QkvSplit::kPerHead;
+  const model::ModelSpec heads = model::build_transformer(c, per_head);
+  const HfLayout h(heads);
+  const int q = index(heads, "decoder.layers.0.self_attention.linear_qkv.weight");
+  EXPECT_EQ(h.task_name(q, 3), "model.layers.0.self_attn.q_proj.weight.head3");
+  EXPECT_EQ(h.task_name(q, 9), "model.layers.0.self_attn.k_proj.weight.head1");
+}
+
+TEST(HfNames, AParamListModelHasNoHfLayout) {
+  model::ModelSpec spec;
+  spec.name = "list";
+  spec.params.push_back({"w", {4, 4}, -1, model::OptimizerClass::kMatrix, -1, -1, {}});
+  try {
+    HfLayout hf(spec);
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("param 'w' has no Hugging Face name"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace canzona::ckpt

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "canzona/common/error.h"
+#include "sha256_x86.h"
 
 namespace canzona::ckpt {
 namespace {
@@ -57,7 +58,7 @@ inline std::uint32_t maj(std::uint32_t x, std::uint32_t y, std::uint32_t z) {
 }
 
 // Section 6.2.2: mixes `blocks` consecutive 64-byte blocks at `m` into the hash value `h`.
-void compress(std::array<std::uint32_t, 8>& h, const std::uint8_t* m, std::size_t blocks) {
+void compress_portable(std::array<std::uint32_t, 8>& h, const std::uint8_t* m, std::size_t blocks) {
   std::uint32_t w[64];
   for (; blocks > 0; --blocks, m += 64) {
     for (int t = 0; t < 16; ++t)
@@ -89,6 +90,16 @@ void compress(std::array<std::uint32_t, 8>& h, const std::uint8_t* m, std::size_
   }
 }
 
+const bool kShaNi = detail::have_sha_ni();
+
+void compress(std::array<std::uint32_t, 8>& h, const std::uint8_t* m, std::size_t blocks,
+              bool portable) {
+  if (kShaNi && !portable)
+    detail::compress_sha_ni(h.data(), m, blocks, kK);
+  else
+    compress_portable(h, m, blocks);
+}
+
 std::string to_hex(const std::array<std::uint8_t, 32>& digest) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string hex(64, '0');
@@ -101,7 +112,11 @@ std::string to_hex(const std::array<std::uint8_t, 32>& digest) {
 
 }  // namespace
 
-Sha256::Sha256() : h_(kH0), block_{} {}
+Sha256::Sha256(bool portable) : h_(kH0), block_{}, portable_(portable) {}
+
+const char* Sha256::backend() {
+  return kShaNi ? "sha-ni" : "portable";
+}
 
 void Sha256::update(const void* data, std::size_t bytes) {
   const auto* in = static_cast<const std::uint8_t*>(data);
@@ -113,10 +128,10 @@ void Sha256::update(const void* data, std::size_t bytes) {
     in += take;
     bytes -= take;
     if (block_used_ < block_.size()) return;
-    compress(h_, block_.data(), 1);
+    compress(h_, block_.data(), 1, portable_);
     block_used_ = 0;
   }
-  compress(h_, in, bytes / 64);
+  compress(h_, in, bytes / 64, portable_);
   in += bytes / 64 * 64;
   bytes %= 64;
   std::memcpy(block_.data(), in, bytes);
@@ -129,12 +144,12 @@ std::array<std::uint8_t, 32> Sha256::finish() {
   block_[block_used_++] = 0x80;
   if (block_used_ > 56) {
     std::memset(block_.data() + block_used_, 0, 64 - block_used_);
-    compress(h_, block_.data(), 1);
+    compress(h_, block_.data(), 1, portable_);
     block_used_ = 0;
   }
   std::memset(block_.data() + block_used_, 0, 56 - block_used_);
   for (int i = 0; i < 8; ++i) block_[56 + i] = static_cast<std::uint8_t>(bits >> (56 - 8 * i));
-  compress(h_, block_.data(), 1);
+  compress(h_, block_.data(), 1, portable_);
   block_used_ = 0;
   std::array<std::uint8_t, 32> digest{};
   for (int i = 0; i < 8; ++i)

@@ -57,6 +57,27 @@ TEST(Sha256, FipsOneMillionA) {
   EXPECT_EQ(hex_of(sha), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+// The portable rounds on the FIPS vectors (the tests above run whatever backend() says; on a CPU
+// with SHA-NI that is the other code path), and both paths on random lengths around block sizes.
+TEST(Sha256, PortableAndDefaultBackendsAgree) {
+  auto digest = [](const std::string& text, bool portable) {
+    Sha256 sha(portable);
+    sha.update(text.data(), text.size());
+    return hex_of(sha);
+  };
+  EXPECT_EQ(digest("abc", true),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(digest(std::string(1'000'000, 'a'), true),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  std::mt19937 rng(7);
+  for (std::size_t n : {0, 1, 55, 56, 63, 64, 65, 127, 128, 1000, 4096, 100'003}) {
+    std::string text(n, '\0');
+    for (char& c : text) c = static_cast<char>(rng());
+    EXPECT_EQ(digest(text, false), digest(text, true))
+        << n << " bytes, backend " << Sha256::backend();
+  }
+}
+
 TEST(Sha256, AnySplitOfTheInputGivesTheOneShotDigest) {
   std::mt19937 rng(12);
   // Lengths around the padding boundaries (55/56 bytes in the last block) and block multiples.

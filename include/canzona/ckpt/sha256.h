@@ -9,9 +9,13 @@
 
 namespace canzona::ckpt {
 
+// On x86-64 CPUs with the SHA extensions the blocks are compressed with them (several times
+// faster); `portable` forces the plain C++ rounds (tests compare the two).
 class Sha256 {
  public:
-  Sha256();
+  explicit Sha256(bool portable = false);
+  // "sha-ni" or "portable": what a default-constructed Sha256 uses on this CPU.
+  static const char* backend();
   void update(const void* data, std::size_t bytes);
   // The digest of everything passed to update(); the object is spent afterwards.
   std::array<std::uint8_t, 32> finish();
@@ -21,6 +25,7 @@ class Sha256 {
   std::array<std::uint8_t, 64> block_;
   std::size_t block_used_ = 0;
   std::uint64_t total_bytes_ = 0;
+  bool portable_ = false;
 };
 
 // Lower-case hex of the digest (64 characters).

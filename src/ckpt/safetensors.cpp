@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <set>
 #include <sstream>
 
@@ -58,46 +57,6 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
   os << ']';
   return os.str();
 }
-
-// nlohmann's DOM builder behind a SAX interface that records the first key repeated inside one
-// object (nlohmann itself keeps the last value silently).
-class DuplicateKeySax {
- public:
-  explicit DuplicateKeySax(json& result) : dom_(result, /*allow_exceptions=*/true) {}
-  bool null() { return dom_.null(); }
-  bool boolean(bool value) { return dom_.boolean(value); }
-  bool number_integer(json::number_integer_t value) { return dom_.number_integer(value); }
-  bool number_unsigned(json::number_unsigned_t value) { return dom_.number_unsigned(value); }
-  bool number_float(json::number_float_t value, const json::string_t& text) {
-    return dom_.number_float(value, text);
-  }
-  bool string(json::string_t& value) { return dom_.string(value); }
-  bool binary(json::binary_t& value) { return dom_.binary(value); }
-  bool start_object(std::size_t size) {
-    keys_.emplace_back();
-    return dom_.start_object(size);
-  }
-  bool key(json::string_t& name) {
-    if (!keys_.empty() && !keys_.back().insert(name).second && !duplicate_) duplicate_ = name;
-    return dom_.key(name);
-  }
-  bool end_object() {
-    keys_.pop_back();
-    return dom_.end_object();
-  }
-  bool start_array(std::size_t size) { return dom_.start_array(size); }
-  bool end_array() { return dom_.end_array(); }
-  bool parse_error(std::size_t position, const std::string& token,
-                   const nlohmann::detail::exception& error) {
-    return dom_.parse_error(position, token, error);
-  }
-  const std::optional<std::string>& duplicate() const { return duplicate_; }
-
- private:
-  nlohmann::detail::json_sax_dom_parser<json> dom_;
-  std::vector<std::set<std::string>> keys_;
-  std::optional<std::string> duplicate_;
-};
 
 bool parse_dtype(const std::string& text, Dtype& dtype) {
   for (Dtype d : {Dtype::kF32, Dtype::kF16, Dtype::kBF16, Dtype::kF64}) {
@@ -332,14 +291,15 @@ Header read_header(const std::string& path) {
   file.pread(kLengthPrefixBytes, std::as_writable_bytes(std::span(text)));
 
   json parsed;
-  DuplicateKeySax sax(parsed);
+  StrictJson strict;
   try {
-    json::sax_parse(text, &sax);
+    strict = parse_json_text(text);
   } catch (const json::exception& e) {
     throw UsageError(str(path, ": garbled header: not JSON (", e.what(), ")"));
   }
-  CANZONA_REQUIRE(!sax.duplicate(), path, ": garbled header: key ",
-                  name_in_quotes(*sax.duplicate()), " appears twice in one object");
+  CANZONA_REQUIRE(strict.duplicate_key.empty(), path, ": garbled header: key ",
+                  name_in_quotes(strict.duplicate_key), " appears twice in one object");
+  parsed = std::move(strict.value);
   CANZONA_REQUIRE(parsed.is_object(), path, ": garbled header: not a JSON object");
 
   Header header;

@@ -102,18 +102,25 @@ class StrictSax {
 
 }  // namespace
 
+StrictJson parse_json_text(std::string_view text) {
+  StrictJson parsed;
+  StrictSax sax(parsed.value);
+  nlohmann::json::sax_parse(text, &sax);
+  parsed.duplicate_key = sax.duplicate();
+  return parsed;
+}
+
 nlohmann::json read_json_file(const std::string& path) {
   const std::string text = read_text_file(path);
-  nlohmann::json parsed;
-  StrictSax sax(parsed);
+  StrictJson parsed;
   try {
-    nlohmann::json::sax_parse(text, &sax);
+    parsed = parse_json_text(text);
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(str(path, ": malformed JSON: ", e.what()));
   }
-  CANZONA_REQUIRE(sax.duplicate().empty(), path, ": duplicate key '", sax.duplicate(),
+  CANZONA_REQUIRE(parsed.duplicate_key.empty(), path, ": duplicate key '", parsed.duplicate_key,
                   "' in one object");
-  return parsed;
+  return std::move(parsed.value);
 }
 
 void check_output_path(const std::string& path, std::string_view flag) {

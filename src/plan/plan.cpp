@@ -13,6 +13,7 @@
 #include "canzona/plan/dp.h"
 #include "canzona/plan/metrics.h"
 #include "canzona/plan/tp.h"
+#include "stage_groups.h"
 
 namespace canzona::plan {
 namespace {
@@ -239,38 +240,12 @@ void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& mod
     } else {
       groups = balanced_groups(tp_tasks, o.tp, capacity);
     }
-    // Ours: hosts are interchangeable inside a TP group, so relabel them: this DP rank's most
-    // loaded host becomes the TP rank with the least work so far over the previous DP ranks. The
-    // grid is unchanged; the TP axis (work per TP rank summed over DP) is balanced.
+    // Ours: relabel the hosts so the TP axis (work per TP rank summed over DP) is balanced.
     if (o.variant == PlannerVariant::kCanzona && o.strategy == Strategy::kLbAsc) {
-      std::vector<double> host_load(o.tp, 0.0);
-      for (const auto& group : groups)
-        for (std::size_t k = 0; k < group.tasks.size(); ++k)
-          host_load[group.hosts[k]] += tp_tasks[group.tasks[k]].cost;
-      std::vector<int> by_load(o.tp), by_total(o.tp), label(o.tp);
-      std::iota(by_load.begin(), by_load.end(), 0);
-      std::iota(by_total.begin(), by_total.end(), 0);
-      std::stable_sort(by_load.begin(), by_load.end(),
-                       [&](int a, int b) { return host_load[a] > host_load[b]; });
-      std::stable_sort(by_total.begin(), by_total.end(),
-                       [&](int a, int b) { return tp_total[a] < tp_total[b]; });
-      for (int k = 0; k < o.tp; ++k) label[by_load[k]] = by_total[k];
-      for (int h = 0; h < o.tp; ++h) tp_total[label[h]] += host_load[h];
-      for (auto& group : groups)
-        for (int& h : group.hosts) h = label[h];
+      const std::vector<double> load = detail::relabel_hosts(groups, tp_tasks, tp_total);
+      for (int h = 0; h < o.tp; ++h) tp_total[h] += load[h];
     }
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      MicroGroup group;
-      group.makespan = groups[g].makespan;
-      group.max_host_bytes = groups[g].max_host_bytes;
-      for (std::size_t k = 0; k < groups[g].tasks.size(); ++k) {
-        Task& t = stage.tasks[ids[groups[g].tasks[k]]];
-        t.host = groups[g].hosts[k];
-        t.group = static_cast<int>(g);
-        group.tasks.push_back(ids[groups[g].tasks[k]]);
-      }
-      stage.groups[d].push_back(std::move(group));
-    }
+    detail::assign_groups(stage, d, ids, groups);
   }
 }
 

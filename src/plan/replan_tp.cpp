@@ -8,6 +8,7 @@
 #include "canzona/common/error.h"
 #include "canzona/plan/rank_plan.h"
 #include "canzona/plan/tp.h"
+#include "stage_groups.h"
 
 namespace canzona::plan {
 namespace {
@@ -176,37 +177,12 @@ void host_stage(const model::ModelSpec& model, const PlanOptions& o, const Holdi
         // As make_plan: the planner's groups, relabelled towards the TP axis's balance (ours).
         groups = o.variant == PlannerVariant::kPaper ? rollback_groups(tasks, o.tp, capacity)
                                                      : balanced_groups(tasks, o.tp, capacity);
-        if (o.variant == PlannerVariant::kCanzona) {
-          std::vector<double> load(o.tp, 0.0);
-          for (const auto& g : groups)
-            for (std::size_t k = 0; k < g.tasks.size(); ++k)
-              load[g.hosts[k]] += tasks[g.tasks[k]].cost;
-          std::vector<int> by_load(o.tp), by_total(o.tp), label(o.tp);
-          std::iota(by_load.begin(), by_load.end(), 0);
-          std::iota(by_total.begin(), by_total.end(), 0);
-          std::stable_sort(by_load.begin(), by_load.end(),
-                           [&](int a, int b) { return load[a] > load[b]; });
-          std::stable_sort(by_total.begin(), by_total.end(),
-                           [&](int a, int b) { return tp_total[a] < tp_total[b]; });
-          for (int k = 0; k < o.tp; ++k) label[by_load[k]] = by_total[k];
-          for (auto& g : groups)
-            for (int& h : g.hosts) h = label[h];
-        }
+        if (o.variant == PlannerVariant::kCanzona) relabel_hosts(groups, tasks, tp_total);
       }
     }
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      MicroGroup group;
-      group.makespan = groups[g].makespan;
-      group.max_host_bytes = groups[g].max_host_bytes;
-      for (std::size_t k = 0; k < groups[g].tasks.size(); ++k) {
-        Task& t = stage.tasks[ids[groups[g].tasks[k]]];
-        t.host = groups[g].hosts[k];
-        t.group = static_cast<int>(g);
-        tp_total[t.host] += t.cost;
-        group.tasks.push_back(ids[groups[g].tasks[k]]);
-      }
-      stage.groups[d].push_back(std::move(group));
-    }
+    assign_groups(stage, d, ids, groups);
+    for (const TpGroup& g : groups)
+      for (int k : g.tasks) tp_total[stage.tasks[ids[k]].host] += stage.tasks[ids[k]].cost;
   }
 }
 

@@ -33,12 +33,21 @@ std::string read_text_file(const std::string& path);
 // '<key>' in one object".
 nlohmann::json read_json_file(const std::string& path);
 
+// `text` parsed as JSON, and the first key repeated inside one object ("" when none; nlohmann
+// itself silently keeps the last value). Throws nlohmann::json::exception when it is not JSON.
+// read_json_file and the safetensors header reader (ckpt/safetensors.h) phrase their own errors.
+struct StrictJson {
+  nlohmann::json value;
+  std::string duplicate_key;
+};
+StrictJson parse_json_text(std::string_view text);
+
 // Throws UsageError naming `flag` when `path` cannot be an output file: empty, an existing
 // directory or non-regular file, or in a directory that does not exist or is not writable.
 void check_output_path(const std::string& path, std::string_view flag);
 
-// Writes `value` (indented by 2) to `path` atomically (see above). Throws UsageError "<path>: cannot
-// write file" / "<path>: write failed: <reason>" and leaves any previous file untouched.
+// Writes `value` (indented by 2) to `path` atomically (see above). Throws UsageError "<path>:
+// cannot write file" / "<path>: write failed: <reason>" and leaves any previous file untouched.
 void write_json_file(const std::string& path, const nlohmann::json& value);
 
 // Writes `text` to `path` verbatim, atomically. Throws as write_json_file.

@@ -8,47 +8,24 @@
 # the failed write, leaves the older checkpoint intact (`canzona ckpt inspect` verifies it) and no
 # `.step-*.tmp` behind, single process and under np 2.
 # Usage: ckpt_errors_test.sh <canzona> <mpirun> <canzona_check_output>
-# shellcheck disable=SC1091,SC2154 # sourced lib
+# shellcheck disable=SC1091,SC2154,SC2034 # sourced lib; mpirun_exe is used by ckpt_lib.sh
 canzona=$1
 mpirun_exe=$2
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../../tools/cli_test_lib.sh"
 cli_init "$3"
+source "$here/ckpt_lib.sh"
 python=/usr/bin/python3
 ref=$here/hf_reference.py
-export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 quick=(--model qwen3-tiny --seq-len 32 --micro-batch 2 --warmup 1 --eval-every 0)
 
-mpi() {
-  local np=$1
-  shift
-  "$mpirun_exe" --allow-run-as-root --oversubscribe --mca btl self,vader -np "$np" "$@"
-}
-
 # expect_rank_error NAME NP MESSAGE TRAIN-ARGS...: `mpirun -np NP canzona train TRAIN-ARGS
-# --save-dir $work/out_NAME` exits 2; exactly one stderr line holds MESSAGE and exactly one starts
-# with "canzona:" (OpenMPI's MPI_ABORT banner may come too); $work/out_NAME holds nothing.
+# --save-dir $work/out_NAME` fails as expect_agreed_error (ckpt_lib.sh) says.
 expect_rank_error() {
   local name=$1 np=$2 message=$3
   shift 3
-  local out=$work/out_$name
-  mpi "$np" "$canzona" train "$@" --save-dir "$out" >"$work/$name.out" 2>"$work/$name.err"
-  local rc=$?
-  local found ours
-  found=$(grep -cF -- "$message" "$work/$name.err")
-  ours=$(grep -c '^canzona:' "$work/$name.err")
-  if [ "$rc" -ne 2 ]; then
-    fail "$name: exited $rc, expected 2 (stderr: $(grep -v '^[-A-Z ]*$' "$work/$name.err" | head -c 600))"
-  elif [ "$found" -ne 1 ] || [ "$ours" -ne 1 ]; then
-    fail "$name: expected '$message' once and one 'canzona:' line, got $found and $ours: $(cat "$work/$name.err")"
-  else
-    pass
-  fi
-  if [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
-    fail "$name: the failing run wrote into its --save-dir: $(ls -A "$out")"
-  else
-    pass
-  fi
+  expect_agreed_error "$name" "$message" "$work/out_$name" \
+    mpi "$np" "$canzona" train "$@" --save-dir "$work/out_$name"
 }
 
 # A copy of the valid checkpoint, changed by a shell snippet run inside it.

@@ -11,22 +11,16 @@
 #      rounded values, zero padding rows. A directory lacking a tensor, or with one of another
 #      shape, exits 2 naming it, printed once, nothing saved.
 # Usage: ckpt_hf_test.sh <canzona> <mpirun> <canzona_check_output>
-# shellcheck disable=SC1091,SC2154 # sourced lib
+# shellcheck disable=SC1091,SC2154,SC2034 # sourced lib; mpirun_exe is used by ckpt_lib.sh
 canzona=$1
 mpirun_exe=$2
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../../tools/cli_test_lib.sh"
 cli_init "$3"
+source "$here/ckpt_lib.sh"
 python=/usr/bin/python3
 ref=$here/hf_reference.py
-export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 shape=(--seq-len 32 --micro-batch 2 --warmup 1 --eval-every 0 --lr 0 --adamw-lr 0 --steps 1)
-
-mpi() {
-  local np=$1
-  shift
-  "$mpirun_exe" --allow-run-as-root --oversubscribe --mca btl self,vader -np "$np" "$@"
-}
 
 # expect_py NAME ARGS...: hf_reference.py ARGS succeeds.
 expect_py() {
@@ -90,25 +84,8 @@ if expect_ok save mpi 2 "$canzona" train --model qwen3-tiny "${shape[@]}" --dp 1
   # "canzona:" line, nothing saved.
   expect_init_error() {
     local name=$1 message=$2 dir=$3
-    local out=$work/out_$name
-    mpi 2 "$canzona" train --init-from "$dir" "${shape[@]}" --dp 2 --save-dir "$out" \
-      >"$work/$name.out" 2>"$work/$name.err"
-    local rc=$?
-    local found ours
-    found=$(grep -cF -- "$message" "$work/$name.err")
-    ours=$(grep -c '^canzona:' "$work/$name.err")
-    if [ "$rc" -ne 2 ]; then
-      fail "$name: exited $rc, expected 2: $(cat "$work/$name.err")"
-    elif [ "$found" -ne 1 ] || [ "$ours" -ne 1 ]; then
-      fail "$name: expected '$message' once and one 'canzona:' line, got $found and $ours: $(cat "$work/$name.err")"
-    else
-      pass
-    fi
-    if [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
-      fail "$name: the failing run saved: $(ls -A "$out")"
-    else
-      pass
-    fi
+    expect_agreed_error "$name" "$message" "$work/out_$name" \
+      mpi 2 "$canzona" train --init-from "$dir" "${shape[@]}" --dp 2 --save-dir "$work/out_$name"
   }
   t=model.layers.1.mlp.up_proj.weight
   expect_py hf_drop mutate "$ckpt" "$work/hf_drop" hf-drop "$t"

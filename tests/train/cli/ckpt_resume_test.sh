@@ -14,39 +14,21 @@
 #      checkpoint, and resuming from the save directory again ends bitwise at the reference.
 # K and K2 are printed; rerun with CANZONA_KILL_STEP=K CANZONA_KILL_IN_SAVE_STEP=K2 (>= 2) to
 # reproduce a failure.
-# shellcheck disable=SC1091
+# shellcheck disable=SC1091,SC2154,SC2034 # sourced lib; mpirun_exe is used by ckpt_lib.sh
 canzona=$1
-mpirun=$2
-source "$(dirname "$0")/../../tools/cli_test_lib.sh"
+mpirun_exe=$2
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../../tools/cli_test_lib.sh"
 cli_init "$3"
+source "$here/ckpt_lib.sh"
 set +f
 
-run() {
-  local np=$1
-  shift
-  timeout 120 "$mpirun" --allow-run-as-root --oversubscribe --mca btl self,vader -np "$np" \
-    "$canzona" train --model qwen3-tiny --seq-len 32 --micro-batch 2 --warmup 1 --eval-every 3 \
-    --steps 6 --dp 2 "$@"
-}
+run() { train_quick "$1" --eval-every 3 --steps 6 --dp 2 "${@:2}"; }
+losses() { step_losses "$@"; }
 
-# Prints "step loss" lines of a --json file (repr of the double: exact) and the params hash.
-losses() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
-import json, sys
-doc = json.load(open(sys.argv[1]))
-first = int(sys.argv[2])
-run = doc["runs"][0]
-for s in run["steps"]:
-    if s["step"] >= first:
-        print(s["step"], repr(s["loss"]))
-for v in run["val"]:
-    if v["step"] >= first:
-        print("val", v["step"], repr(v["loss"]))
-print("params_hash", run["params_hash"])
-PY
-}
-
-newest() { ls -1 "$1" | grep -E '^step-[0-9]{8}$' | sort | tail -1; }
+# Complete checkpoints of save directory $1, oldest first (names sort by step).
+checkpoints() { find "$1" -mindepth 1 -maxdepth 1 -type d -name 'step-????????' -printf '%f\n' | sort; }
+newest() { checkpoints "$1" | tail -1; }
 
 ref=$work/ref
 expect_ok ref run 2 --save-every 2 --save-dir "$ref" --json "$work/ref.json" || { cli_finish; exit; }
@@ -63,12 +45,13 @@ want=$(printf 'step-%08d' "$k")
 if [ "$(newest "$killed")" = "$want" ]; then pass; else
   fail "newest checkpoint after a kill at step $k is '$(newest "$killed")', expected $want"
 fi
-count=$(ls -1 "$killed" | grep -cE '^step-')
+count=$(checkpoints "$killed" | wc -l)
 if [ "$count" -le 2 ]; then pass; else fail "--keep 2 left $count checkpoints"; fi
 if expect_ok resumed run 2 --save-every 2 --save-dir "$killed" --resume "$killed" \
   --json "$work/resumed.json"; then
-  grep -q "checkpoint loaded: .*$want" "$work/resumed.out" && pass ||
+  if grep -q "checkpoint loaded: .*$want" "$work/resumed.out"; then pass; else
     fail "resume did not load $want: $(head -5 "$work/resumed.out")"
+  fi
   if diff <(losses "$work/ref.json" $((k + 1))) <(losses "$work/resumed.json" 1) >"$work/d1"; then
     pass
   else

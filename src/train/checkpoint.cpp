@@ -256,7 +256,13 @@ std::string save_checkpoint(comm::Grid& grid, runtime::Engine& engine, const Sav
       std::error_code ec;
       fs::create_directories(save_dir, ec);
       CANZONA_REQUIRE(!ec, save_dir, ": cannot create the save directory: ", ec.message());
-      fs::remove_all(tmp, ec);
+      // Leftovers of saves a crash interrupted (never taken for checkpoints) go now.
+      for (const fs::directory_entry& e : fs::directory_iterator(save_dir, ec)) {
+        const std::string leftover = e.path().filename().string();
+        if (leftover.rfind(".step-", 0) == 0 &&
+            (leftover.ends_with(".tmp") || leftover.ends_with(".old")))
+          fs::remove_all(e.path(), ec);
+      }
       CANZONA_REQUIRE(fs::create_directory(tmp, ec) && !ec, tmp.string(),
                       ": cannot create directory: ", ec.message());
       for (const auto* layout : {&model_layout, &optimizer_layout}) {

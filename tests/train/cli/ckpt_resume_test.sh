@@ -11,7 +11,8 @@
 #      optimizer state, config, plan and trainer.json).
 #   3. Killed inside the save of step K2 (data written, directory not yet published): the newest
 #      complete checkpoint is K2 - 1, the half-written `.step-<K2>.tmp` is never taken for a
-#      checkpoint, and resuming from the save directory again ends bitwise at the reference.
+#      checkpoint, and resuming from the save directory again ends bitwise at the reference;
+#      its first save removes the leftover.
 # K and K2 are printed; rerun with CANZONA_KILL_STEP=K CANZONA_KILL_IN_SAVE_STEP=K2 (>= 2) to
 # reproduce a failure.
 # shellcheck disable=SC1091,SC2154,SC2034 # sourced lib; mpirun_exe is used by ckpt_lib.sh
@@ -82,6 +83,10 @@ if expect_ok torn_resumed run 2 --save-every 2 --save-dir "$torn" --resume "$tor
   fi
   if diff -r "$ref/step-00000006" "$torn/step-00000006" >"$work/d4"; then pass; else
     fail "final checkpoint after a torn save differs: $(head -5 "$work/d4")"
+  fi
+  leftovers=$(find "$torn" -mindepth 1 -maxdepth 1 -name '.step-*' | wc -l)
+  if [ "$leftovers" -eq 0 ]; then pass; else
+    fail "the next save left the torn save's temporary directory behind"
   fi
 fi
 cli_finish

@@ -281,7 +281,8 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
   m.plan_hash = hex16(plan_hash);
   m.fc1_row_order_tp = o.run.tp;
   const double next_lr = step < o.schedule.total ? lr_factor(o.schedule, step + 1) : 0.0;
-  m.run = {{"seed", o.run.seed},
+  m.run = {{"model", model},
+           {"seed", o.run.seed},
            {"steps", o.steps},
            {"seq_len", o.seq_len},
            {"micro_batch", o.micro_batch},

@@ -65,7 +65,6 @@ json to_json(const Manifest& m) {
           {"tp", m.tp},
           {"optimizer", m.optimizer},
           {"plan_hash", m.plan_hash},
-          {"fc1_row_order_tp", m.fc1_row_order_tp},
           {"run", m.run},
           {"files", files}};
 }
@@ -85,8 +84,6 @@ Manifest manifest_from_json(const json& j, const std::string& path) {
   m.optimizer = string_key(j, path, "optimizer");
   m.plan_hash = string_key(j, path, "plan_hash");
   CANZONA_REQUIRE(is_hex(m.plan_hash, 16), path, ": key 'plan_hash' must be 16 hex digits");
-  m.fc1_row_order_tp =
-      static_cast<int>(std::min<std::int64_t>(int_key(j, path, "fc1_row_order_tp", 1), 1 << 30));
   m.run = key(j, path, "run");
   CANZONA_REQUIRE(m.run.is_object(), path, ": key 'run' must be an object");
   const json& files = key(j, path, "files");

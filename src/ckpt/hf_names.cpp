@@ -157,8 +157,15 @@ std::string HfLayout::task_name(int p, int piece) const {
   return name.size() == 1 ? base : base + ".head" + name.substr(1);
 }
 
-bool HfLayout::task_follows_tp(int p, int piece) const {
-  return piece < 0 && kind_[static_cast<std::size_t>(p)] == Kind::kFc1;
+std::vector<std::int64_t> HfLayout::task_logical_rows(int p, int piece, int tp) const {
+  if (piece >= 0 || tp == 1 || kind_[static_cast<std::size_t>(p)] != Kind::kFc1) return {};
+  const model::ParamSpec& param = spec_.params[static_cast<std::size_t>(p)];
+  const std::int64_t local_rows = param.local_shape(tp)[0];
+  std::vector<std::int64_t> logical;
+  for (int t = 0; t < tp; ++t)
+    for (std::int64_t r = 0; r < local_rows; ++r)
+      logical.push_back(model::logical_row(param, tp, t, r));
+  return logical;
 }
 
 }  // namespace canzona::ckpt

@@ -72,7 +72,7 @@ AdamW::AdamW(ParamInfo param, AdamWOptions options)
 
 std::vector<NamedState> AdamW::state() {
   const std::int64_t n = static_cast<std::int64_t>(m_.size());
-  return {{"exp_avg", 1, n, m_}, {"exp_avg_sq", 1, n, v_}};
+  return {{"exp_avg", 1, n, m_, 0}, {"exp_avg_sq", 1, n, v_, 0}};
 }
 
 std::size_t AdamW::state_bytes() const {

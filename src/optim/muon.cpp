@@ -32,7 +32,7 @@ Muon::Muon(ParamInfo param, MuonOptions options) : Optimizer(std::move(param)), 
 
 std::vector<NamedState> Muon::state() {
   const ParamInfo& p = param();
-  return {{"momentum_buffer", p.rows, p.cols, momentum_}};
+  return {{"momentum_buffer", p.rows, p.cols, momentum_, 1}};
 }
 
 std::size_t Muon::state_bytes() const {

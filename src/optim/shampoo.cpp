@@ -54,12 +54,12 @@ std::vector<NamedState> Shampoo::state() {
   auto square = [](std::vector<float>& v, std::int64_t side) {
     return v.empty() ? std::int64_t{0} : side;
   };
-  return {{"exp_avg", p.rows, p.cols, m_},
-          {"graft_exp_avg_sq", v_.empty() ? 0 : p.rows, v_.empty() ? 0 : p.cols, v_},
-          {"factor_left", square(l_, p.rows), square(l_, p.rows), l_},
-          {"factor_right", square(r_, p.cols), square(r_, p.cols), r_},
-          {"inv_root_left", square(l4_, p.rows), square(l4_, p.rows), l4_},
-          {"inv_root_right", square(r4_, p.cols), square(r4_, p.cols), r4_}};
+  return {{"exp_avg", p.rows, p.cols, m_, 1},
+          {"graft_exp_avg_sq", v_.empty() ? 0 : p.rows, v_.empty() ? 0 : p.cols, v_, 1},
+          {"factor_left", square(l_, p.rows), square(l_, p.rows), l_, 7},
+          {"factor_right", square(r_, p.cols), square(r_, p.cols), r_, 0},
+          {"inv_root_left", square(l4_, p.rows), square(l4_, p.rows), l4_, 3},
+          {"inv_root_right", square(r4_, p.cols), square(r4_, p.cols), r4_, 0}};
 }
 
 std::size_t Shampoo::state_bytes() const {

@@ -34,12 +34,14 @@ std::vector<NamedState> Soap::state() {
   auto square = [](std::vector<float>& v, std::int64_t side) {
     return v.empty() ? std::int64_t{0} : side;
   };
-  return {{"exp_avg", p.rows, p.cols, m_},
-          {"exp_avg_sq", p.rows, p.cols, v_},
-          {"GG_left", square(l_, p.rows), square(l_, p.rows), l_},
-          {"GG_right", square(r_, p.cols), square(r_, p.cols), r_},
-          {"Q_left", square(ql_, p.rows), square(ql_, p.rows), ql_},
-          {"Q_right", square(qr_, p.cols), square(qr_, p.cols), qr_}};
+  // exp_avg is kept in the param's basis; exp_avg_sq in the eigenbasis (rows = eigenvectors of
+  // the left side), unless the left side is not preconditioned (identity).
+  return {{"exp_avg", p.rows, p.cols, m_, 1},
+          {"exp_avg_sq", p.rows, p.cols, v_, left_ ? 0 : 1},
+          {"GG_left", square(l_, p.rows), square(l_, p.rows), l_, 7},
+          {"GG_right", square(r_, p.cols), square(r_, p.cols), r_, 0},
+          {"Q_left", square(ql_, p.rows), square(ql_, p.rows), ql_, 1},
+          {"Q_right", square(qr_, p.cols), square(qr_, p.cols), qr_, 0}};
 }
 
 std::size_t Soap::state_bytes() const {

@@ -272,6 +272,7 @@ std::vector<StateTensor> Engine::optimizer_state() {
     main.rows = info.rows;
     main.cols = info.cols;
     main.values = t.main;
+    main.row_axes = 1;
     out.push_back(main);
     for (const optim::NamedState& s : t.optimizer->state()) {
       StateTensor tensor = main;
@@ -279,6 +280,7 @@ std::vector<StateTensor> Engine::optimizer_state() {
       tensor.rows = s.rows;
       tensor.cols = s.cols;
       tensor.values = s.values;
+      tensor.row_axes = s.row_axes;
       out.push_back(tensor);
     }
   }

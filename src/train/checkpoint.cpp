@@ -173,6 +173,54 @@ std::vector<ElementRun> clip(const std::vector<ElementRun>& runs, std::int64_t b
   return out;
 }
 
+// A task state tensor (rows x cols) between the task's row order and the logical one the file
+// keeps (hf_names.h: an unsplit fc1 at TP > 1): element (i, j) of the task's tensor is element
+// (L(i), L'(j)) of the file's, L = `logical` when bit 0 of `axes` is set, L' when bit 1 is, the
+// identity otherwise. With bit 2 (only the upper triangle kept) the value moved is always the
+// upper one, (min, max) of the source indices, so the target's upper triangle is right whatever
+// the reordering does to which side of the diagonal an element falls on.
+std::int64_t source_index(std::int64_t i, std::int64_t j, std::int64_t cols, int axes) {
+  return axes & 4 ? std::min(i, j) * cols + std::max(i, j) : i * cols + j;
+}
+
+void to_logical(std::span<const float> task, std::span<float> file, std::int64_t rows,
+                std::int64_t cols, int axes, const std::vector<std::int64_t>& logical) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::int64_t li = axes & 1 ? logical[static_cast<std::size_t>(i)] : i;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const std::int64_t lj = axes & 2 ? logical[static_cast<std::size_t>(j)] : j;
+      file[static_cast<std::size_t>(li * cols + lj)] =
+          task[static_cast<std::size_t>(source_index(i, j, cols, axes))];
+    }
+  }
+}
+
+void from_logical(std::span<const float> file, std::span<float> task, std::int64_t rows,
+                  std::int64_t cols, int axes, const std::vector<std::int64_t>& logical) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::int64_t li = axes & 1 ? logical[static_cast<std::size_t>(i)] : i;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const std::int64_t lj = axes & 2 ? logical[static_cast<std::size_t>(j)] : j;
+      task[static_cast<std::size_t>(i * cols + j)] =
+          file[static_cast<std::size_t>(source_index(li, lj, cols, axes))];
+    }
+  }
+}
+
+// The task's logical row order when its state must be reordered for the file, else empty.
+std::vector<std::int64_t> reorder_of(const HfLayout& hf, const Unit& unit,
+                                     const runtime::StateTensor& st, int tp) {
+  if (st.row_axes == 0 || st.values.empty()) return {};
+  std::vector<std::int64_t> logical = hf.task_logical_rows(unit.p, unit.piece, tp);
+  if (!logical.empty()) {
+    const auto n = static_cast<std::int64_t>(logical.size());
+    CANZONA_CHECK(
+        ((st.row_axes & 1) == 0 || st.rows == n) && ((st.row_axes & 2) == 0 || st.cols == n),
+        unit.key, ": ", st.rows, " x ", st.cols, " state of a ", n, "-row task");
+  }
+  return logical;
+}
+
 const ckpt::TensorEntry& entry(const ckpt::Header& header, const std::string& name) {
   const ckpt::TensorEntry* e = header.find(name);
   CANZONA_CHECK(e != nullptr, "tensor ", name);
@@ -299,8 +347,15 @@ std::string save_checkpoint(comm::Grid& grid, runtime::Engine& engine, const Sav
         if (claimed.count(unit.id())) continue;
         const ckpt::Header& header = optimizer_layout.header;
         if (unit.matrix) {
-          optimizer_file.pwrite(file_offset(header, entry(header, unit.key), 0),
-                                bytes_of(st.values));
+          const std::vector<std::int64_t> logical = reorder_of(hf, unit, st, grid.shape().tp);
+          std::vector<float> reordered;
+          if (!logical.empty()) {
+            reordered.resize(st.values.size());
+            to_logical(st.values, reordered, st.rows, st.cols, st.row_axes, logical);
+          }
+          optimizer_file.pwrite(
+              file_offset(header, entry(header, unit.key), 0),
+              bytes_of(logical.empty() ? st.values : std::span<const float>(reordered)));
           continue;
         }
         const std::vector<ElementRun> runs =
@@ -406,11 +461,6 @@ void load_checkpoint(comm::Grid& grid, runtime::Engine& engine, const model::Mod
       require_tensor(model_path, model_header, t.name, t.shape);
     for (const Unit& u : units) {
       if (u.matrix) {
-        CANZONA_REQUIRE(
-            !hf.task_follows_tp(u.p, u.piece) || manifest.fc1_row_order_tp == tp, optimizer_path,
-            ": tensor '", u.key, "' holds an unsplit fc1 in TP ", manifest.fc1_row_order_tp,
-            "'s [gate_t; up_t] row order: resume at TP ", manifest.fc1_row_order_tp,
-            ", or train with --split-fc1 (gate and up as separate tasks) to reshard TP");
         require_tensor(optimizer_path, optimizer_header, u.key, {u.rows, u.cols});
         continue;
       }
@@ -435,8 +485,16 @@ void load_checkpoint(comm::Grid& grid, runtime::Engine& engine, const model::Mod
       if (st.state == "main") continue;
       const Unit& unit = units[u++];
       if (unit.matrix) {
-        file.pread(file_offset(optimizer_header, entry(optimizer_header, unit.key), 0),
-                   std::as_writable_bytes(st.values));
+        const std::int64_t offset =
+            file_offset(optimizer_header, entry(optimizer_header, unit.key), 0);
+        const std::vector<std::int64_t> logical = reorder_of(hf, unit, st, tp);
+        if (logical.empty()) {
+          file.pread(offset, std::as_writable_bytes(st.values));
+        } else {
+          std::vector<float> stored(st.values.size());
+          file.pread(offset, std::as_writable_bytes(std::span<float>(stored)));
+          from_logical(stored, st.values, st.rows, st.cols, st.row_axes, logical);
+        }
         continue;
       }
       for (const ElementRun& r : clip(hf.runs(unit.p, tp, tp_rank), unit.begin, unit.end)) {

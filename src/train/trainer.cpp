@@ -279,7 +279,6 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
   m.tp = o.run.tp;
   m.optimizer = checkpoint_optimizer(o);
   m.plan_hash = hex16(plan_hash);
-  m.fc1_row_order_tp = o.run.tp;
   const double next_lr = step < o.schedule.total ? lr_factor(o.schedule, step + 1) : 0.0;
   m.run = {{"model", model},
            {"seed", o.run.seed},

@@ -200,13 +200,20 @@ TEST(HfNames, TaskNamesAndTheirTpDependence) {
   EXPECT_EQ(a.task_name(qkv, -1), "model.layers.1.self_attn.qkv_proj.weight");
   EXPECT_EQ(a.task_name(fc1, -1), "model.layers.1.mlp.gate_up_proj.weight");
   EXPECT_EQ(a.task_name(proj, -1), "model.layers.1.self_attn.o_proj.weight");
-  EXPECT_TRUE(a.task_follows_tp(fc1, -1));
-  EXPECT_FALSE(a.task_follows_tp(qkv, -1));
+  // fc1 at TP 2 (f = 12): shard 0 holds gate 0..5, up 0..5; shard 1 gate 6..11, up 6..11.
+  std::vector<std::int64_t> fc1_rows;
+  for (std::int64_t r = 0; r < 6; ++r) fc1_rows.push_back(r);    // gate_0
+  for (std::int64_t r = 12; r < 18; ++r) fc1_rows.push_back(r);  // up_0
+  for (std::int64_t r = 6; r < 12; ++r) fc1_rows.push_back(r);   // gate_1
+  for (std::int64_t r = 18; r < 24; ++r) fc1_rows.push_back(r);  // up_1
+  EXPECT_EQ(a.task_logical_rows(fc1, -1, 2), fc1_rows);
+  EXPECT_TRUE(a.task_logical_rows(fc1, -1, 1).empty());
+  EXPECT_TRUE(a.task_logical_rows(qkv, -1, 2).empty());
   EXPECT_EQ(b.task_name(qkv, 0), "model.layers.1.self_attn.q_proj.weight");
   EXPECT_EQ(b.task_name(qkv, 2), "model.layers.1.self_attn.v_proj.weight");
   EXPECT_EQ(b.task_name(fc1, 0), "model.layers.1.mlp.gate_proj.weight");
   EXPECT_EQ(b.task_name(fc1, 1), "model.layers.1.mlp.up_proj.weight");
-  EXPECT_FALSE(b.task_follows_tp(fc1, 1));
+  EXPECT_TRUE(b.task_logical_rows(fc1, 1, 2).empty());
   model::BuildOptions per_head;
   per_head.tp = 1;
   per_head.qkv_split = model::QkvSplit::kPerHead;

@@ -45,11 +45,10 @@ struct Manifest {
   std::int64_t step = 0;  // optimizer steps taken; a resumed run continues with step + 1
   std::string strategy;   // plan::to_string
   int dp = 1, tp = 1;
-  std::string optimizer;     // matrix optimizer's registry name, or "adamw" for all-AdamW runs
-  std::string plan_hash;     // 16 hex digits
-  int fc1_row_order_tp = 1;  // TP degree whose [gate_t; up_t] order unsplit fc1 tasks' state has
-  nlohmann::json run;        // the trainer's options: data position and RNG (counter-based: seed
-                             // and step), lr schedule, optimizer options, batch shape
+  std::string optimizer;  // matrix optimizer's registry name, or "adamw" for all-AdamW runs
+  std::string plan_hash;  // 16 hex digits
+  nlohmann::json run;     // the trainer's options: data position and RNG (counter-based: seed
+                          // and step), lr schedule, optimizer options, batch shape
   std::map<std::string, FileInfo> files;  // every file of the directory but trainer.json
 };
 

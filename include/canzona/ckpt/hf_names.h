@@ -19,9 +19,10 @@
 //
 // Matrix-optimizer state is per task (model/spec.h): a task's name is the HF tensor it is (q, k,
 // v, gate and up pieces; o_proj, down_proj), `L.self_attn.qkv_proj.weight` for an unsplit QKV
-// (grouped row order), `L.mlp.gate_up_proj.weight` for an unsplit fc1 (the task's rows follow
-// the TP degree: [gate_0; up_0; gate_1; up_1; ...]), `L.self_attn.q_proj.weight.head7` for
-// per-head pieces.
+// (grouped row order), `L.mlp.gate_up_proj.weight` for an unsplit fc1,
+// `L.self_attn.q_proj.weight.head7` for per-head pieces. An unsplit fc1's task rows follow the TP
+// degree ([gate_0; up_0; gate_1; up_1; ...], Megatron's shard layout); checkpoints store its state
+// in the logical [gate; up] row order (task_logical_rows), so it moves to any TP.
 #pragma once
 
 #include <cstdint>
@@ -62,9 +63,9 @@ class HfLayout {
   std::vector<ElementRun> runs(int p, int tp, int t) const;
   // The name of the matrix the optimizer updates for task (p, piece): see the file comment.
   std::string task_name(int p, int piece) const;
-  // True when the rows of task (p, piece) are ordered by the TP degree (an unsplit fc1 at tp > 1
-  // is not the tp = 1 matrix), so its state cannot move to another TP degree.
-  bool task_follows_tp(int p, int piece) const;
+  // The logical row (tp = 1 order) of each row of task (p, piece) at TP degree tp; empty when
+  // they are the same (all tasks but an unsplit fc1 at tp > 1).
+  std::vector<std::int64_t> task_logical_rows(int p, int piece, int tp) const;
 
  private:
   // Spec param p's logical row -> {tensor index, row in it}.

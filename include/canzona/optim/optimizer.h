@@ -43,12 +43,18 @@ struct ParamInfo {
 // One named state tensor of an optimizer instance (a view of its live buffer: writes change the
 // state). rows x cols elements, row-major; a tensor that is not allocated (e.g. a factor of a side
 // above max_precond_dim) is listed with 0 x 0 elements so every instance of an optimizer lists
-// the same names.
+// the same names. `row_axes` says which of its two dims are indexed by the param's rows (bit 0:
+// dim 0, bit 1: dim 1), and bit 2 that only its upper triangle is kept (a symmetric matrix whose
+// strictly lower triangle is never read), so a checkpoint can reorder the param's rows together
+// with its state (an unsplit fc1 whose task rows follow the TP degree): a momentum has 1, a left
+// statistic L accumulated by syrk 7, a full symmetric L^(-1/4) 3, eigenvectors of L as columns 1,
+// anything in a rotated basis or on the column side 0.
 struct NamedState {
   const char* name = "";
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   std::span<float> values;
+  int row_axes = 0;
 };
 
 class Optimizer {

@@ -74,6 +74,7 @@ struct StateTensor {
   std::int64_t begin = 0, end = 0;  // element-wise slices only
   std::int64_t rows = 0, cols = 0;
   std::span<float> values;  // the live state; writes change it
+  int row_axes = 0;         // optim::NamedState::row_axes (main: 1)
 };
 
 class Engine {

@@ -3,7 +3,9 @@
 # tests/tools/cli_test_lib.sh and cli_init, with $canzona and $mpirun_exe set.
 #
 #   mpi NP CMD...              CMD under `mpirun -np NP` (as root, oversubscribed, shared memory)
-#   train_quick NP ARGS...     `canzona train` of qwen3-tiny with short windows under mpi NP
+#   train_quick NP ARGS...     `canzona train` of qwen3-tiny with short windows under mpi NP;
+#                              buckets of 100,000 elements, so lb-asc at DP 2 divides element-wise
+#                              params between DP ranks (each rank holds a slice of their state)
 #   expect_agreed_error NAME MESSAGE OUT CMD...
 #                              CMD (an MPI run) exits 2, MESSAGE appears exactly once on stderr
 #                              and exactly one line starts with "canzona:" (OpenMPI may add its
@@ -24,7 +26,8 @@ train_quick() {
   local np=$1
   shift
   timeout 120 "$mpirun_exe" --allow-run-as-root --oversubscribe --mca btl self,vader -np "$np" \
-    "$canzona" train --model qwen3-tiny --seq-len 32 --micro-batch 2 --warmup 1 "$@"
+    "$canzona" train --model qwen3-tiny --seq-len 32 --micro-batch 2 --warmup 1 \
+    --bucket-size 100000 "$@"
 }
 
 expect_agreed_error() {

@@ -172,7 +172,11 @@ Launch prepare(TrainFlags& f) {
   if (!f.checkpoint.resume.empty()) {
     resume_dir = ckpt::resolve(f.checkpoint.resume);
     const ckpt::Manifest m = ckpt::read_manifest(resume_dir);
-    const std::string saved = std::to_string(m.run.value("seed", std::uint64_t{1}));
+    const nlohmann::json& run_seed = m.run.contains("seed") ? m.run["seed"] : nlohmann::json();
+    CANZONA_REQUIRE(run_seed.is_number_unsigned(), resume_dir,
+                    "/trainer.json: key 'run.seed' must be a non-negative integer (got ",
+                    run_seed.dump(), ")");
+    const std::string saved = std::to_string(run_seed.get<std::uint64_t>());
     CANZONA_REQUIRE(f.seed.empty() || parse_seed(f.seed) == parse_seed(saved), "--seed ", f.seed,
                     " differs from the seed ", saved, " of ", resume_dir,
                     " (the data sampler continues from it)");
@@ -210,6 +214,7 @@ Launch prepare(TrainFlags& f) {
   o.poison_step = f.poison_step;
   o.poison_rank = f.poison_rank;
   o.checkpoint = f.checkpoint;
+  if (!resume_dir.empty()) o.checkpoint.resume = resume_dir;  // resolved once
   o.kill_step = f.kill_step;
   o.kill_rank = f.kill_rank;
   o.kill_in_save = f.kill_in_save;

@@ -105,6 +105,9 @@ d=$(variant garbled_trainer 'printf "{\"format\": " > trainer.json')
 expect_rank_error garbled_trainer 2 "$d/trainer.json: malformed JSON" "${resume[@]}" "$d"
 d=$(variant no_key "$python -c 'import json; t = json.load(open(\"trainer.json\")); del t[\"plan_hash\"]; json.dump(t, open(\"trainer.json\", \"w\"))'")
 expect_rank_error no_key 2 "$d/trainer.json: missing key 'plan_hash'" "${resume[@]}" "$d"
+d=$(variant bad_seed "$python -c 'import json; t = json.load(open(\"trainer.json\")); t[\"run\"][\"seed\"] = \"x\"; json.dump(t, open(\"trainer.json\", \"w\"))'")
+expect_rank_error bad_seed 2 "$d/trainer.json: key 'run.seed' must be a non-negative integer" \
+  "${resume[@]}" "$d"
 
 # --- Flag conflicts, refused before MPI starts (one process, one stderr line, exit 2).
 expect_usage_error "--save-every needs --save-dir" \

@@ -119,6 +119,7 @@ const char* Sha256::backend() {
 }
 
 void Sha256::update(const void* data, std::size_t bytes) {
+  if (bytes == 0) return;  // data may be null then (an empty buffer), and memcpy must not see it
   const auto* in = static_cast<const std::uint8_t*>(data);
   total_bytes_ += bytes;
   if (block_used_ > 0) {

@@ -244,6 +244,7 @@ void max_over_ranks(comm::Communicator& world, std::vector<StepRecord>& steps) {
       world.all_gather_bytes(std::as_bytes(std::span<const double>(mine.data(), mine.size())));
   for (const auto& bytes : all) {
     CANZONA_CHECK_EQ(bytes.size(), mine.size() * sizeof(double));
+    if (bytes.empty()) continue;  // a run resumed at its last step took no step
     std::vector<double> theirs(mine.size());
     std::memcpy(theirs.data(), bytes.data(), bytes.size());
     for (std::size_t i = 0; i < steps.size(); ++i) {

@@ -159,6 +159,7 @@ TEST_F(Safetensors, LayoutWrittenWithOutFileReadsBackBitForBit) {
     for (std::int64_t first = 0; first <= e.numel(); ++first) {
       std::vector<float> part(static_cast<std::size_t>(e.numel() - first));
       read_f32(path, header, e, first, part);
+      if (part.empty()) continue;  // memcmp of a null pointer is undefined even for 0 bytes
       ASSERT_EQ(std::memcmp(part.data(), expected.data() + first, part.size() * 4), 0);
     }
   }

@@ -154,7 +154,9 @@ TEST_F(Safetensors, LayoutWrittenWithOutFileReadsBackBitForBit) {
     const std::vector<float> expected = pattern(e.numel(), static_cast<int>(t));
     std::vector<float> got(expected.size(), 1.0f);
     read_f32(path, header, e, 0, got);
-    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * 4), 0) << e.name;
+    if (!got.empty()) {  // memcmp of a null pointer is undefined even for 0 bytes
+      EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * 4), 0) << e.name;
+    }
     // Every sub-range [first, first + count).
     for (std::int64_t first = 0; first <= e.numel(); ++first) {
       std::vector<float> part(static_cast<std::size_t>(e.numel() - first));

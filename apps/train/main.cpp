@@ -169,9 +169,10 @@ Launch prepare(TrainFlags& f) {
   r.pipeline = !f.no_pipeline;
   // --resume / --init-from: the checkpoint's model and (resume) data seed unless given.
   std::string resume_dir, seed = f.seed.empty() ? "1" : f.seed;
+  ckpt::Manifest m;
   if (!f.checkpoint.resume.empty()) {
     resume_dir = ckpt::resolve(f.checkpoint.resume);
-    const ckpt::Manifest m = ckpt::read_manifest(resume_dir);
+    m = ckpt::read_manifest(resume_dir);
     const nlohmann::json& run_seed = m.run.contains("seed") ? m.run["seed"] : nlohmann::json();
     CANZONA_REQUIRE(run_seed.is_number_unsigned(), resume_dir,
                     "/trainer.json: key 'run.seed' must be a non-negative integer (got ",
@@ -227,7 +228,7 @@ Launch prepare(TrainFlags& f) {
                                                   : "--plot");
   l.config = load_config(f.model);
   if (!model_given && !resume_dir.empty())  // the model's own name, not the directory's
-    l.config.name = ckpt::read_manifest(resume_dir).run.value("model", l.config.name);
+    l.config.name = m.run.value("model", l.config.name);
   l.spec = train::training_spec(l.config, o);
   l.corpus = train::load_corpus(f.data, o.seq_len + 1);
   CANZONA_REQUIRE(l.corpus.vocab_size <= l.config.vocab_size, "--",

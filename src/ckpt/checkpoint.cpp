@@ -143,8 +143,6 @@ json hf_config(const model::TransformerConfig& c, std::int64_t padded_vocab) {
             {"rms_norm_eps", c.rms_norm_eps},
             {"hidden_act", "silu"},
             {"torch_dtype", "float32"}};
-  if (!c.qk_norm && c.qkv_bias) j["attention_bias"] = false;  // qwen2: the bias is implied
-  if (!c.qk_norm && !c.qkv_bias) j["attention_bias"] = false;
   return j;
 }
 

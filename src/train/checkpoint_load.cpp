@@ -1,17 +1,12 @@
 // Checkpoint load: resume and --init-from (checkpoint.h).
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
-#include <map>
 #include <memory>
-#include <set>
-#include <sstream>
 
 #include "canzona/ckpt/file_io.h"
 #include "canzona/ckpt/hf_names.h"
 #include "canzona/ckpt/safetensors.h"
 #include "canzona/common/error.h"
-#include "canzona/common/json_io.h"
 #include "canzona/train/checkpoint.h"
 #include "checkpoint_parts.h"
 

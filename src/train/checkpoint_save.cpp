@@ -1,9 +1,7 @@
 // Parallel, atomic checkpoint save (checkpoint.h).
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <map>
-#include <memory>
 #include <set>
 #include <sstream>
 

@@ -7,13 +7,17 @@
 #include "canzona/ckpt/hf_names.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "canzona/ckpt/checkpoint.h"
 #include "canzona/common/error.h"
+#include "canzona/common/json_io.h"
 #include "canzona/model/load.h"
 
 namespace canzona::ckpt {
@@ -222,6 +226,27 @@ TEST(HfNames, TaskNamesAndTheirTpDependence) {
   const int q = index(heads, "decoder.layers.0.self_attention.linear_qkv.weight");
   EXPECT_EQ(h.task_name(q, 3), "model.layers.0.self_attn.q_proj.weight.head3");
   EXPECT_EQ(h.task_name(q, 9), "model.layers.0.self_attn.k_proj.weight.head1");
+}
+
+// A checkpoint's config.json reads back (model::read_hf_config) as the same model for each
+// family it writes: qwen3 (q/k norm), qwen2 (QKV bias), llama (neither), tied or not.
+TEST(HfNames, CheckpointConfigJsonReadsBackAsTheSameModel) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("canzona_hf_config_" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  for (int family = 0; family < 3; ++family) {
+    model::TransformerConfig c = small_config(family == 1);
+    c.qk_norm = family == 0;
+    c.tied_embeddings = family == 2;
+    c.rope_theta = 5e5;
+    c.rms_norm_eps = 1e-5;
+    write_json_file(path, hf_config(c, 1024));
+    const model::TransformerConfig back = model::read_hf_config(path);
+    EXPECT_EQ(config_difference(back, c), "") << "family " << family;
+    EXPECT_EQ(back.qk_norm, c.qk_norm);
+    EXPECT_EQ(back.qkv_bias, c.qkv_bias);
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(HfNames, AParamListModelHasNoHfLayout) {

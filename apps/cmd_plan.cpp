@@ -82,6 +82,8 @@ struct OldPlan {
 constexpr const char* kRecipeKeys[] = {"model",
                                        "strategy",
                                        "planner",
+                                       "layerwise_tp",
+                                       "bucket_order",
                                        "optimizer",
                                        "cost",
                                        "dp",
@@ -120,6 +122,14 @@ OldPlan remake_plan(const nlohmann::json& j, const std::string& where, const Pla
   o.variant = from_key(path, "key 'planner'", [&] {
     return plan::parse_variant(json_key<std::string>(j, path, "planner"));
   });
+  // Plans written before these options existed were made with today's defaults for layerwise's TP
+  // mode and with buckets kept in Megatron order.
+  o.layerwise_tp = from_key(path, "key 'layerwise_tp'", [&] {
+    return plan::parse_layerwise_tp(j.value("layerwise_tp", std::string("duplicated")));
+  });
+  o.reorder_buckets = from_key(path, "key 'bucket_order'", [&] {
+    return plan::parse_bucket_order(j.value("bucket_order", std::string("keep")));
+  });
   o.cost.kind = from_key(path, "key 'cost'", [&] {
     return cost::parse_cost_kind(json_key<std::string>(j, path, "cost"));
   });
@@ -150,7 +160,8 @@ OldPlan remake_plan(const nlohmann::json& j, const std::string& where, const Pla
   OldPlan old;
   old.model = from_key(path, "key 'split_qkv'",
                        [&] { return model::load_model(f.model, to_build_options(old_flags)); });
-  for (const char* key : kRecipeKeys) old.recipe[key] = j.at(key);
+  for (const char* key : kRecipeKeys)
+    if (j.contains(key)) old.recipe[key] = j.at(key);
   if (j.contains("replan")) {
     const nlohmann::json& r = j["replan"];
     CANZONA_REQUIRE(r.is_object(), path, ": key 'replan' has the wrong type or range (",
@@ -275,22 +286,28 @@ int run_plan(const PlanFlags& f) {
     old = remake_plan(read_json_file(f.from_plan), f.from_plan, f, model,
                       f.calibration.empty() ? nullptr : &calibration, 0);
 
-  // Before: asc (start-index, round-robin). After: the requested strategy; for lb-asc also the
-  // paper's algorithms so every improvement is measured against them.
+  // Before: asc (start-index, round-robin). After: the requested strategy; for lb-asc with our
+  // planner also the peers it must beat, each at its strongest: Megatron-LM's layer-wise optimizer
+  // as shipped, the paper's algorithms as written and the authors' Megatron-Canzona code.
   std::vector<plan::PlanRun> runs;
   plan::PlanOptions before = options;
   before.strategy = plan::Strategy::kAsc;
   runs.push_back(timed_plan(model, before, "asc"));
   if (options.strategy == plan::Strategy::kLbAsc &&
       options.variant == plan::PlannerVariant::kCanzona) {
-    plan::PlanOptions paper = options;
-    paper.variant = plan::PlannerVariant::kPaper;
-    runs.push_back(timed_plan(model, paper, "lb-asc (paper)"));
+    plan::PlanOptions peer = options;
+    peer.strategy = plan::Strategy::kLayerwise;
+    runs.push_back(timed_plan(model, peer, "layerwise"));
+    peer.strategy = plan::Strategy::kLbAsc;
+    peer.variant = plan::PlannerVariant::kPaper;
+    runs.push_back(timed_plan(model, peer, "lb-asc (paper)"));
+    peer.variant = plan::PlannerVariant::kMegatronCanzona;
+    runs.push_back(timed_plan(model, peer, "lb-asc (megatron-canzona)"));
   }
   if (options.strategy != plan::Strategy::kAsc) {
     std::string label = plan::to_string(options.strategy);
     if (options.strategy == plan::Strategy::kLbAsc)
-      label += options.variant == plan::PlannerVariant::kPaper ? " (paper)" : " (canzona)";
+      label += str(" (", plan::to_string(options.variant), ")");
     runs.push_back(timed_plan(model, options, label));
   }
   std::string movement;

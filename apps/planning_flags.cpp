@@ -19,7 +19,16 @@ void add_planning_flags(CLI::App* sub, PlanningFlags& f, PlanningCommand command
          "--pp", f.pp,
          run ? "Pipeline stages: only 1 is executed" : "Pipeline stages (layers split evenly)")
       ->capture_default_str();
-  sub->add_option("--planner", f.planner, "canzona (ours) | paper (Algorithms 1 and 2)")
+  sub->add_option("--planner", f.planner,
+                  "lb-asc planner: canzona (ours) | megatron-canzona (the authors' code) | paper "
+                  "(Algorithms 1 and 2 as written)")
+      ->capture_default_str();
+  sub->add_option("--layerwise-tp", f.layerwise_tp,
+                  "layerwise TP mode: duplicated (Megatron's default) | layer-sharded (one home "
+                  "TP rank per weight)")
+      ->capture_default_str();
+  sub->add_option("--bucket-order", f.bucket_order,
+                  "lb-asc (canzona): free (params of a bucket may be laid out by owner) | keep")
       ->capture_default_str();
   sub->add_option("--optimizer", f.optimizer, "Matrix optimizer: muon | shampoo | soap")
       ->capture_default_str();
@@ -59,6 +68,8 @@ plan::PlanOptions to_plan_options(const PlanningFlags& f) {
   options.alpha = f.alpha;
   options.cmax_mb = f.cmax_mb;
   options.layout.bucket_size = f.bucket_size;
+  options.layerwise_tp = plan::parse_layerwise_tp(f.layerwise_tp);
+  options.reorder_buckets = plan::parse_bucket_order(f.bucket_order);
   return options;
 }
 
@@ -80,6 +91,8 @@ void apply_planning_flags(const PlanningFlags& f, const char* command, runtime::
   o.bucket_size = f.bucket_size;
   o.split_fc1 = f.split_fc1;
   o.planner = plan::parse_variant(f.planner);
+  o.layerwise_tp = plan::parse_layerwise_tp(f.layerwise_tp);
+  o.reorder_buckets = plan::parse_bucket_order(f.bucket_order);
   o.cost = cost::parse_cost_kind(f.cost);
   CANZONA_REQUIRE(o.cost != cost::CostKind::kCalibrated, "--cost calibrated is not supported by ",
                   command, " (use numel, flops or memory)");

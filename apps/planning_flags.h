@@ -37,6 +37,8 @@ struct PlanningFlags {
   std::int64_t bucket_size = 0;    // elements; 0 = Megatron default
   std::string split_qkv = "none";
   bool split_fc1 = false;
+  std::string layerwise_tp = "duplicated";  // layerwise: duplicated | layer-sharded
+  std::string bucket_order = "free";        // lb-asc (ours): free (may re-lay buckets) | keep
 };
 
 enum class PlanningCommand { kPlan, kSimulate, kRun };
@@ -51,8 +53,9 @@ void add_planning_flags(CLI::App* sub, PlanningFlags& flags, PlanningCommand com
 void check_bucket_size(std::int64_t bucket_size);
 
 // The plan options the flags give, strategy and cost model aside (left at their defaults): planner
-// variant, grid, alpha, C_max, bucket size. Checks the bucket size (check_bucket_size) and parses
-// --planner (UsageError on an unknown name); the other ranges are checked where the options are
+// variant, grid, alpha, C_max, bucket size, layerwise TP mode and bucket order. Checks the bucket
+// size (check_bucket_size) and parses --planner, --layerwise-tp and --bucket-order (UsageError on
+// an unknown name); the other ranges are checked where the options are
 // consumed (plan::validate_options, make_plan, sim::check_scenario).
 plan::PlanOptions to_plan_options(const PlanningFlags& flags);
 

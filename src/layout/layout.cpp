@@ -1,5 +1,6 @@
 #include "canzona/layout/layout.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "canzona/common/checked.h"
@@ -60,6 +61,90 @@ Layout build_layout(const model::ModelSpec& model, const std::vector<int>& param
   }
   if (!current.slots.empty()) close_bucket();
   return layout;
+}
+
+namespace {
+
+void check_order(const Layout& layout, const std::vector<std::vector<int>>& order) {
+  CANZONA_CHECK(order.size() == layout.buckets.size(), "an order for every bucket");
+  for (std::size_t b = 0; b < order.size(); ++b) {
+    std::vector<char> seen(layout.buckets[b].slots.size(), 0);
+    CANZONA_CHECK(order[b].size() == seen.size(), "bucket ", b, ": order is not a permutation");
+    for (int k : order[b]) {
+      CANZONA_CHECK(k >= 0 && k < static_cast<int>(seen.size()) && !seen[k], "bucket ", b,
+                    ": order is not a permutation");
+      seen[k] = 1;
+    }
+  }
+}
+
+// Places the buckets one after another once each bucket's slots have offsets and a size.
+void chain_buckets(Layout& layout) {
+  layout.numel = 0;
+  for (Bucket& bucket : layout.buckets) {
+    bucket.offset = layout.numel;
+    layout.numel = checked_add(layout.numel, bucket.numel, "layout: buffer size");
+  }
+}
+
+}  // namespace
+
+Layout reorder_buckets(const Layout& layout, const std::vector<std::vector<int>>& order,
+                       const LayoutOptions& options) {
+  check_order(layout, order);
+  const std::int64_t end_align =
+      options.pad_bucket_end ? std::lcm<std::int64_t>(options.dp, 128) : 1;
+  Layout out;
+  for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
+    Bucket& bucket = out.buckets.emplace_back();
+    std::int64_t cursor = 0;
+    for (int k : order[b]) {
+      Slot slot = layout.buckets[b].slots[k];
+      slot.offset = round_up(cursor, options.param_align, "layout: param offset");
+      cursor = checked_add(slot.offset, slot.numel, "layout: bucket size");
+      bucket.slots.push_back(slot);
+    }
+    bucket.numel = round_up(cursor, end_align, "layout: bucket end padding");
+  }
+  chain_buckets(out);
+  return out;
+}
+
+Layout padded_shards(const Layout& layout, const std::vector<std::vector<int>>& order,
+                     const std::vector<std::vector<int>>& region, const LayoutOptions& options) {
+  check_order(layout, order);
+  CANZONA_CHECK(region.size() == layout.buckets.size(), "a region for every bucket");
+  const int dp = options.dp;
+  const std::int64_t shard_align = std::lcm<std::int64_t>(options.param_align, 128);
+  Layout out;
+  for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
+    const Bucket& in = layout.buckets[b];
+    CANZONA_CHECK(region[b].size() == in.slots.size(), "bucket ", b, ": a region for every slot");
+    // Extent of each region, packed from its own start.
+    std::vector<std::int64_t> used(dp, 0);
+    std::vector<std::int64_t> local(in.slots.size(), 0);
+    for (int k : order[b]) {
+      const int r = region[b][k];
+      CANZONA_CHECK(r >= 0 && r < dp, "bucket ", b, ": region ", r, " outside [0, ", dp, ")");
+      local[k] = round_up(used[r], options.param_align, "layout: param offset");
+      used[r] = checked_add(local[k], in.slots[k].numel, "layout: shard size");
+    }
+    std::int64_t shard = 0;
+    for (std::int64_t u : used) shard = std::max(shard, u);
+    shard = round_up(shard, shard_align, "layout: shard padding");
+    Bucket& bucket = out.buckets.emplace_back();
+    bucket.numel = checked_mul(shard, std::int64_t{dp}, "layout: padded bucket size");
+    for (int k : order[b]) {
+      Slot slot = in.slots[k];
+      slot.offset = checked_add(checked_mul(shard, std::int64_t{region[b][k]}, "layout: shard"),
+                                local[k], "layout: param offset");
+      bucket.slots.push_back(slot);
+    }
+    std::stable_sort(bucket.slots.begin(), bucket.slots.end(),
+                     [](const Slot& x, const Slot& y) { return x.offset < y.offset; });
+  }
+  chain_buckets(out);
+  return out;
 }
 
 }  // namespace canzona::layout

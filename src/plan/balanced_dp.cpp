@@ -126,9 +126,10 @@ void refine(std::vector<BucketState>& state, const std::vector<std::vector<DpIte
   }
 }
 
-// Memory each rank in [lo, hi] receives so that all of them rise towards a common level
-// (water-filling); the amounts sum to `amount`. Element k is rank lo + k's.
-std::vector<double> water_fill(const std::vector<double>& memory, int lo, int hi, double amount) {
+}  // namespace
+
+std::vector<double> detail::water_fill(const std::vector<double>& memory, int lo, int hi,
+                                       double amount) {
   std::vector<double> levels(memory.begin() + lo, memory.begin() + hi + 1);
   std::sort(levels.begin(), levels.end());
   // The level t with Σ max(0, t - M_r) = amount over r in [lo, hi].
@@ -148,13 +149,9 @@ std::vector<double> water_fill(const std::vector<double>& memory, int lo, int hi
   return out;
 }
 
-// Phase 3: divisible items. A *run* is a maximal sequence of adjacent divisible items in a bucket
-// (between two atomic items or a bucket end); it may be cut anywhere, so a run is water-filled as
-// one unit over the ranks its atomic neighbours allow, largest run first, and then sliced in buffer
-// order (item by item, element by element) at the resulting memory boundaries. Returns the memory
-// per rank.
-std::vector<double> fill_divisible(std::vector<BucketState>& state,
-                                   const std::vector<std::vector<DpItem>>& items, int ranks) {
+std::vector<double> detail::fill_divisible(std::vector<BucketState>& state,
+                                           const std::vector<std::vector<DpItem>>& items,
+                                           int ranks) {
   struct Run {
     int bucket = 0, begin = 0, end = 0;  // items [begin, end)
     double memory = 0.0;
@@ -221,15 +218,10 @@ std::vector<double> fill_divisible(std::vector<BucketState>& state,
   return memory;
 }
 
-}  // namespace
-
-namespace {
-
-// Element cuts of one candidate: cut[r] = first element owned by a rank >= r.
-DpCuts element_cuts(const std::vector<BucketState>& state,
-                    const std::vector<std::vector<DpItem>>& items,
-                    const std::vector<std::vector<std::int64_t>>& starts,
-                    const std::vector<std::int64_t>& bucket_numel, int ranks) {
+DpCuts detail::element_cuts(const std::vector<BucketState>& state,
+                            const std::vector<std::vector<DpItem>>& items,
+                            const std::vector<std::vector<std::int64_t>>& starts,
+                            const std::vector<std::int64_t>& bucket_numel, int ranks) {
   DpCuts result(state.size());
   for (std::size_t b = 0; b < state.size(); ++b) {
     auto& cuts = result[b].element_cuts;
@@ -256,6 +248,26 @@ DpCuts element_cuts(const std::vector<BucketState>& state,
   return result;
 }
 
+std::vector<BucketState> detail::empty_state(const std::vector<std::vector<DpItem>>& items,
+                                             int ranks) {
+  std::vector<BucketState> state(items.size());
+  for (std::size_t b = 0; b < items.size(); ++b) {
+    const std::size_t n = items[b].size();
+    state[b].owner.assign(n, -1);
+    state[b].parts.assign(n, {});
+    state[b].parts_lo.assign(n, 0);
+    state[b].first_rank.assign(n, -1);
+    state[b].last_rank.assign(n, -1);
+    for (std::size_t i = 0; i < n; ++i)
+      if (!items[b][i].divisible) state[b].atomic.push_back(static_cast<int>(i));
+    state[b].cap_lo.assign(state[b].atomic.size(), 0);
+    state[b].cap_hi.assign(state[b].atomic.size(), ranks - 1);
+  }
+  return state;
+}
+
+namespace {
+
 struct Candidate {
   DpCuts cuts;
   double score = 0.0;  // max(time max/mean, memory max/mean) on the DP axis
@@ -268,23 +280,11 @@ std::vector<Candidate> run_candidates(const std::vector<std::vector<DpItem>>& it
   CANZONA_CHECK(ranks > 0);
   CANZONA_CHECK(items.size() == starts.size() && items.size() == bucket_numel.size());
   const std::size_t buckets = items.size();
-  std::vector<BucketState> state(buckets);
+  std::vector<BucketState> state = detail::empty_state(items, ranks);
   std::vector<double> totals(buckets, 0.0);
   double grand_total = 0.0;
   for (std::size_t b = 0; b < buckets; ++b) {
-    const std::size_t n = items[b].size();
-    state[b].owner.assign(n, -1);
-    state[b].parts.assign(n, {});
-    state[b].parts_lo.assign(n, 0);
-    state[b].first_rank.assign(n, -1);
-    state[b].last_rank.assign(n, -1);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (items[b][i].divisible) continue;
-      state[b].atomic.push_back(static_cast<int>(i));
-      totals[b] += items[b][i].time;
-    }
-    state[b].cap_lo.assign(state[b].atomic.size(), 0);
-    state[b].cap_hi.assign(state[b].atomic.size(), ranks - 1);
+    for (int i : state[b].atomic) totals[b] += items[b][i].time;
     grand_total += totals[b];
   }
   const double mu = grand_total / ranks;
@@ -312,14 +312,14 @@ std::vector<Candidate> run_candidates(const std::vector<std::vector<DpItem>>& it
         : candidate < 6 ? detail::place_by_lpt(trial, items, ranks, candidate >= 4)
                         : detail::place_on_grid(trial, items, ranks, tp);
     if (candidate < 6) refine(trial, items, load);
-    const std::vector<double> memory = fill_divisible(trial, items, ranks);
+    const std::vector<double> memory = detail::fill_divisible(trial, items, ranks);
     const double time_mean = std::accumulate(load.begin(), load.end(), 0.0) / ranks;
     const double memory_mean = std::accumulate(memory.begin(), memory.end(), 0.0) / ranks;
     Candidate c;
     c.score = std::max(
         time_mean > 0 ? *std::max_element(load.begin(), load.end()) / time_mean : 1.0,
         memory_mean > 0 ? *std::max_element(memory.begin(), memory.end()) / memory_mean : 1.0);
-    c.cuts = element_cuts(trial, items, starts, bucket_numel, ranks);
+    c.cuts = detail::element_cuts(trial, items, starts, bucket_numel, ranks);
     candidates.push_back(std::move(c));
   }
   return candidates;

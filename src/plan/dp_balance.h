@@ -53,4 +53,25 @@ void cap_around_big_divisible(std::vector<BucketState>& state,
                               const std::vector<std::vector<DpItem>>& items, int ranks,
                               int min_edge);
 
+// Memory each rank in [lo, hi] receives so that all of them rise towards a common level
+// (water-filling); the amounts sum to `amount`. Element k is rank lo + k's.
+std::vector<double> water_fill(const std::vector<double>& memory, int lo, int hi, double amount);
+
+// Phase 3: divisible items. A *run* is a maximal sequence of adjacent divisible items in a bucket
+// (between two atomic items or a bucket end); it may be cut anywhere, so a run is water-filled as
+// one unit over the ranks its atomic neighbours allow, largest run first, and then sliced in buffer
+// order (item by item, element by element) at the resulting memory boundaries. Needs every atomic
+// item's owner; returns the memory per rank.
+std::vector<double> fill_divisible(std::vector<BucketState>& state,
+                                   const std::vector<std::vector<DpItem>>& items, int ranks);
+
+// Element cuts of a placed state: cut[r] = first element owned by a rank >= r.
+DpCuts element_cuts(const std::vector<BucketState>& state,
+                    const std::vector<std::vector<DpItem>>& items,
+                    const std::vector<std::vector<std::int64_t>>& starts,
+                    const std::vector<std::int64_t>& bucket_numel, int ranks);
+
+// A state with no item placed: every atomic item listed, caps open.
+std::vector<BucketState> empty_state(const std::vector<std::vector<DpItem>>& items, int ranks);
+
 }  // namespace canzona::plan::detail

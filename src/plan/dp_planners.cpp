@@ -105,6 +105,39 @@ std::vector<int> layerwise_owners(const std::vector<double>& costs, int ranks) {
   return owner;
 }
 
+std::vector<std::vector<int>> layerwise_lpt_ranks(
+    const std::vector<std::vector<double>>& cost,
+    const std::vector<std::vector<std::int64_t>>& numel, int ranks, double numel_cap) {
+  CANZONA_CHECK(ranks > 0 && cost.size() == numel.size());
+  std::vector<double> load(ranks, 0.0);
+  std::vector<std::vector<int>> out(cost.size());
+  for (std::size_t b = 0; b < cost.size(); ++b) {
+    const std::size_t n = cost[b].size();
+    CANZONA_CHECK(numel[b].size() == n);
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int x, int y) { return cost[b][x] > cost[b][y]; });
+    const double total = std::accumulate(numel[b].begin(), numel[b].end(), 0.0);
+    const double cap = numel_cap * total / ranks;
+    std::vector<std::int64_t> held(ranks, 0);
+    out[b].assign(n, 0);
+    for (int i : order) {
+      int best = -1;
+      for (int r = 0; r < ranks; ++r) {
+        if (static_cast<double>(held[r] + numel[b][i]) > cap) continue;
+        if (best < 0 || load[r] < load[best]) best = r;
+      }
+      if (best < 0)  // no rank stays within the cap: plain LPT
+        best = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+      out[b][i] = best;
+      held[best] += numel[b][i];
+      load[best] += cost[b][i];
+    }
+  }
+  return out;
+}
+
 std::vector<std::int64_t> equal_chunk_cuts(std::int64_t bucket_numel, int ranks) {
   CANZONA_CHECK(ranks > 0);
   std::vector<std::int64_t> cuts(static_cast<std::size_t>(ranks) + 1);

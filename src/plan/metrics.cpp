@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "canzona/common/error.h"
+#include "canzona/plan/bounds.h"
 #include "canzona/plan/dp.h"
 #include "canzona/plan/rank_plan.h"
 
@@ -34,8 +35,11 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
   const PlanOptions& o = plan.options;
   const cost::CostOptions& c = o.cost;
   std::vector<RankLoad> everyone(o.tp);
+  m.buffer_elements += stage.layout.numel;
   for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b) {
     const auto& bucket = stage.layout.buckets[b];
+    m.padding_elements += bucket.numel;
+    for (const auto& slot : bucket.slots) m.padding_elements -= slot.numel;
     for (const auto& slot : bucket.slots) {
       const model::ParamSpec& p = model.params[slot.param];
       if (p.is_matrix()) continue;
@@ -53,17 +57,23 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
       }
       if (stage.owner[slot.param] == kDivided) ++m.divided_params;
     }
-    const auto equal = equal_chunk_cuts(bucket.numel, o.dp);
-    for (const auto& slot : bucket.slots) {
-      const auto cut = std::upper_bound(equal.begin(), equal.end(), slot.offset);
-      if (cut != equal.end() && *cut < slot.end()) ++m.split_tensors;
-    }
     if (!stage.cuts.empty()) {
       const auto& cuts = stage.cuts[b];
       std::int64_t largest = 0;
       for (int r = 0; r < o.dp; ++r) largest = std::max(largest, cuts[r + 1] - cuts[r]);
       m.bucket_shard_ratio.push_back(static_cast<double>(largest) * o.dp /
                                      static_cast<double>(bucket.numel));
+    }
+  }
+  // Counted on Megatron's own layout of the stage, whatever layout this plan re-laid.
+  layout::LayoutOptions standard = o.layout;
+  standard.dp = o.dp;
+  standard.tp = o.tp;
+  for (const auto& bucket : layout::build_layout(model, stage.params, standard).buckets) {
+    const auto equal = equal_chunk_cuts(bucket.numel, o.dp);
+    for (const auto& slot : bucket.slots) {
+      const auto cut = std::upper_bound(equal.begin(), equal.end(), slot.offset);
+      if (cut != equal.end() && *cut < slot.end()) ++m.split_tensors;
     }
   }
   for (const Task& t : stage.tasks) {
@@ -84,12 +94,72 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
     }
 }
 
+// Atomic units of one axis with copies (bounds.h BoundItem), FLOPs and memory side by side.
+struct Units {
+  std::vector<BoundItem> flops, memory;
+  double flops_sum = 0.0, memory_sum = 0.0;
+  void add(double f, double mem, std::int64_t count) {
+    flops.push_back({f, count});
+    memory.push_back({mem, count});
+    flops_sum += f * static_cast<double>(count);
+    memory_sum += mem * static_cast<double>(count);
+  }
+};
+
+// max/mean lower bound of `units` plus the divisible rest of the axis's work on `bins` bins whose
+// mean load is `mean` (the mean the ratios use); 1 where the axis has no work.
+Ratio axis_bound(Units units, RankLoad mean, std::int64_t bins) {
+  auto bound = [&](std::vector<BoundItem> items, double units_sum, double axis_mean) {
+    if (!(axis_mean > 0.0)) return 1.0;
+    const double divisible = std::max(0.0, axis_mean * static_cast<double>(bins) - units_sum);
+    return makespan_lower_bound(std::move(items), divisible, bins).value() / axis_mean;
+  };
+  return {bound(std::move(units.memory), units.memory_sum, mean.memory),
+          bound(std::move(units.flops), units.flops_sum, mean.flops)};
+}
+
+void raise(Ratio& into, const Ratio& by, double scale = 1.0) {
+  into.flops = std::max(into.flops, by.flops * scale);
+  into.memory = std::max(into.memory, by.memory * scale);
+}
+
+// One stage's lower bounds (metrics.h), folded into m's worst-stage bounds.
+// dp_mean, tp_mean, grid_mean: the stage's mean DP-rank, TP-rank and grid-rank loads.
+void stage_bounds(const model::ModelSpec& model, const PlanOptions& o, const StagePlan& stage,
+                  RankLoad dp_mean, RankLoad tp_mean, RankLoad grid_mean, Metrics& m) {
+  Units dp_units, tp_units, grid_units;
+  std::vector<RankLoad> param_load(model.params.size());
+  std::vector<std::int64_t> param_copies(model.params.size(), 0);
+  for (const Task& t : stage.tasks) {
+    const std::int64_t dps = task_dp_ranks(t, o.dp).size();
+    const std::int64_t tps = task_tp_ranks(t, o.tp).size();
+    param_load[t.param].flops += t.flops * static_cast<double>(tps);
+    param_load[t.param].memory += t.state_bytes * static_cast<double>(tps);
+    param_copies[t.param] = dps;  // every task of a param has the param's DP owner
+    tp_units.add(t.flops * static_cast<double>(dps), t.state_bytes * static_cast<double>(dps), tps);
+    grid_units.add(t.flops, t.state_bytes, dps * tps);
+  }
+  for (std::size_t p = 0; p < param_load.size(); ++p)
+    if (param_copies[p] > 0)
+      dp_units.add(param_load[p].flops, param_load[p].memory, param_copies[p]);
+  const Ratio dp = axis_bound(std::move(dp_units), dp_mean, o.dp);
+  const Ratio tp = axis_bound(std::move(tp_units), tp_mean, o.tp);
+  Ratio grid = axis_bound(std::move(grid_units), grid_mean, static_cast<std::int64_t>(o.dp) * o.tp);
+  // grid >= DP and TP max/mean (metrics.h); rounded down like bounds.h's sums, as the grid
+  // ratio is summed in another order than the DP and TP ratios.
+  constexpr double kCrossSlack = 1.0 - 1e-12;
+  raise(grid, dp, kCrossSlack);
+  raise(grid, tp, kCrossSlack);
+  raise(m.lower_bound_dp, dp);
+  raise(m.lower_bound_tp, tp);
+  raise(m.lower_bound_grid, grid);
+}
+
 }  // namespace
 
 Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan) {
   const PlanOptions& o = plan.options;
   Metrics m;
-  double largest_param_flops = 0.0, largest_param_memory = 0.0;
   MaxMean grid_flops_all, grid_memory_all;
   for (const StagePlan& stage : plan.stages) {
     LoadGrid& loads = m.loads.emplace_back(o.dp, o.tp);
@@ -131,28 +201,9 @@ Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan) {
     m.grid.flops = std::max(m.grid.flops, grid_flops.ratio());
     m.grid.memory = std::max(m.grid.memory, grid_memory.ratio());
 
-    double largest_task_flops = 0.0, largest_task_memory = 0.0;  // this stage's
-    std::vector<double> param_flops(model.params.size(), 0.0);
-    std::vector<double> param_memory(model.params.size(), 0.0);
-    for (const Task& t : stage.tasks) {
-      const int copies = task_tp_ranks(t, o.tp).size();
-      largest_task_flops = std::max(largest_task_flops, t.flops);
-      largest_task_memory = std::max(largest_task_memory, t.state_bytes);
-      param_flops[t.param] += t.flops * copies;
-      param_memory[t.param] += t.state_bytes * copies;
-    }
-    for (std::size_t p = 0; p < param_flops.size(); ++p) {
-      if (dp_flops.mean() > 0.0)
-        largest_param_flops = std::max(largest_param_flops, param_flops[p] / dp_flops.mean());
-      if (dp_memory.mean() > 0.0)
-        largest_param_memory = std::max(largest_param_memory, param_memory[p] / dp_memory.mean());
-    }
-    if (grid_flops.mean() > 0.0)
-      m.lower_bound_grid.flops =
-          std::max(m.lower_bound_grid.flops, largest_task_flops / grid_flops.mean());
-    if (grid_memory.mean() > 0.0)
-      m.lower_bound_grid.memory =
-          std::max(m.lower_bound_grid.memory, largest_task_memory / grid_memory.mean());
+    stage_bounds(model, o, stage, {dp_flops.mean(), dp_memory.mean()},
+                 {tp_flops_all.mean(), tp_memory_all.mean()},
+                 {grid_flops.mean(), grid_memory.mean()}, m);
     for (const auto& groups : stage.groups) {
       double sum = 0.0;
       for (const auto& g : groups) sum += g.makespan;
@@ -160,10 +211,6 @@ Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan) {
       m.group_makespan_sum = std::max(m.group_makespan_sum, sum);
     }
   }
-  m.lower_bound_dp.flops = std::max(1.0, largest_param_flops);
-  m.lower_bound_dp.memory = std::max(1.0, largest_param_memory);
-  m.lower_bound_grid.flops = std::max(1.0, m.lower_bound_grid.flops);
-  m.lower_bound_grid.memory = std::max(1.0, m.lower_bound_grid.memory);
   m.max_rank = {grid_flops_all.max, grid_memory_all.max};
   m.mean_rank = {grid_flops_all.mean(), grid_memory_all.mean()};
   for (double r : m.bucket_shard_ratio)

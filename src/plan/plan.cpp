@@ -12,13 +12,17 @@
 #include "canzona/model/load.h"
 #include "canzona/plan/dp.h"
 #include "canzona/plan/metrics.h"
+#include "canzona/plan/rank_plan.h"
 #include "canzona/plan/tp.h"
+#include "megatron_canzona.h"
 #include "stage_groups.h"
 
 namespace canzona::plan {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
+// Megatron-LM's layer-wise optimizer: a rank's elements in a bucket stay within 1.3x the mean.
+constexpr double kLayerwiseNumelCap = 1.3;
 
 }  // namespace
 
@@ -56,8 +60,17 @@ std::int64_t capacity_bytes(const PlanOptions& o) {
 }
 
 bool tp_hosted(const model::ParamSpec& p, const PlanOptions& o) {
-  return o.tp > 1 && p.tp_split_dim >= 0 &&
-         (o.strategy == Strategy::kAsc || o.strategy == Strategy::kLbAsc);
+  const bool hosting =
+      o.strategy == Strategy::kAsc || o.strategy == Strategy::kLbAsc ||
+      (o.strategy == Strategy::kLayerwise && o.layerwise_tp == LayerwiseTp::kLayerSharded);
+  return o.tp > 1 && p.tp_split_dim >= 0 && hosting;
+}
+
+layout::LayoutOptions stage_layout_options(const PlanOptions& o) {
+  layout::LayoutOptions options = o.layout;
+  options.dp = o.dp;
+  options.tp = o.tp;
+  return options;
 }
 
 // Matrix tasks of one param: the whole matrix or one per piece, full (un-TP-split) shapes.
@@ -113,12 +126,33 @@ void owners_from_cuts(const layout::Layout& layout,
 
 using StageCuts = std::vector<std::vector<std::int64_t>>;  // [bucket] R+1 element offsets
 
-// The DP cuts to consider: one set for asc and the paper's Algorithm 1, our planner's candidates
-// otherwise (plan_stage keeps the one whose whole DP x TP plan is best).
-std::vector<StageCuts> dp_cut_candidates(const model::ModelSpec& model,
-                                         const layout::Layout& layout,
-                                         const std::vector<Task>& tasks, const PlanOptions& o) {
-  const int R = o.dp;
+// Element cuts of item cuts: each cut at its item's slot start, the bucket end past the last.
+std::vector<std::int64_t> item_to_element_cuts(const layout::Bucket& bucket, const ItemCuts& u,
+                                               int ranks) {
+  std::vector<std::int64_t> c;
+  for (int r = 0; r <= ranks; ++r)
+    c.push_back(u[r] < static_cast<int>(bucket.slots.size()) ? bucket.slots[u[r]].offset
+                                                             : bucket.numel);
+  c[0] = 0;
+  return c;
+}
+
+// A DP candidate: the stage's layout (re-laid or as built) and its cuts.
+struct LaidCuts {
+  layout::Layout layout;
+  StageCuts cuts;
+};
+
+// Our planner's DP items of a layout: full-task cost summed over the TP group that runs it;
+// element-wise params divisible.
+struct StageItems {
+  std::vector<std::vector<DpItem>> items;  // [bucket][slot]
+  std::vector<std::vector<std::int64_t>> starts;
+  std::vector<std::int64_t> numel;
+};
+
+StageItems canzona_items(const model::ModelSpec& model, const layout::Layout& layout,
+                         const std::vector<Task>& tasks, const PlanOptions& o) {
   std::vector<double> matrix_cost(model.params.size(), 0.0);
   std::vector<double> matrix_memory(model.params.size(), 0.0);
   std::vector<std::vector<double>> task_costs(model.params.size());
@@ -127,6 +161,63 @@ std::vector<StageCuts> dp_cut_candidates(const model::ModelSpec& model,
     matrix_memory[t.param] += t.state_bytes;
     task_costs[t.param].push_back(t.cost);
   }
+  StageItems s;
+  for (const auto& bucket : layout.buckets) {
+    s.items.emplace_back();
+    s.starts.emplace_back();
+    s.numel.push_back(bucket.numel);
+    for (const auto& slot : bucket.slots) {
+      const model::ParamSpec& p = model.params[slot.param];
+      DpItem item;
+      item.numel = slot.numel;
+      const int copies = p.tp_split_dim >= 0 ? 1 : o.tp;  // replicated: every TP rank computes
+      if (p.is_matrix()) {
+        item.time = matrix_cost[slot.param] * copies;
+        item.memory = matrix_memory[slot.param] * copies;
+        if (tp_hosted(p, o)) item.tasks = task_costs[slot.param];
+      } else {
+        item.divisible = true;
+        item.time = adam_cost(slot.numel, o) * o.tp;
+        item.memory = cost::state_bytes(cost::kElementwiseOptimizer, slot.numel, 1, o.cost) * o.tp;
+      }
+      s.items.back().push_back(item);
+      s.starts.back().push_back(slot.offset);
+    }
+  }
+  return s;
+}
+
+// Free-order candidates (dp.h): each re-lays the buckets by owner and cuts them there.
+std::vector<LaidCuts> free_order_cuts(const layout::Layout& layout, const StageItems& s,
+                                      const PlanOptions& o) {
+  std::vector<LaidCuts> out;
+  for (const FreeOrder& f : free_order_candidates(s.items, o.dp, o.tp)) {
+    LaidCuts c;
+    c.layout = layout::reorder_buckets(layout, f.order, stage_layout_options(o));
+    StageItems laid;
+    for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
+      const layout::Bucket& bucket = c.layout.buckets[b];
+      laid.items.emplace_back();
+      laid.starts.emplace_back();
+      laid.numel.push_back(bucket.numel);
+      for (std::size_t k = 0; k < bucket.slots.size(); ++k) {
+        laid.items.back().push_back(s.items[b][f.order[b][k]]);
+        laid.starts.back().push_back(bucket.slots[k].offset);
+      }
+    }
+    for (auto& bucket : cuts_for_owners(laid.items, f.owner, laid.starts, laid.numel, o.dp))
+      c.cuts.push_back(std::move(bucket.element_cuts));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// The DP cuts to consider: one set for asc and the paper's Algorithm 1, our planner's candidates
+// otherwise (plan_stage keeps the one whose whole DP x TP plan is best), with the free-order ones
+// on re-laid buckets when o.reorder_buckets.
+std::vector<LaidCuts> dp_cut_candidates(const model::ModelSpec& model, const layout::Layout& layout,
+                                        const std::vector<Task>& tasks, const PlanOptions& o) {
+  const int R = o.dp;
   std::vector<std::vector<std::int64_t>> cuts;
   if (o.strategy == Strategy::kAsc) {
     for (const auto& bucket : layout.buckets) {
@@ -140,7 +231,25 @@ std::vector<StageCuts> dp_cut_candidates(const model::ModelSpec& model,
       c[R] = bucket.numel;
       cuts.push_back(std::move(c));
     }
-    return {cuts};
+    return {{layout, cuts}};
+  }
+  if (o.variant == PlannerVariant::kMegatronCanzona) {
+    // The authors' code: numel-balanced greedy per buffer, start-index kept unless strictly worse.
+    std::vector<std::vector<std::int64_t>> numel, starts;
+    std::vector<std::int64_t> bucket_numel;
+    for (const auto& bucket : layout.buckets) {
+      numel.emplace_back();
+      starts.emplace_back();
+      bucket_numel.push_back(bucket.numel);
+      for (const auto& slot : bucket.slots) {
+        numel.back().push_back(slot.numel);
+        starts.back().push_back(slot.offset);
+      }
+    }
+    const auto result = megatron_canzona::dp_item_cuts(numel, starts, bucket_numel, R, o.alpha);
+    for (std::size_t b = 0; b < layout.buckets.size(); ++b)
+      cuts.push_back(item_to_element_cuts(layout.buckets[b], result.cuts[b], R));
+    return {{layout, cuts}};
   }
   if (o.variant == PlannerVariant::kPaper) {
     // Paper: W(p) of the TP-local shape, params atomic.
@@ -158,51 +267,19 @@ std::vector<StageCuts> dp_cut_candidates(const model::ModelSpec& model,
       }
     }
     const auto item_cuts = alpha_balanced_cuts(costs, R, o.alpha);
-    for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
-      const auto& bucket = layout.buckets[b];
-      std::vector<std::int64_t> c;
-      for (int r = 0; r <= R; ++r) {
-        const int u = item_cuts[b][r];
-        c.push_back(u < static_cast<int>(bucket.slots.size()) ? bucket.slots[u].offset
-                                                              : bucket.numel);
-      }
-      c[0] = 0;
-      cuts.push_back(std::move(c));
-    }
-    return {cuts};
+    for (std::size_t b = 0; b < layout.buckets.size(); ++b)
+      cuts.push_back(item_to_element_cuts(layout.buckets[b], item_cuts[b], R));
+    return {{layout, cuts}};
   }
-  // Canzona: full-task cost summed over the TP group that runs it; element-wise params divisible.
-  std::vector<std::vector<DpItem>> items;
-  std::vector<std::vector<std::int64_t>> starts;
-  std::vector<std::int64_t> numel;
-  for (const auto& bucket : layout.buckets) {
-    items.emplace_back();
-    starts.emplace_back();
-    numel.push_back(bucket.numel);
-    for (const auto& slot : bucket.slots) {
-      const model::ParamSpec& p = model.params[slot.param];
-      DpItem item;
-      item.numel = slot.numel;
-      const int copies = p.tp_split_dim >= 0 ? 1 : o.tp;  // replicated: every TP rank computes
-      if (p.is_matrix()) {
-        item.time = matrix_cost[slot.param] * copies;
-        item.memory = matrix_memory[slot.param] * copies;
-        if (tp_hosted(p, o)) item.tasks = task_costs[slot.param];
-      } else {
-        item.divisible = true;
-        item.time = adam_cost(slot.numel, o) * o.tp;
-        item.memory = cost::state_bytes(cost::kElementwiseOptimizer, slot.numel, 1, o.cost) * o.tp;
-      }
-      items.back().push_back(item);
-      starts.back().push_back(slot.offset);
-    }
+  const StageItems s = canzona_items(model, layout, tasks, o);
+  std::vector<LaidCuts> candidates;
+  for (auto& candidate : balanced_cut_candidates(s.items, s.starts, s.numel, R, o.tp)) {
+    LaidCuts c{layout, {}};
+    for (auto& bucket : candidate) c.cuts.push_back(std::move(bucket.element_cuts));
+    candidates.push_back(std::move(c));
   }
-  std::vector<StageCuts> candidates;
-  for (auto& candidate : balanced_cut_candidates(items, starts, numel, R, o.tp)) {
-    StageCuts stage_cuts;
-    for (auto& bucket : candidate) stage_cuts.push_back(std::move(bucket.element_cuts));
-    candidates.push_back(std::move(stage_cuts));
-  }
+  if (o.reorder_buckets)
+    for (LaidCuts& c : free_order_cuts(layout, s, o)) candidates.push_back(std::move(c));
   return candidates;
 }
 
@@ -233,10 +310,31 @@ void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& mod
     std::vector<TpTask> tp_tasks;
     for (int k : ids) tp_tasks.push_back({stage.tasks[k].cost, stage.tasks[k].gather_bytes});
     std::vector<TpGroup> groups;
-    if (o.strategy == Strategy::kAsc) {
+    if (o.strategy == Strategy::kLayerwise) {
+      // layer-sharded: every hosted weight of this DP rank in one fused All-to-All, homes by LPT.
+      std::vector<int> all(tp_tasks.size());
+      std::iota(all.begin(), all.end(), 0);
+      TpGroup g;
+      g.tasks = all;
+      g.hosts = lpt_hosts(tp_tasks, all, std::vector<double>(o.tp, 0.0));
+      std::vector<double> load(o.tp, 0.0);
+      std::vector<std::int64_t> bytes(o.tp, 0);
+      for (std::size_t k = 0; k < all.size(); ++k) {
+        load[g.hosts[k]] += tp_tasks[k].cost;
+        bytes[g.hosts[k]] += tp_tasks[k].bytes;
+      }
+      g.makespan = *std::max_element(load.begin(), load.end());
+      g.max_host_bytes = *std::max_element(bytes.begin(), bytes.end());
+      groups.push_back(std::move(g));
+    } else if (o.strategy == Strategy::kAsc) {
       groups = round_robin_groups(tp_tasks, o.tp, o.asc_group_tasks > 0 ? o.asc_group_tasks : o.tp);
     } else if (o.variant == PlannerVariant::kPaper) {
       groups = rollback_groups(tp_tasks, o.tp, capacity);
+    } else if (o.variant == PlannerVariant::kMegatronCanzona) {
+      // The authors' "global" mode: LPT under 400 Mi TP-shard elements per host per group.
+      std::vector<std::int64_t> shard_elements;
+      for (int k : ids) shard_elements.push_back(stage.tasks[k].rows * stage.tasks[k].cols / o.tp);
+      groups = megatron_canzona::tp_groups(tp_tasks, shard_elements, o.tp);
     } else {
       groups = balanced_groups(tp_tasks, o.tp, capacity);
     }
@@ -266,11 +364,46 @@ StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int
   for (const Task& t : stage.tasks) stage_bytes = checked_add(stage_bytes, t.gather_bytes, what);
 
   stage.owner.assign(model.params.size(), -1);
+  if (strategy_parts(o.strategy, o.layerwise_tp).dp_sync == DpSync::kReduceScatter) {
+    const auto buckets = static_cast<std::int64_t>(stage.layout.buckets.size());
+    // buckets <= params <= 2^20 and dp <= 2^20: the product fits int64.
+    CANZONA_REQUIRE((o.dp + std::int64_t{1}) * buckets <= kMaxCutPoints, "stage ", stage_index,
+                    ": ", buckets, " buckets x (--dp ", o.dp,
+                    " + 1) = ", (o.dp + std::int64_t{1}) * buckets, " DP cut points is more than ",
+                    kMaxCutPoints,
+                    " (kMaxCutPoints); use a larger --bucket-size or fewer DP ranks");
+  }
   switch (o.strategy) {
     case Strategy::kSc:
       for (int p : stage.params) stage.owner[p] = kEveryone;
       break;
     case Strategy::kLayerwise: {
+      // Megatron-LM's layer-wise optimizer: per-bucket LPT on max·min² of the TP-shard shape under
+      // a 1.3x numel cap, laid out in padded equal shards.
+      std::vector<std::vector<double>> costs;
+      std::vector<std::vector<std::int64_t>> numel;
+      std::vector<std::vector<int>> order;
+      for (const layout::Bucket& bucket : stage.layout.buckets) {
+        costs.emplace_back();
+        numel.emplace_back();
+        for (const layout::Slot& slot : bucket.slots) {
+          const auto shape = model.params[slot.param].local_shape(o.tp);
+          const double a = static_cast<double>(shape[0]);
+          const double b = shape.size() > 1 ? static_cast<double>(shape[1]) : 1.0;
+          costs.back().push_back(std::max(a, b) * std::min(a, b) * std::min(a, b));
+          numel.back().push_back(slot.numel);
+        }
+        order.emplace_back(bucket.slots.size());
+        std::iota(order.back().begin(), order.back().end(), 0);
+      }
+      const auto ranks = layerwise_lpt_ranks(costs, numel, o.dp, kLayerwiseNumelCap);
+      stage.layout = layout::padded_shards(stage.layout, order, ranks, stage_layout_options(o));
+      for (const layout::Bucket& bucket : stage.layout.buckets)
+        stage.cuts.push_back(equal_chunk_cuts(bucket.numel, o.dp));
+      owners_from_cuts(stage.layout, stage.cuts, model, stage.owner);
+      break;
+    }
+    case Strategy::kLayerwisePaper: {
       std::vector<double> task_cost(model.params.size(), 0.0);
       for (const Task& t : stage.tasks) task_cost[t.param] += t.cost;
       std::vector<double> costs(stage.params.size(), 0.0);
@@ -285,19 +418,13 @@ StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int
     }
     case Strategy::kAsc:
     case Strategy::kLbAsc: {
-      const auto buckets = static_cast<std::int64_t>(stage.layout.buckets.size());
-      // buckets <= params <= 2^20 and dp <= 2^20: the product fits int64.
-      CANZONA_REQUIRE((o.dp + std::int64_t{1}) * buckets <= kMaxCutPoints, "stage ", stage_index,
-                      ": ", buckets, " buckets x (--dp ", o.dp,
-                      " + 1) = ", (o.dp + std::int64_t{1}) * buckets,
-                      " DP cut points is more than ", kMaxCutPoints,
-                      " (kMaxCutPoints); use a larger --bucket-size or fewer DP ranks");
-      std::vector<StageCuts> candidates = dp_cut_candidates(model, stage.layout, stage.tasks, o);
+      std::vector<LaidCuts> candidates = dp_cut_candidates(model, stage.layout, stage.tasks, o);
       StagePlan best;
       double best_score = std::numeric_limits<double>::infinity();
-      for (StageCuts& cuts : candidates) {
+      for (LaidCuts& c : candidates) {
         StagePlan trial = stage;
-        trial.cuts = std::move(cuts);
+        trial.layout = std::move(c.layout);
+        trial.cuts = std::move(c.cuts);
         owners_from_cuts(trial.layout, trial.cuts, model, trial.owner);
         for (Task& t : trial.tasks) t.dp_owner = trial.owner[t.param];
         plan_tp(o, trial, model);
@@ -326,13 +453,17 @@ void hash_value(std::uint64_t& h, const T& value) {
 Strategy parse_strategy(const std::string& name) {
   if (name == "sc") return Strategy::kSc;
   if (name == "layerwise") return Strategy::kLayerwise;
+  if (name == "layerwise-paper") return Strategy::kLayerwisePaper;
   if (name == "asc") return Strategy::kAsc;
   if (name == "lb-asc") return Strategy::kLbAsc;
-  throw UsageError(str("unknown strategy '", name, "' (expected sc, layerwise, asc or lb-asc)"));
+  throw UsageError(str("unknown strategy '", name,
+                       "' (expected sc, layerwise, layerwise-paper, asc or lb-asc)"));
 }
 
 std::vector<Strategy> parse_strategy_list(const std::string& text) {
-  if (text == "all") return {Strategy::kSc, Strategy::kLayerwise, Strategy::kAsc, Strategy::kLbAsc};
+  if (text == "all")
+    return {Strategy::kSc, Strategy::kLayerwise, Strategy::kLayerwisePaper, Strategy::kAsc,
+            Strategy::kLbAsc};
   std::vector<Strategy> out;
   std::size_t begin = 0;
   while (begin <= text.size()) {
@@ -340,7 +471,9 @@ std::vector<Strategy> parse_strategy_list(const std::string& text) {
     if (comma > begin) out.push_back(parse_strategy(text.substr(begin, comma - begin)));
     begin = comma + 1;
   }
-  CANZONA_REQUIRE(!out.empty(), "--strategy: give sc, layerwise, asc, lb-asc, a comma list or all");
+  CANZONA_REQUIRE(!out.empty(),
+                  "--strategy: give sc, layerwise, layerwise-paper, asc, lb-asc, a comma list or "
+                  "all");
   return out;
 }
 
@@ -350,6 +483,8 @@ const char* to_string(Strategy strategy) {
       return "sc";
     case Strategy::kLayerwise:
       return "layerwise";
+    case Strategy::kLayerwisePaper:
+      return "layerwise-paper";
     case Strategy::kAsc:
       return "asc";
     case Strategy::kLbAsc:
@@ -360,12 +495,39 @@ const char* to_string(Strategy strategy) {
 
 PlannerVariant parse_variant(const std::string& name) {
   if (name == "paper") return PlannerVariant::kPaper;
+  if (name == "megatron-canzona") return PlannerVariant::kMegatronCanzona;
   if (name == "canzona") return PlannerVariant::kCanzona;
-  throw UsageError(str("unknown planner '", name, "' (expected paper or canzona)"));
+  throw UsageError(
+      str("unknown planner '", name, "' (expected canzona, megatron-canzona or paper)"));
 }
 
 const char* to_string(PlannerVariant variant) {
-  return variant == PlannerVariant::kPaper ? "paper" : "canzona";
+  switch (variant) {
+    case PlannerVariant::kPaper:
+      return "paper";
+    case PlannerVariant::kMegatronCanzona:
+      return "megatron-canzona";
+    case PlannerVariant::kCanzona:
+      return "canzona";
+  }
+  return "?";
+}
+
+LayerwiseTp parse_layerwise_tp(const std::string& name) {
+  if (name == "duplicated") return LayerwiseTp::kDuplicated;
+  if (name == "layer-sharded") return LayerwiseTp::kLayerSharded;
+  throw UsageError(
+      str("unknown --layerwise-tp '", name, "' (expected duplicated or layer-sharded)"));
+}
+
+const char* to_string(LayerwiseTp mode) {
+  return mode == LayerwiseTp::kDuplicated ? "duplicated" : "layer-sharded";
+}
+
+bool parse_bucket_order(const std::string& name) {
+  if (name == "free") return true;
+  if (name == "keep") return false;
+  throw UsageError(str("unknown --bucket-order '", name, "' (expected free or keep)"));
 }
 
 Plan make_plan(const model::ModelSpec& model, const PlanOptions& options) {

@@ -7,11 +7,16 @@
 
 namespace canzona::plan {
 
-StrategyParts strategy_parts(Strategy strategy) {
+StrategyParts strategy_parts(Strategy strategy, LayerwiseTp layerwise_tp) {
   switch (strategy) {
     case Strategy::kSc:
       return {DpSync::kAllReduce, TpExchange::kRedundantGather, ParamSync::kNone};
     case Strategy::kLayerwise:
+      return {DpSync::kReduceScatter,
+              layerwise_tp == LayerwiseTp::kDuplicated ? TpExchange::kRedundantGather
+                                                       : TpExchange::kMicroGroups,
+              ParamSync::kBucketAllGather};
+    case Strategy::kLayerwisePaper:
       return {DpSync::kAllReduce, TpExchange::kRedundantGather, ParamSync::kLayerwiseAllGatherV};
     case Strategy::kAsc:
     case Strategy::kLbAsc:
@@ -141,7 +146,7 @@ RankPlan decode_rank(const model::ModelSpec& model, const Plan& plan, int stage_
   r.tp_rank = tp_rank;
   r.dp = o.dp;
   r.tp = o.tp;
-  r.parts = strategy_parts(o.strategy);
+  r.parts = strategy_parts(o.strategy, o.layerwise_tp);
   const bool sharded = r.parts.dp_sync == DpSync::kReduceScatter;
   CANZONA_CHECK(!sharded || stage.cuts.size() == stage.layout.buckets.size(),
                 "a Reduce-Scatter plan without cuts for every bucket");

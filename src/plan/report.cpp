@@ -19,6 +19,16 @@ std::string fixed(double value, int digits = 2) {
   return buffer;
 }
 
+// `value` with a k/M/G/T suffix and 3 significant digits from 1000 on ("69.3G"), else whole.
+std::string compact(double value) {
+  const char* suffix[] = {"", "k", "M", "G", "T", "P"};
+  int i = 0;
+  while (value >= 999.5 && i < 5) value /= 1000.0, ++i;
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), i == 0 ? "%.0f%s" : "%.3g%s", value, suffix[i]);
+  return buffer;
+}
+
 std::string task_name(const model::ModelSpec& model, const plan::Task& t) {
   const model::ParamSpec& p = model.params[t.param];
   return t.piece < 0 ? p.name : p.name + ":" + p.pieces[t.piece].name;
@@ -102,6 +112,7 @@ void require_finite(const PlanRun& run) {
       {"grid", &m.grid},
       {"tp_worst_group", &m.tp_worst_group},
       {"lower_bound.dp", &m.lower_bound_dp},
+      {"lower_bound.tp", &m.lower_bound_tp},
       {"lower_bound.grid", &m.lower_bound_grid}};
   for (const auto& [name, ratio] : ratios) {
     finite(run, ratio->memory, str(name, " memory ratio"));
@@ -167,13 +178,24 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
     os << "\n";
   };
   auto num = [&](double v, int digits = 3) { return fixed(v, digits); };
+  // A ratio over its lower bound: 1.00 = no plan can do better on this axis.
+  auto gap = [&](const plan::Ratio& ratio, const plan::Ratio& bound) {
+    return num(ratio.memory / bound.memory, 2) + "/" + num(ratio.flops / bound.flops, 2);
+  };
   row("DP memory", [&](const PlanRun& r) { return num(r.metrics.dp.memory); });
   row("DP FLOPs", [&](const PlanRun& r) { return num(r.metrics.dp.flops); });
   row("  DP lower bound mem/FLOPs", [&](const PlanRun& r) {
     return num(r.metrics.lower_bound_dp.memory, 2) + "/" + num(r.metrics.lower_bound_dp.flops, 2);
   });
+  row("  DP ratio/bound mem/FLOPs",
+      [&](const PlanRun& r) { return gap(r.metrics.dp, r.metrics.lower_bound_dp); });
   row("TP memory", [&](const PlanRun& r) { return num(r.metrics.tp.memory); });
   row("TP FLOPs", [&](const PlanRun& r) { return num(r.metrics.tp.flops); });
+  row("  TP lower bound mem/FLOPs", [&](const PlanRun& r) {
+    return num(r.metrics.lower_bound_tp.memory, 2) + "/" + num(r.metrics.lower_bound_tp.flops, 2);
+  });
+  row("  TP ratio/bound mem/FLOPs",
+      [&](const PlanRun& r) { return gap(r.metrics.tp, r.metrics.lower_bound_tp); });
   row("  worst TP group mem/FLOPs", [&](const PlanRun& r) {
     return num(r.metrics.tp_worst_group.memory, 2) + "/" + num(r.metrics.tp_worst_group.flops, 2);
   });
@@ -183,6 +205,8 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
     return num(r.metrics.lower_bound_grid.memory, 2) + "/" +
            num(r.metrics.lower_bound_grid.flops, 2);
   });
+  row("  grid ratio/bound mem/FLOPs",
+      [&](const PlanRun& r) { return gap(r.metrics.grid, r.metrics.lower_bound_grid); });
   row("max rank GFLOP / GiB", [&](const PlanRun& r) {
     return num(r.metrics.max_rank.flops / 1e9, 0) + " / " +
            num(r.metrics.max_rank.memory / (1024.0 * 1024 * 1024), 2);
@@ -196,6 +220,13 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
   });
   row("bucket shard max/mean",
       [&](const PlanRun& r) { return num(r.metrics.bucket_comm_imbalance, 2); });
+  row("padding elements (% buffer)", [&](const PlanRun& r) {
+    const double share = r.metrics.buffer_elements > 0
+                             ? 100.0 * static_cast<double>(r.metrics.padding_elements) /
+                                   static_cast<double>(r.metrics.buffer_elements)
+                             : 0.0;
+    return compact(static_cast<double>(r.metrics.padding_elements)) + " (" + num(share, 2) + "%)";
+  });
   row("divided element-wise",
       [&](const PlanRun& r) { return std::to_string(r.metrics.divided_params); });
   row("idle ranks", [&](const PlanRun& r) { return std::to_string(r.metrics.idle_ranks); });
@@ -216,6 +247,8 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
   j["model"] = model.name;
   j["strategy"] = plan::to_string(p.options.strategy);
   j["planner"] = plan::to_string(p.options.variant);
+  j["layerwise_tp"] = plan::to_string(p.options.layerwise_tp);
+  j["bucket_order"] = p.options.reorder_buckets ? "free" : "keep";
   j["optimizer"] = p.options.cost.matrix_optimizer;
   j["cost"] = cost::to_string(p.options.cost.kind);
   j["dp"] = p.options.dp;
@@ -235,7 +268,18 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
                   {"tp_worst_group", ratio_json(m.tp_worst_group)},
                   {"grid", ratio_json(m.grid)}};
   j["lower_bound"] = {{"dp", ratio_json(m.lower_bound_dp)},
+                      {"tp", ratio_json(m.lower_bound_tp)},
                       {"grid", ratio_json(m.lower_bound_grid)}};
+  // balance / lower_bound per axis: 1 = no plan of this kind can do better.
+  auto gap_json = [](const plan::Ratio& ratio, const plan::Ratio& bound) {
+    return nlohmann::json{{"memory", ratio.memory / bound.memory},
+                          {"flops", ratio.flops / bound.flops}};
+  };
+  j["gap_to_bound"] = {{"dp", gap_json(m.dp, m.lower_bound_dp)},
+                       {"tp", gap_json(m.tp, m.lower_bound_tp)},
+                       {"grid", gap_json(m.grid, m.lower_bound_grid)}};
+  j["padding_elements"] = m.padding_elements;
+  j["buffer_elements"] = m.buffer_elements;
   // "tp" is the degree, so the group count is the flat key "tp.groups".
   j["tp.groups"] = m.tp_groups;
   j["tp_group_makespan_sum"] = m.group_makespan_sum;

@@ -15,9 +15,9 @@
 #include <numeric>
 #include <queue>
 
-#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/plan/tp.h"
+#include "tp_summary.h"
 
 namespace canzona::plan {
 namespace {
@@ -39,39 +39,6 @@ void check_tasks(const std::vector<TpTask>& tasks) {
     CANZONA_CHECK(t.bytes >= 0, "TP task bytes ", t.bytes, " is negative");
   }
 }
-
-// Fills makespan and max_host_bytes of groups from their tasks and hosts in O(group size),
-// summing each host's cost in task order. Throws UsageError when a host's bytes overflow int64.
-class Summariser {
- public:
-  explicit Summariser(int hosts) : load_(hosts, 0.0), bytes_(hosts, 0), seen_(hosts, 0) {}
-  void operator()(const std::vector<TpTask>& tasks, TpGroup& group) {
-    std::vector<int> touched;
-    for (std::size_t k = 0; k < group.tasks.size(); ++k) {
-      const int h = group.hosts[k];
-      if (!seen_[h]) touched.push_back(h);
-      seen_[h] = 1;
-      load_[h] += tasks[group.tasks[k]].cost;
-      bytes_[h] = checked_add(bytes_[h], tasks[group.tasks[k]].bytes, "TP micro group bytes");
-    }
-    // Hosts without a task count with load 0 and bytes 0.
-    const bool all = touched.size() == load_.size();
-    group.makespan = all ? -std::numeric_limits<double>::infinity() : 0.0;
-    group.max_host_bytes = 0;
-    for (int h : touched) {
-      group.makespan = std::max(group.makespan, load_[h]);
-      group.max_host_bytes = std::max(group.max_host_bytes, bytes_[h]);
-      load_[h] = 0.0;
-      bytes_[h] = 0;
-      seen_[h] = 0;
-    }
-  }
-
- private:
-  std::vector<double> load_;
-  std::vector<std::int64_t> bytes_;
-  std::vector<char> seen_;
-};
 
 // The LPT min-heap of one group, started from zero loads: the host with the least (load, index).
 // Hosts never used have load 0 and form the suffix [used_, hosts), so only used hosts are stored
@@ -175,7 +142,7 @@ std::vector<TpGroup> rollback_groups(const std::vector<TpTask>& tasks, int hosts
   std::vector<int> all(tasks.size());
   std::iota(all.begin(), all.end(), 0);
   std::vector<TpGroup> groups;
-  Summariser summarise(hosts);
+  detail::Summariser summarise(hosts);
   HostHeap heap(hosts);
   std::vector<std::int64_t> bytes(hosts, 0);  // [host] bytes in the current group
   std::int64_t current_max = 0;               // max over hosts of `bytes`
@@ -214,7 +181,7 @@ std::vector<TpGroup> round_robin_groups(const std::vector<TpTask>& tasks, int ho
     groups.back().tasks.push_back(static_cast<int>(k));
     groups.back().hosts.push_back(static_cast<int>(k % hosts));
   }
-  Summariser summarise(hosts);
+  detail::Summariser summarise(hosts);
   for (auto& group : groups) summarise(tasks, group);
   return groups;
 }
@@ -248,7 +215,7 @@ std::vector<TpGroup> balanced_groups(const std::vector<TpTask>& tasks, int hosts
     used[h][g] += b;  // fits: the room was >= b, or unlimited (then b alone)
     fit[h].set(g, used[h][g] > 0 ? capacity_bytes - used[h][g] : kUnlimited);
   }
-  Summariser summarise(hosts);
+  detail::Summariser summarise(hosts);
   for (auto& group : groups) summarise(tasks, group);
   return groups;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "canzona/common/error.h"
+#include "canzona/common/fnv.h"
 #include "canzona/runtime/reference.h"
 #include "engine_core.h"
 
@@ -135,6 +136,15 @@ const plan::StagePlan& Engine::stage() const {
 
 std::span<const float> Engine::params() const {
   return core_->params;
+}
+
+std::uint64_t Engine::params_fnv() const {
+  std::uint64_t h = kFnvOffset;
+  for (const ParamPlace& at : core_->place)
+    if (at.bucket >= 0 && at.numel > 0)
+      fnv1a_mix(h, core_->params.data() + at.offset,
+                static_cast<std::size_t>(at.numel) * sizeof(float));
+  return h;
 }
 
 std::span<float> Engine::param(int p) {

@@ -66,6 +66,8 @@ plan::PlanOptions plan_options(const RunOptions& o, plan::Strategy strategy) {
   plan::PlanOptions p;
   p.strategy = strategy;
   p.variant = o.planner;
+  p.layerwise_tp = o.layerwise_tp;
+  p.reorder_buckets = o.reorder_buckets;
   p.dp = o.dp;
   p.tp = o.tp;
   p.pp = o.pp;

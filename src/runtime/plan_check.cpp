@@ -42,10 +42,10 @@ void check_layout(const model::ModelSpec& model, const plan::StagePlan& stage, i
 }
 
 void check_owners(const model::ModelSpec& model, const plan::StagePlan& stage,
-                  plan::Strategy strategy, int dp) {
+                  plan::Strategy strategy, plan::LayerwiseTp layerwise_tp, int dp) {
   require(stage.owner.size() == model.params.size(), "owner list has ", stage.owner.size(),
           " entries for ", model.params.size(), " params");
-  const plan::StrategyParts parts = plan::strategy_parts(strategy);
+  const plan::StrategyParts parts = plan::strategy_parts(strategy, layerwise_tp);
   const bool rs = parts.dp_sync == plan::DpSync::kReduceScatter;
   require(rs ? stage.cuts.size() == stage.layout.buckets.size() : stage.cuts.empty(), "cuts for ",
           stage.cuts.size(), " of ", stage.layout.buckets.size(), " buckets");
@@ -73,11 +73,11 @@ void check_owners(const model::ModelSpec& model, const plan::StagePlan& stage,
   for (int p : stage.params) {
     const int owner = stage.owner[p];
     if (!owned)
-      require(owner == plan::kEveryone, plan::to_string(strategy), " param '",
-              model.params[p].name, "' owner ", owner);
+      require(owner == plan::kEveryone, plan::to_string(strategy), " param '", model.params[p].name,
+              "' owner ", owner);
     else
-      require(owner >= 0 && owner < dp, plan::to_string(strategy), " param '",
-              model.params[p].name, "' owner ", owner, " not a DP rank");
+      require(owner >= 0 && owner < dp, plan::to_string(strategy), " param '", model.params[p].name,
+              "' owner ", owner, " not a DP rank");
   }
 }
 
@@ -142,7 +142,7 @@ void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
   require(stage.params.size() == model.params.size(), "stage holds ", stage.params.size(), " of ",
           model.params.size(), " params");
   check_layout(model, stage, o.tp);
-  check_owners(model, stage, o.strategy, o.dp);
+  check_owners(model, stage, o.strategy, o.layerwise_tp, o.dp);
   check_tasks(model, stage, o.dp, o.tp);
 }
 

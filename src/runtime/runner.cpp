@@ -131,6 +131,10 @@ std::span<const float> StrategyRunner::params() const {
   return engine_->params();
 }
 
+std::uint64_t StrategyRunner::params_fnv() const {
+  return engine_->params_fnv();
+}
+
 bool StrategyRunner::grads_sharded() const {
   return engine_->grads_sharded();
 }

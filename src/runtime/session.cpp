@@ -81,9 +81,8 @@ RankStats unpack(const std::string& blob, std::vector<StepTimes>& steps) {
   return stats;
 }
 
-std::uint64_t world_params_hash(comm::Communicator& world, std::span<const float> params) {
-  const std::vector<std::uint64_t> ranks =
-      world.all_gather_u64(fnv1a(params.data(), params.size_bytes()));
+std::uint64_t world_params_hash(comm::Communicator& world, std::uint64_t params_fnv) {
+  const std::vector<std::uint64_t> ranks = world.all_gather_u64(params_fnv);
   return fnv1a(ranks.data(), ranks.size() * sizeof(std::uint64_t));
 }
 
@@ -347,7 +346,7 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
       tp_phase += runner.last_step_bytes().tp;
     }
     runner.finish();
-    sr.params_hash = world_params_hash(world, runner.params());
+    sr.params_hash = world_params_hash(world, runner.params_fnv());
     summarize(grid, timed, static_cast<double>(runner.state_bytes()), grid.dp().bytes() - dp0,
               grid.tp().bytes() - tp0, dp_phase, tp_phase, sr);
     if (verifier) verifier->check(grid, plan, runner);

@@ -58,10 +58,10 @@ void for_each_owned(const plan::StagePlan& stage, int dp, Include include, Add a
 
 }  // namespace
 
-DpSync dp_sync(const plan::StagePlan& stage, plan::Strategy strategy, int dp, const Link& link,
-               const StageCompute& compute, const Workload& workload) {
+DpSync dp_sync(const plan::StagePlan& stage, const plan::StrategyParts& parts, int dp,
+               const Link& link, const StageCompute& compute, const Workload& workload) {
   const auto& buckets = stage.layout.buckets;
-  const bool all_reduce = plan::strategy_parts(strategy).dp_sync == plan::DpSync::kAllReduce;
+  const bool all_reduce = parts.dp_sync == plan::DpSync::kAllReduce;
   double total_numel = 0.0;
   for (const auto& b : buckets) total_numel += static_cast<double>(b.numel);
 

@@ -149,12 +149,11 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
   std::size_t rank_count = 0;
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const plan::StagePlan& stage = plan.stages[s];
-    const detail::DpSync sync =
-        detail::dp_sync(stage, options.strategy, dp, dp_net, compute[s], workload);
-    const double param_sync =
-        plan::strategy_parts(options.strategy).param_sync == plan::ParamSync::kLayerwiseAllGatherV
-            ? detail::layerwise_param_sync_s(stage, dp, dp_net, workload)
-            : 0.0;
+    const plan::StrategyParts parts = plan::strategy_parts(options.strategy, options.layerwise_tp);
+    const detail::DpSync sync = detail::dp_sync(stage, parts, dp, dp_net, compute[s], workload);
+    const double param_sync = parts.param_sync == plan::ParamSync::kLayerwiseAllGatherV
+                                  ? detail::layerwise_param_sync_s(stage, dp, dp_net, workload)
+                                  : 0.0;
     const std::vector<double> elementwise = detail::elementwise_numel(model, stage, dp);
     detail::RankStep slowest;
     for (int d = 0; d < dp; ++d) {

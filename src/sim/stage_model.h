@@ -6,6 +6,7 @@
 
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
+#include "canzona/plan/rank_plan.h"
 #include "canzona/sim/cluster.h"
 #include "canzona/sim/simulate.h"
 
@@ -24,8 +25,8 @@ struct DpSync {
 };
 
 // DP gradient sync and ZeRO-1 param gather of one stage (bucket by bucket, Megatron order).
-DpSync dp_sync(const plan::StagePlan& stage, plan::Strategy strategy, int dp, const Link& link,
-               const StageCompute& compute, const Workload& workload);
+DpSync dp_sync(const plan::StagePlan& stage, const plan::StrategyParts& parts, int dp,
+               const Link& link, const StageCompute& compute, const Workload& workload);
 
 // The optimizer step of one DP rank of one stage (all its TP ranks): `elementwise_s` of AdamW,
 // then the matrix tasks the rank computes (dp_owner == dp_rank, or every rank for negative

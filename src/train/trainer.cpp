@@ -202,9 +202,7 @@ class Run {
 
   void finish() {
     engine_->finish();
-    const std::span<const float> params = engine_->params();
-    const std::vector<std::uint64_t> ranks =
-        grid_.world().all_gather_u64(fnv1a(params.data(), params.size_bytes()));
+    const std::vector<std::uint64_t> ranks = grid_.world().all_gather_u64(engine_->params_fnv());
     result_.params_hash = fnv1a(ranks.data(), ranks.size() * sizeof(std::uint64_t));
     if (grid_.shape().tp == 1 && grid_.world().rank() == 0) {
       for (int p = 0; p < model_->num_params(); ++p) {

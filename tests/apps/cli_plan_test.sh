@@ -75,7 +75,9 @@ plan_json_checks() {
     /balance#==4 /balance/dp/memory /balance/dp/flops /balance/tp/memory /balance/tp/flops
     /balance/tp_worst_group/memory /balance/tp_worst_group/flops /balance/grid/memory
     /balance/grid/flops /balance/*/*">=1"
-    /lower_bound#==2 /lower_bound/dp/memory /lower_bound/dp/flops /lower_bound/grid/memory
+    /lower_bound#==3 /lower_bound/dp/memory /lower_bound/dp/flops /lower_bound/grid/memory
+    /lower_bound/tp/memory /lower_bound/tp/flops /gap_to_bound#==3 /gap_to_bound/*/*">=1"
+    /padding_elements:int">=0" /buffer_elements:int">0" /padding_elements"<=@/buffer_elements"
     /lower_bound/grid/flops /lower_bound/*/*">=1" /lower_bound/*/*"<=@/balance/*/*"
     /tp.groups:int">=0" /tp_group_makespan_sum">=0" /split_tensors:int">=0"
     /divided_params:int">=0" /idle_ranks:int">=0" /idle_ranks"<=$((dp * tp * pp))"
@@ -95,9 +97,13 @@ plan_json_checks() {
     sc)
       checks+=($t/dp_owner==-3 $t/host==-1 $b/cuts#==0 $b/params/*/owner==all /tp.groups==0
                /stages/*/micro_groups#==0 /bucket_shard_ratio#==0) ;;
-    layerwise)
+    layerwise-paper)
       checks+=($t/dp_owner">=0" $t/dp_owner"<$dp" $t/host==-1 $b/cuts#==0 /tp.groups==0
                /bucket_shard_ratio#==0) ;;
+    layerwise)  # padded equal shards: every shard of every bucket the same size
+      checks+=($t/dp_owner">=0" $t/dp_owner"<$dp" $t/host==-1 $b/cuts#==$((dp + 1)) $b/cuts/0==0
+               "$b/cuts/$dp==@$b/numel" /tp.groups==0 /bucket_shard_ratio/*==1
+               /padding_elements">0" /padding_elements"<@/buffer_elements") ;;
     asc | lb-asc)
       checks+=($t/dp_owner">=0" $t/dp_owner"<$dp" $b/cuts#==$((dp + 1)) $b/cuts/0==0
                "$b/cuts/$dp==@$b/numel" /bucket_shard_ratio#">=1" /bucket_shard_ratio/*">=1")
@@ -122,6 +128,7 @@ table_matches_json() {
     checks+=("${row#*:}~=$key")
   done
   for row in "  DP lower bound mem/FLOPs:/lower_bound/dp" \
+             "  TP lower bound mem/FLOPs:/lower_bound/tp" \
              "  grid lower bound mem/FLOPs:/lower_bound/grid" \
              "  worst TP group mem/FLOPs:/balance/tp_worst_group"; do
     key=$(table_last "$out" "${row%%:*}")
@@ -187,7 +194,7 @@ if expect_ok main "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --json "$work
 fi
 
 # Every strategy writes a JSON whose owners, hosts and cuts are those of the strategy.
-for strategy in sc layerwise asc; do
+for strategy in sc layerwise layerwise-paper asc; do
   if expect_ok "$strategy" "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --strategy "$strategy" \
        --json "$work/$strategy.json"; then
     plan_json_checks "$work/$strategy.json" 4 2 1 "$strategy"

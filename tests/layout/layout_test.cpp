@@ -268,3 +268,46 @@ TEST(Layout, HostileBucketSizesAndOffsetsAreUsageErrors) {
 
 }  // namespace
 }  // namespace canzona::layout
+
+namespace canzona::layout {
+namespace {
+
+// Hand layout: params a (100 elements), b (30), c (200) in one bucket, align 64, dp 2.
+Layout hand_bucket() {
+  Layout l;
+  Bucket b;
+  b.slots = {{0, 0, 100}, {1, 128, 30}, {2, 192, 200}};
+  b.numel = 512;
+  l.buckets.push_back(b);
+  l.numel = 512;
+  return l;
+}
+
+TEST(LayoutReorder, PacksInTheNewOrderWithAlignmentAndEndPadding) {
+  LayoutOptions o;
+  o.dp = 2;
+  const Layout r = reorder_buckets(hand_bucket(), {{2, 0, 1}}, o);
+  // c at 0 (200), a at 256 (round_up(200, 64)), b at 384; end 414 -> lcm(2, 128) = 128: 512.
+  ASSERT_EQ(r.buckets[0].slots.size(), 3u);
+  EXPECT_EQ(r.buckets[0].slots[0].param, 2);
+  EXPECT_EQ(r.buckets[0].slots[1].offset, 256);
+  EXPECT_EQ(r.buckets[0].slots[2].offset, 384);
+  EXPECT_EQ(r.buckets[0].numel, 512);
+  EXPECT_EQ(r.numel, 512);
+}
+
+TEST(LayoutPaddedShards, EqualRegionsOfTheLargestExtent) {
+  LayoutOptions o;
+  o.dp = 2;
+  // a and b to region 0 (a at 0, b at 128: extent 158), c to region 1 (200): S = round_up(200,
+  // lcm(64, 128)) = 256, bucket 512; c at 256.
+  const Layout r = padded_shards(hand_bucket(), {{0, 1, 2}}, {{0, 0, 1}}, o);
+  ASSERT_EQ(r.buckets[0].slots.size(), 3u);
+  EXPECT_EQ(r.buckets[0].numel, 512);
+  EXPECT_EQ(r.buckets[0].slots[1].offset, 128);
+  EXPECT_EQ(r.buckets[0].slots[2].param, 2);
+  EXPECT_EQ(r.buckets[0].slots[2].offset, 256);
+}
+
+}  // namespace
+}  // namespace canzona::layout

@@ -33,10 +33,11 @@ void expect_bitwise(int dp, int tp) {
   const model::ModelSpec model = testing::toy_model();  // tests/runtime/toy_model.h
   SessionOptions session;
   session.verify = true;
-  const CompareResult r = run_strategies(*grid, model, o,
-                                         {plan::Strategy::kSc, plan::Strategy::kLayerwise,
-                                          plan::Strategy::kAsc, plan::Strategy::kLbAsc},
-                                         session);
+  const CompareResult r = run_strategies(
+      *grid, model, o,
+      {plan::Strategy::kSc, plan::Strategy::kLayerwise, plan::Strategy::kLayerwisePaper,
+       plan::Strategy::kAsc, plan::Strategy::kLbAsc},
+      session);
   EXPECT_TRUE(r.verify.ran);
   EXPECT_TRUE(r.verify.bitwise) << r.verify.first_mismatch;
   EXPECT_TRUE(r.verify.passed) << r.verify.first_mismatch;

@@ -44,7 +44,8 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
   const std::int64_t capacity = static_cast<std::int64_t>(o.cmax_mb * 1024 * 1024);
   std::vector<int> seen(m.params.size(), 0);
   for (const auto& stage : plan.stages) {
-    const bool has_cuts = o.strategy == Strategy::kAsc || o.strategy == Strategy::kLbAsc;
+    const bool has_cuts = o.strategy == Strategy::kAsc || o.strategy == Strategy::kLbAsc ||
+                          o.strategy == Strategy::kLayerwise;
     ASSERT_EQ(stage.cuts.size(), has_cuts ? stage.layout.buckets.size() : 0u);
     for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b) {
       const auto& bucket = stage.layout.buckets[b];
@@ -76,6 +77,10 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
       EXPECT_EQ(cuts.front(), 0);
       EXPECT_EQ(cuts.back(), bucket.numel);
       for (int r = 0; r < o.dp; ++r) EXPECT_LE(cuts[r], cuts[r + 1]);
+      if (o.strategy == Strategy::kLayerwise) {  // padded equal shards: standard RS / AG
+        EXPECT_EQ(bucket.numel % o.dp, 0);
+        for (int r = 0; r <= o.dp; ++r) EXPECT_EQ(cuts[r], bucket.numel / o.dp * r);
+      }
       for (const auto& slot : bucket.slots)
         if (m.params[slot.param].is_matrix()) {
           for (auto c : cuts)
@@ -94,10 +99,17 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
           bytes[h] += stage.tasks[t].gather_bytes;
           ++count[h];
         }
-        for (int h = 0; h < o.tp && o.strategy != Strategy::kAsc; ++h) {
+        // C_max binds ours and the paper's groups; the authors' code counts 400 Mi shard
+        // elements instead, and layerwise's layer-sharded mode is one group per DP rank.
+        const bool capped =
+            o.strategy == Strategy::kLbAsc && o.variant != PlannerVariant::kMegatronCanzona;
+        for (int h = 0; h < o.tp && capped; ++h) {
           if (count[h] > 1) {
             EXPECT_LE(bytes[h], capacity);
           }
+        }
+        if (o.strategy == Strategy::kLayerwise) {
+          EXPECT_EQ(stage.groups[d].size(), 1u);
         }
         for (int t : group.tasks) {
           EXPECT_EQ(stage.tasks[t].dp_owner, static_cast<int>(d));
@@ -108,8 +120,10 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
       }
     }
     for (const Task& t : stage.tasks) {
-      const bool hosted = o.tp > 1 && m.params[t.param].tp_split_dim >= 0 &&
-                          (o.strategy == Strategy::kAsc || o.strategy == Strategy::kLbAsc);
+      const bool hosted =
+          o.tp > 1 && m.params[t.param].tp_split_dim >= 0 &&
+          (o.strategy == Strategy::kAsc || o.strategy == Strategy::kLbAsc ||
+           (o.strategy == Strategy::kLayerwise && o.layerwise_tp == LayerwiseTp::kLayerSharded));
       EXPECT_EQ(t.host == kAllTp, !hosted);
       if (hosted) {
         EXPECT_GE(t.group, 0);
@@ -135,6 +149,8 @@ TEST(PlanProperties, RandomModelsAndRankCounts) {
       PlanOptions o;
       o.strategy = c.strategy;
       o.variant = c.variant;
+      o.layerwise_tp = c.layerwise_tp;
+      o.reorder_buckets = c.reorder_buckets;
       o.dp = 1 + static_cast<int>(rng() % 9);
       o.tp = tp;
       o.alpha = (rng() % 5) / 4.0;
@@ -225,7 +241,15 @@ TEST(PlanMetrics, CountsTensorsAnEqualChunkShardWouldSplit) {
 }
 
 TEST(PlanOptionsErrors, StrategyListsParseOrSayWhatIsWrong) {
-  EXPECT_EQ(parse_strategy_list("all").size(), 4u);
+  EXPECT_EQ(parse_strategy_list("all"),
+            (std::vector<Strategy>{Strategy::kSc, Strategy::kLayerwise, Strategy::kLayerwisePaper,
+                                   Strategy::kAsc, Strategy::kLbAsc}));
+  EXPECT_EQ(parse_strategy("layerwise-paper"), Strategy::kLayerwisePaper);
+  EXPECT_EQ(parse_variant("megatron-canzona"), PlannerVariant::kMegatronCanzona);
+  EXPECT_EQ(parse_layerwise_tp("layer-sharded"), LayerwiseTp::kLayerSharded);
+  EXPECT_THROW(parse_variant("megatron"), UsageError);
+  EXPECT_THROW(parse_layerwise_tp("sharded"), UsageError);
+  EXPECT_THROW(parse_bucket_order("any"), UsageError);
   EXPECT_EQ(parse_strategy_list("lb-asc,sc"),
             (std::vector<Strategy>{Strategy::kLbAsc, Strategy::kSc}));
   EXPECT_THROW(parse_strategy_list(""), UsageError);

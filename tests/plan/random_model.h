@@ -41,16 +41,24 @@ inline model::ModelSpec random_model(std::mt19937& rng, int tp) {
   return m;
 }
 
-// Every strategy, and lb-asc with both planners.
+// Every strategy (layerwise in both TP modes), and lb-asc with each planner (ours with and without
+// re-laid buckets).
 struct Case {
   Strategy strategy;
   PlannerVariant variant;
+  LayerwiseTp layerwise_tp = LayerwiseTp::kDuplicated;
+  bool reorder_buckets = true;
 };
 
-inline constexpr Case kCases[] = {{Strategy::kSc, PlannerVariant::kCanzona},
-                                  {Strategy::kLayerwise, PlannerVariant::kCanzona},
-                                  {Strategy::kAsc, PlannerVariant::kCanzona},
-                                  {Strategy::kLbAsc, PlannerVariant::kPaper},
-                                  {Strategy::kLbAsc, PlannerVariant::kCanzona}};
+inline constexpr Case kCases[] = {
+    {Strategy::kSc, PlannerVariant::kCanzona},
+    {Strategy::kLayerwise, PlannerVariant::kCanzona},
+    {Strategy::kLayerwise, PlannerVariant::kCanzona, LayerwiseTp::kLayerSharded},
+    {Strategy::kLayerwisePaper, PlannerVariant::kCanzona},
+    {Strategy::kAsc, PlannerVariant::kCanzona},
+    {Strategy::kLbAsc, PlannerVariant::kPaper},
+    {Strategy::kLbAsc, PlannerVariant::kMegatronCanzona},
+    {Strategy::kLbAsc, PlannerVariant::kCanzona, LayerwiseTp::kDuplicated, false},
+    {Strategy::kLbAsc, PlannerVariant::kCanzona}};
 
 }  // namespace canzona::plan::test_models

@@ -44,9 +44,10 @@ void check_writes_once(const model::ModelSpec& m, const Plan& plan) {
   for (int d = 0; d < dp; ++d)
     for (int t = 0; t < tp; ++t) {
       const RankPlan r = decode_rank(m, plan, 0, d, t);
-      ASSERT_EQ(
-          r.parts.dp_sync == DpSync::kReduceScatter,
-          plan.options.strategy == Strategy::kAsc || plan.options.strategy == Strategy::kLbAsc);
+      ASSERT_EQ(r.parts.dp_sync == DpSync::kReduceScatter,
+                plan.options.strategy == Strategy::kAsc ||
+                    plan.options.strategy == Strategy::kLbAsc ||
+                    plan.options.strategy == Strategy::kLayerwise);
       // The DP replicas a write on DP rank d reaches: all of them through a param sync.
       const bool synced = r.parts.param_sync != ParamSync::kNone;
       const int d_lo = synced ? 0 : d, d_hi = synced ? dp : d + 1;
@@ -129,6 +130,8 @@ TEST(RankPlan, EveryElementOfEveryReplicaIsWrittenOnce) {
       PlanOptions o;
       o.strategy = c.strategy;
       o.variant = c.variant;
+      o.layerwise_tp = c.layerwise_tp;
+      o.reorder_buckets = c.reorder_buckets;
       o.dp = 1 + static_cast<int>(rng() % 6);
       o.tp = tp;
       o.cmax_mb = 0.001 + (rng() % 4) * 0.004;  // many micro groups

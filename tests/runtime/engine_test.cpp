@@ -47,16 +47,20 @@ plan::Plan make(const model::ModelSpec& m, const RunOptions& o, Strategy s) {
 
 // Every strategy on a thread grid, verified against the single-process reference bitwise, every
 // element of the model compared (params and last reduced gradients).
-void expect_bitwise(int dp, int tp, const std::string& optimizer) {
-  const RunOptions o = quick(dp, tp, optimizer);
+void expect_bitwise(int dp, int tp, const std::string& optimizer,
+                    plan::LayerwiseTp layerwise_tp = plan::LayerwiseTp::kDuplicated) {
+  RunOptions o = quick(dp, tp, optimizer);
+  o.layerwise_tp = layerwise_tp;
   const model::ModelSpec m = load_model(o);
   std::mutex mutex;
   CompareResult result;
   testing::run_on_thread_grid({dp, tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
     SessionOptions session;
     session.verify = true;
-    CompareResult r = run_strategies(
-        g, m, o, {Strategy::kSc, Strategy::kLayerwise, Strategy::kAsc, Strategy::kLbAsc}, session);
+    CompareResult r = run_strategies(g, m, o,
+                                     {Strategy::kSc, Strategy::kLayerwise,
+                                      Strategy::kLayerwisePaper, Strategy::kAsc, Strategy::kLbAsc},
+                                     session);
     if (g.world().rank() != 0) return;
     std::lock_guard<std::mutex> lock(mutex);
     result = std::move(r);
@@ -65,7 +69,7 @@ void expect_bitwise(int dp, int tp, const std::string& optimizer) {
   EXPECT_TRUE(result.verify.passed) << result.verify.first_mismatch;
   EXPECT_EQ(result.verify.elements, m.total_numel());
   EXPECT_EQ(result.verify.grad_elements, m.total_numel());
-  ASSERT_EQ(result.strategies.size(), 4u);
+  ASSERT_EQ(result.strategies.size(), 5u);
   for (const StrategyResult& s : result.strategies)
     EXPECT_EQ(s.params_hash, result.strategies[0].params_hash) << plan::to_string(s.strategy);
 }
@@ -75,6 +79,9 @@ TEST(EngineThreads, Dp3Tp1EveryStrategyBitwiseMuon) {
 }
 TEST(EngineThreads, Dp3Tp2EveryStrategyBitwiseSoap) {
   expect_bitwise(3, 2, "soap");
+}
+TEST(EngineThreads, Dp3Tp2LayerShardedLayerwiseBitwiseMuon) {
+  expect_bitwise(3, 2, "muon", plan::LayerwiseTp::kLayerSharded);
 }
 TEST(EngineThreads, Dp2Tp2EveryStrategyBitwiseShampoo) {
   expect_bitwise(2, 2, "shampoo");

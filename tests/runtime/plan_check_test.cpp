@@ -12,7 +12,8 @@ namespace {
 
 using plan::Strategy;
 
-constexpr Strategy kAll[] = {Strategy::kSc, Strategy::kLayerwise, Strategy::kAsc, Strategy::kLbAsc};
+constexpr Strategy kAll[] = {Strategy::kSc, Strategy::kLayerwise, Strategy::kLayerwisePaper,
+                             Strategy::kAsc, Strategy::kLbAsc};
 
 plan::Plan toy_plan(Strategy s, int dp, int tp) {
   RunOptions o;
@@ -90,7 +91,7 @@ TEST(ValidatePlan, RejectsACutThroughAMatrix) {
 
 TEST(ValidatePlan, RejectsOwnersAndHostsOutOfRange) {
   const model::ModelSpec m = testing::toy_model();
-  plan::Plan layerwise = toy_plan(Strategy::kLayerwise, 2, 1);
+  plan::Plan layerwise = toy_plan(Strategy::kLayerwisePaper, 2, 1);
   layerwise.stages[0].owner[1] = 5;
   EXPECT_NE(rejection(m, layerwise, {2, 1, 1}).find("not a DP rank"), std::string::npos);
   plan::Plan hosted = toy_plan(Strategy::kLbAsc, 2, 2);

@@ -17,8 +17,8 @@ namespace {
 
 using plan::Strategy;
 
-const std::vector<Strategy> kAll = {Strategy::kSc, Strategy::kLayerwise, Strategy::kAsc,
-                                    Strategy::kLbAsc};
+const std::vector<Strategy> kAll = {Strategy::kSc, Strategy::kLayerwise, Strategy::kLayerwisePaper,
+                                    Strategy::kAsc, Strategy::kLbAsc};
 
 // Small steps: 1 warmup + 2 timed, no simulated compute, several buckets.
 RunOptions quick_options(int dp, int tp, const std::string& optimizer) {
@@ -82,7 +82,7 @@ class GridTest : public ::testing::TestWithParam<std::string> {
     const model::ModelSpec qwen_model = load_model(qwen);
     const CompareResult a = run_all(*g, qwen_model, qwen);
     expect_complete_and_bitwise(a, qwen_model, *g);
-    ASSERT_EQ(a.strategies.size(), 4u);
+    ASSERT_EQ(a.strategies.size(), 5u);
     EXPECT_GT(a.strategies[0].buckets, 1);
 
     RunOptions toy = quick_options(dp, tp, GetParam());
@@ -136,15 +136,18 @@ const StrategyResult& result_of(const CompareResult& r, Strategy s) {
 // Bytes per step by phase, derived by hand for DP = 2 (P = 2, B = the layout's bytes): an
 // All-Reduce hands MPI B/2 (phase 1, the other rank's half) + B/2 (phase 2, its own half) per rank,
 // so 2B summed over ranks; a Reduce-Scatter hands the other rank's block, B summed over ranks, and
-// the All-Gather the same again in the parameter sync: the DP totals are equal. layerwise adds an
-// All-Gather-v of the owned params (B minus padding) on top of its All-Reduce.
+// the All-Gather the same again in the parameter sync: the DP totals are equal. layerwise-paper
+// adds an All-Gather-v of the owned params (B minus padding) on top of its All-Reduce. layerwise
+// (Megatron today) does a Reduce-Scatter and an All-Gather of its own padded layout (B_lw), each
+// B_lw summed over ranks.
 TEST(Dp2Tp1Protocol, DpTotalsCountGradientAndParameterSync) {
   GRID_OR_FAIL(g, 2, 1);
   const RunOptions o = qwen_options(2, 1, "muon");
   const CompareResult r = run_all(*g, load_model(o), o);
   if (g->world().rank() != 0) return;
   const StrategyResult& sc = result_of(r, Strategy::kSc);
-  const StrategyResult& layerwise = result_of(r, Strategy::kLayerwise);
+  const StrategyResult& layerwise = result_of(r, Strategy::kLayerwisePaper);
+  const StrategyResult& megatron = result_of(r, Strategy::kLayerwise);
   const StrategyResult& lb = result_of(r, Strategy::kLbAsc);
   const plan::Plan plan = plan::make_plan(load_model(o), plan_options(o, Strategy::kLbAsc));
   const std::int64_t layout_bytes = 4 * plan.stages[0].layout.numel;
@@ -156,6 +159,11 @@ TEST(Dp2Tp1Protocol, DpTotalsCountGradientAndParameterSync) {
   EXPECT_EQ(layerwise.dp_phase_bytes.grad_sync, sc.dp_phase_bytes.grad_sync);
   EXPECT_GT(layerwise.dp_phase_bytes.param_sync, 0);
   EXPECT_LE(layerwise.dp_phase_bytes.param_sync, layout_bytes);
+  const plan::Plan padded = plan::make_plan(load_model(o), plan_options(o, Strategy::kLayerwise));
+  const std::int64_t padded_bytes = 4 * padded.stages[0].layout.numel;
+  EXPECT_GE(padded_bytes, layout_bytes);
+  EXPECT_EQ(megatron.dp_phase_bytes.grad_sync, padded_bytes);
+  EXPECT_EQ(megatron.dp_phase_bytes.param_sync, padded_bytes);
   for (const StrategyResult& s : r.strategies) {
     EXPECT_EQ(s.dp_phase_bytes.optimizer, 0) << plan::to_string(s.strategy);
     EXPECT_EQ(s.tp_phase_bytes.total(), 0) << plan::to_string(s.strategy);  // tp = 1

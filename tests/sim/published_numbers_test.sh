@@ -29,18 +29,18 @@ for run in default split shampoo soap; do
     # The printed table equals the JSON (4 decimals per phase, as printed).
     checks=()
     while read -r name it _ fb _ dp _ op _ tp _ ps _ st _; do
-      case $name in sc | layerwise | asc | lb-asc) ;; *) continue ;; esac
+      case $name in sc | layerwise | layerwise-paper | asc | lb-asc) ;; *) continue ;; esac
       s=/strategies/$name
       checks+=("$s/iteration_s~=$it" "$s/fwd_bwd_s~=$fb" "$s/dp_comm_exposed_s~=$dp"
                "$s/optimizer_s~=$op" "$s/tp_comm_s~=$tp" "$s/param_sync_s~=$ps"
                "$s/optimizer_step_s~=$st")
     done <"$work/$run.out"
-    check_file "$work/$run.json" json /strategies#==4 "${checks[@]}"
+    check_file "$work/$run.json" json /strategies#==5 "${checks[@]}"
   fi
 done
 
 L=/strategies/lb-asc
-W=/strategies/layerwise
+W=/strategies/layerwise-paper
 S=/strategies/sc
 # pin FILE "ROW START" COLUMN RUN EXPR...: the table row of FILE that starts with ROW START (exactly
 # one), cell COLUMN (1 = the row label), holds exactly as many numbers as EXPRs are given, and
@@ -80,9 +80,9 @@ sc_over_lb="ratio($S/optimizer_step_s,$L/optimizer_step_s)"
 
 # README: | | paper | ours, default tasks | ours, --split-qkv qkv --split-fc1 |
 for column in 3:default 4:split; do
-  pin "$readme" "| iteration, lb-asc / layerwise |" "${column%%:*}" "${column#*:}" \
+  pin "$readme" "| iteration, lb-asc / layerwise-paper |" "${column%%:*}" "${column#*:}" \
     $L/iteration_s $W/iteration_s "$ratio_it"
-  pin "$readme" "| optimizer step, lb-asc / layerwise |" "${column%%:*}" "${column#*:}" \
+  pin "$readme" "| optimizer step, lb-asc / layerwise-paper |" "${column%%:*}" "${column#*:}" \
     $L/optimizer_step_s $W/optimizer_step_s "$ratio_step"
 done
 pin "$readme" "| Shampoo, Qwen3-14B PP=2 DP=32 TP=4, sc → lb-asc |" 3 shampoo \

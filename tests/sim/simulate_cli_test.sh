@@ -43,7 +43,7 @@ table_matches_json() {
   local keys=(iteration_s fwd_bwd_s dp_comm_exposed_s optimizer_s tp_comm_s param_sync_s
               optimizer_step_s)
   while read -r name fields; do
-    case $name in sc | layerwise | asc | lb-asc) ;; *) continue ;; esac
+    case $name in sc | layerwise | layerwise-paper | asc | lb-asc) ;; *) continue ;; esac
     read -r -a f <<<"$fields"
     [ -z "$first" ] && first=$name
     for i in "${!keys[@]}"; do checks+=("$prefix/$name/${keys[$i]}~=${f[$((2 * i))]}"); done
@@ -75,20 +75,22 @@ smoke)
       /workload/micro_batch==1 /workload/grad_bytes==4 /workload/param_bytes==2 \
       /workload/adamw_bytes_per_element">0" /workload/attention_flops:bool \
       /workload/tp_pipeline:bool \
-      $S#==4 $S/sc/strategy==sc $S/layerwise/strategy==layerwise $S/asc/strategy==asc \
+      $S#==5 $S/sc/strategy==sc $S/layerwise/strategy==layerwise \
+      $S/layerwise-paper/strategy==layerwise-paper $S/asc/strategy==asc \
       $S/lb-asc/strategy==lb-asc $(strategy_checks $S 1) \
       $S/*/micro_batches==32 $S/*/fwd_bwd_s==@$S/sc/fwd_bwd_s \
       $S/*/fwd_bwd_flops==@$S/sc/fwd_bwd_flops $S/*/dp_comm_total_s">0" \
       $S/sc/param_sync_s==0 $S/asc/param_sync_s==0 $S/lb-asc/param_sync_s==0 \
-      $S/layerwise/param_sync_s">0" $S/sc/micro_groups==0 $S/layerwise/micro_groups==0 \
+      $S/layerwise/param_sync_s==0 $S/layerwise-paper/param_sync_s">0" $S/sc/micro_groups==0 \
+      $S/layerwise/micro_groups==0 $S/layerwise-paper/micro_groups==0 \
       $S/asc/micro_groups">=1" $S/lb-asc/micro_groups">=1"
     table_matches_json "$work/smoke.out" "$work/s.json" $S
-    # One bar per strategy: 4 forward-backward and 4 optimizer segments (+ 1 legend swatch each),
-    # param sync for layerwise only; segments inside the canvas.
-    check_file "$work/s.svg" svg "count(rect[fill=#4e79a7])==5" "count(rect[fill=#e15759])==5" \
+    # One bar per strategy: 5 forward-backward and 5 optimizer segments (+ 1 legend swatch each),
+    # param sync for layerwise-paper only; segments inside the canvas.
+    check_file "$work/s.svg" svg "count(rect[fill=#4e79a7])==6" "count(rect[fill=#e15759])==6" \
       "count(rect[fill=#59a14f])==2" "rect[fill=#4e79a7]@height>=0" "rect[fill=#e15759]@height>=0" \
       "rect[fill=#4e79a7]@y>=0" "rect[fill=#e15759]@y>=0" "text(qwen3-1.7b muon, DP=4 TP=2 PP=1 on h100-8)" \
-      "text(lb-asc forward-backward: )" "text(layerwise param sync: )" "text(exposed DP comm)"
+      "text(lb-asc forward-backward: )" "text(layerwise-paper param sync: )" "text(exposed DP comm)"
   fi
   ;;
 sweep)

@@ -123,7 +123,7 @@ TEST(Simulate, SynchronousComputeAllReducesAndComputesEverything) {
 }
 
 TEST(Simulate, LayerwiseGathersOwnedParamsInsideTheStep) {
-  plan::Plan p = tiny_plan(plan::Strategy::kLayerwise, 2, 1);
+  plan::Plan p = tiny_plan(plan::Strategy::kLayerwisePaper, 2, 1);
   auto& s = p.stages[0];
   s.owner = {1, 0, plan::kEveryone};
   s.tasks = {task(0, 2e10, 1, plan::kAllTp), task(1, 1e10, 0, plan::kAllTp)};

@@ -53,8 +53,8 @@ TrainOptions tiny_options(int dp, int tp) {
   o.eval_windows = 4;
   o.schedule.warmup = 1;
   o.schedule.total = o.steps;
-  o.strategies = {plan::Strategy::kSc, plan::Strategy::kLayerwise, plan::Strategy::kAsc,
-                  plan::Strategy::kLbAsc};
+  o.strategies = {plan::Strategy::kSc, plan::Strategy::kLayerwise, plan::Strategy::kLayerwisePaper,
+                  plan::Strategy::kAsc, plan::Strategy::kLbAsc};
   return o;
 }
 
@@ -86,7 +86,7 @@ TEST(TrainThreads, EveryStrategyIsBitwiseTheSingleProcessRunAtDp2) {
   const std::vector<StrategyRun> runs = train_on_threads(o, corpus);
   const model::TransformerConfig config = model::preset(o.run.model);
   const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
-  ASSERT_EQ(runs.size(), 4u);
+  ASSERT_EQ(runs.size(), 5u);
   ASSERT_EQ(ref.losses.size(), 3u);
   for (const StrategyRun& r : runs) {
     SCOPED_TRACE(plan::to_string(r.strategy));

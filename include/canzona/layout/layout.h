@@ -58,4 +58,23 @@ std::int64_t effective_bucket_size(const LayoutOptions& options);
 Layout build_layout(const model::ModelSpec& model, const std::vector<int>& params,
                     const LayoutOptions& options);
 
+// The order inside a bucket is free (design.md section 3): a bucket's collective starts when its
+// last param's gradient is ready, wherever the params sit in it. Both functions keep every
+// bucket's params and re-lay them; order[b] lists indices into layout.buckets[b].slots in their
+// new buffer order (a permutation). Bucket offsets and the buffer size follow the new sizes.
+//
+// reorder_buckets: slots packed in that order with the options' param alignment and bucket end
+// padding, as build_layout packs them.
+Layout reorder_buckets(const Layout& layout, const std::vector<std::vector<int>>& order,
+                       const LayoutOptions& options);
+
+// Padded equal shards (Megatron-LM's layer-wise optimizer): bucket b is cut into dp regions of
+// one size S; region[b][k] is the DP rank whose region holds slot k (original index), and a
+// region's slots follow `order` from the region's start with the param alignment. S is the
+// largest region's extent rounded up to a multiple of lcm(param_align, 128), so every region
+// starts aligned and the bucket (dp x S) keeps Megatron's end padding rule. The shard cuts are
+// r x S (equal_chunk_cuts).
+Layout padded_shards(const Layout& layout, const std::vector<std::vector<int>>& order,
+                     const std::vector<std::vector<int>>& region, const LayoutOptions& options);
+
 }  // namespace canzona::layout

@@ -67,7 +67,40 @@ DpCuts balanced_cuts(const std::vector<std::vector<DpItem>>& items,
                      const std::vector<std::vector<std::int64_t>>& starts,
                      const std::vector<std::int64_t>& bucket_numel, int ranks);
 
-// Layerwise baseline (NVIDIA): items sorted by cost descending (ties by index) and dealt
+// Free order (design.md section 3, "order inside a bucket is free"): our planner's re-laid
+// candidates. The atomic items of every bucket are placed regardless of their position, largest
+// time first: (0) by LPT on time (ties: lower memory, then lower rank); (1) with tp > 1 and a
+// bounded amount of work, on the DP x TP grid (each item to the DP rank where its TP tasks, added
+// largest first to the least-loaded host, raise that rank's busiest host least; ties: lower DP
+// time, lower rank). Each bucket is then laid out by owner (ranks ascending, items in their old
+// relative order) with its divisible items as one run, put in the gap between two consecutive
+// owners (or a bucket end) whose ranks water-fill to the lowest memory level; runs are placed
+// largest first, as phase 3 fills them.
+struct FreeOrder {
+  std::vector<std::vector<int>> order;  // [bucket] item indices in their new buffer order
+  std::vector<std::vector<int>> owner;  // [bucket][new position] atomic owner, -1 if divisible
+};
+std::vector<FreeOrder> free_order_candidates(const std::vector<std::vector<DpItem>>& items,
+                                             int ranks, int tp);
+
+// Element cuts for buckets whose items are in buffer order with given atomic owners (monotone
+// along each bucket, -1 for divisible items); divisible runs are water-filled as in phase 3.
+DpCuts cuts_for_owners(const std::vector<std::vector<DpItem>>& items,
+                       const std::vector<std::vector<int>>& owner,
+                       const std::vector<std::vector<std::int64_t>>& starts,
+                       const std::vector<std::int64_t>& bucket_numel, int ranks);
+
+// Megatron-LM's layer-wise optimizer as shipped (megatron/core/optimizer/layer_wise_optimizer.py):
+// each bucket's params are dealt by LPT on cost[b][i] = max·min² of the TP-shard shape, largest
+// first (ties by position), to the DP rank with the lowest cost load among those whose elements in
+// this bucket stay within numel_cap x the bucket's mean per rank; a param no rank can take under
+// the cap goes to the rank with the fewest elements in the bucket (ties: lowest load, lowest rank).
+// Loads are carried across buckets, visited in buffer order. Returns the rank of each param.
+std::vector<std::vector<int>> layerwise_lpt_ranks(
+    const std::vector<std::vector<double>>& cost,
+    const std::vector<std::vector<std::int64_t>>& numel, int ranks, double numel_cap);
+
+// Paper-era layerwise baseline (NVIDIA): items sorted by cost descending (ties by index) and dealt
 // ping-pong 0..R-1, R-1..0, ... Returns the owner of each item.
 std::vector<int> layerwise_owners(const std::vector<double>& costs, int ranks);
 

@@ -7,9 +7,17 @@
 // elements it updates. DP axis: loads summed over TP, max/mean over DP ranks, worst stage. TP
 // axis: loads summed over DP, max/mean over TP ranks, worst stage. Worst TP group: max/mean over
 // the TP ranks of one DP rank, worst (stage, DP rank) with work. Grid: max/mean over the DP x TP
-// ranks of a stage, worst stage. Lower bound on an axis:
-// max(1, largest indivisible unit / mean), the unit being a whole matrix param (all its tasks)
-// on the DP axis and a single task on the grid; element-wise params are divisible.
+// ranks of a stage, worst stage.
+//
+// Lower bounds (bounds.h), per stage relative to that stage's mean, worst stage, at least 1: what
+// no plan of this strategy's kind can beat. Atomic units: a whole matrix param (all its tasks,
+// with their TP copies) on the DP axis; a task on the TP axis (summed over the DP ranks that
+// compute it); a task on the grid. Element-wise work is divisible. A unit computed on several
+// ranks (kAllTp, kEveryone) counts as that many independent copies, a relaxation. Each axis:
+// makespan_lower_bound of those units plus the divisible rest on dp, tp or dp x tp bins. The grid
+// also takes the DP and TP bounds: a grid rank's load is at least its DP row's load / tp (its TP
+// column's / dp), and the grid mean is the DP (TP) mean / tp (/ dp), so grid max/mean >= DP
+// max/mean and >= TP max/mean on every stage.
 #pragma once
 
 #include <cstddef>
@@ -42,18 +50,21 @@ struct LoadGrid {
 };
 
 struct Metrics {
-  std::vector<LoadGrid> loads;  // [stage]
-  Ratio dp, tp, grid;           // max/mean
-  Ratio tp_worst_group;         // max/mean inside the worst TP group
-  Ratio lower_bound_dp, lower_bound_grid;
-  RankLoad max_rank, mean_rank;     // over the whole grid
-  int split_tensors = 0;            // params an equal-chunk ZeRO-1 shard would split
+  std::vector<LoadGrid> loads;                             // [stage]
+  Ratio dp, tp, grid;                                      // max/mean
+  Ratio tp_worst_group;                                    // max/mean inside the worst TP group
+  Ratio lower_bound_dp, lower_bound_tp, lower_bound_grid;  // <= dp, tp, grid respectively
+  RankLoad max_rank, mean_rank;                            // over the whole grid
+  int split_tensors = 0;            // params an equal-chunk ZeRO-1 shard of Megatron's layout
+                                    // (layout::build_layout) would split
   int divided_params = 0;           // element-wise params this plan's cuts divide
   int idle_ranks = 0;               // grid ranks with no optimizer work (legal)
   int tp_groups = 0;                // micro groups over all stages and DP ranks
   double group_makespan_sum = 0.0;  // max over (stage, DP rank) of Σ group makespans (cost unit)
   double bucket_comm_imbalance = 1.0;  // max over buckets of max/mean shard size (1 without cuts)
   std::vector<double> bucket_shard_ratio;  // per bucket (stage order), max/mean shard size
+  std::int64_t padding_elements = 0;       // Σ stages, buckets: bucket numel - Σ slot numel
+  std::int64_t buffer_elements = 0;        // Σ stages: layout numel (padding included)
 };
 
 Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan);

@@ -21,17 +21,31 @@
 
 namespace canzona::plan {
 
-// design.md section 1: the four strategies that run side by side.
-enum class Strategy { kSc, kLayerwise, kAsc, kLbAsc };
-// kPaper: Algorithms 1 and 2 as published. kCanzona: our improvements (design.md section 3).
-enum class PlannerVariant { kPaper, kCanzona };
+// design.md section 1: the strategies that run side by side. kLayerwise is NVIDIA Megatron-LM's
+// layer-wise optimizer as it ships today (megatron/core/optimizer/layer_wise_optimizer.py: each
+// bucket re-laid by LPT, padded equal shards, standard Reduce-Scatter / All-Gather);
+// kLayerwisePaper is the paper-era baseline (ping-pong owners, All-Reduce, All-Gather-v).
+// (kLayerwisePaper is last so the older values, which plan_hash mixes in, keep their numbers.)
+enum class Strategy { kSc, kLayerwise, kAsc, kLbAsc, kLayerwisePaper };
+// lb-asc's planners. kPaper: Algorithms 1 and 2 as the paper's text states them.
+// kMegatronCanzona: the authors' published code as it behaves (liangyuwang/Megatron-Canzona,
+// megatron/core/optimizer/matrix_based_optimizer/). kCanzona: ours (design.md section 3).
+enum class PlannerVariant { kPaper, kCanzona, kMegatronCanzona };
+// Megatron layer-wise TP modes: kDuplicated (its default: every TP rank gathers the shards and
+// runs the full update) and kLayerSharded (each weight has one home TP rank; one fused
+// All-to-All each way per DP rank).
+enum class LayerwiseTp { kDuplicated, kLayerSharded };
 
-Strategy parse_strategy(const std::string& name);  // "sc" | "layerwise" | "asc" | "lb-asc"
-// "all" (the four in design order) or a comma list of names; throws UsageError when empty or bad.
+// "sc" | "layerwise" | "layerwise-paper" | "asc" | "lb-asc"
+Strategy parse_strategy(const std::string& name);
+// "all" (the five in design order) or a comma list of names; throws UsageError when empty or bad.
 std::vector<Strategy> parse_strategy_list(const std::string& text);
 const char* to_string(Strategy strategy);
-PlannerVariant parse_variant(const std::string& name);  // "paper" | "canzona"
+PlannerVariant parse_variant(const std::string& name);  // "paper" | "megatron-canzona" | "canzona"
 const char* to_string(PlannerVariant variant);
+LayerwiseTp parse_layerwise_tp(const std::string& name);  // "duplicated" | "layer-sharded"
+const char* to_string(LayerwiseTp mode);
+bool parse_bucket_order(const std::string& name);  // "free" -> true | "keep" -> false
 
 // Limits make_plan enforces, each named in its error message. 2^20 ranks (DP x TP x PP) is far
 // beyond any cluster; C_max up to 1 PiB per host per group (x 2^20 B/MiB = 2^50 bytes, so the
@@ -51,9 +65,13 @@ struct PlanOptions {
   int dp = 1;
   int tp = 1;
   int pp = 1;
-  double alpha = 1.0;            // Algorithm 1 blend of even split (0) and deficit fill (1)
-  double cmax_mb = 512.0;        // fused All-to-All capacity, MiB received per host per group
-  int asc_group_tasks = 0;       // asc: tasks per fixed-count group; 0 = tp
+  double alpha = 1.0;       // Algorithm 1 blend of even split (0) and deficit fill (1)
+  double cmax_mb = 512.0;   // fused All-to-All capacity, MiB received per host per group
+  int asc_group_tasks = 0;  // asc: tasks per fixed-count group; 0 = tp
+  LayerwiseTp layerwise_tp = LayerwiseTp::kDuplicated;  // layerwise: TP mode
+  // lb-asc with our planner: may lay each bucket's params out by owner (design.md section 3,
+  // "order inside a bucket is free"); the re-laid candidate is kept when its plan scores best.
+  bool reorder_buckets = true;
   cost::CostOptions cost;        // cost.kind is the unit the DP and TP planners balance
   layout::LayoutOptions layout;  // dp and tp are taken from this struct's dp and tp
 };
@@ -109,9 +127,9 @@ void validate_options(const PlanOptions& options);
 
 // Builds the plan. Throws UsageError naming the flag and limit for: dp, tp, pp outside
 // [1, kMaxRanks] or dp x tp x pp > kMaxRanks; alpha not finite or outside [0, 1]; cmax_mb not
-// finite or outside [2^-20 (one byte), kMaxCmaxMb]; asc / lb-asc with more than kMaxCutPoints
-// cut points ((dp + 1) x buckets) in a stage; a model that fails model::validate or whose
-// stages cannot be assigned; a matrix whose fp32 gradient bytes (rows x cols x 4), or a stage
+// finite or outside [2^-20 (one byte), kMaxCmaxMb]; layerwise, asc, lb-asc with more than
+// kMaxCutPoints cut points ((dp + 1) x buckets) in a stage; a model that fails model::validate or
+// whose stages cannot be assigned; a matrix whose fp32 gradient bytes (rows x cols x 4), or a stage
 // whose summed matrix gradient bytes, overflow int64; a matrix whose optimizer cost is not
 // finite. Near-linear in the number of matrix tasks (pieces) for a fixed grid: the TP planners
 // are O(n log n), the DP candidates bounded by fixed work limits (balanced_dp.cpp).

@@ -33,9 +33,12 @@ struct StrategyParts {
   ParamSync param_sync = ParamSync::kNone;
 };
 
-// sc: All-Reduce, redundant TP gather, no param sync. layerwise: All-Reduce, redundant TP gather,
+// sc: All-Reduce, redundant TP gather, no param sync. layerwise: Reduce-Scatter and bucket
+// All-Gather of its padded equal shards; redundant TP gather (kDuplicated) or micro groups
+// (kLayerSharded: one group per DP rank). layerwise-paper: All-Reduce, redundant TP gather,
 // layer-wise All-Gather-v. asc / lb-asc: Reduce-Scatter, micro groups, bucket All-Gather.
-StrategyParts strategy_parts(Strategy strategy);
+StrategyParts strategy_parts(Strategy strategy,
+                             LayerwiseTp layerwise_tp = LayerwiseTp::kDuplicated);
 
 // A half-open range of ranks [begin, end).
 struct RankRange {

@@ -94,6 +94,9 @@ class Engine {
   // The param buffer (layout order) and one param's view in it; the gradient view a backward
   // writes into. Params not in the stage have empty views.
   std::span<const float> params() const;
+  // FNV-1a of this rank's params in model param order, padding excluded: equal for equal values
+  // under any layout (the order inside a bucket is free, design.md section 3).
+  std::uint64_t params_fnv() const;
   std::span<float> param(int p);
   std::span<float> grad(int p);
   int bucket_of(int p) const;

@@ -32,8 +32,10 @@ struct RunOptions {
   nlohmann::json adamw_options = nlohmann::json::object();      // element-wise params
 
   plan::PlannerVariant planner = plan::PlannerVariant::kCanzona;
-  double alpha = 1.0;                            // Algorithm 1 blend
-  double cmax_mb = 512.0;                        // micro-group capacity, MiB per host
+  plan::LayerwiseTp layerwise_tp = plan::LayerwiseTp::kDuplicated;  // layerwise's TP mode
+  bool reorder_buckets = true;  // lb-asc (canzona): params of a bucket may be laid out by owner
+  double alpha = 1.0;           // Algorithm 1 blend
+  double cmax_mb = 512.0;       // micro-group capacity, MiB per host
   cost::CostKind cost = cost::CostKind::kFlops;  // the unit the planners balance
   std::int64_t bucket_size = 0;                  // elements; 0 = Megatron default
 

@@ -73,6 +73,7 @@ class StrategyRunner {
 
   // This rank's model params in layout order (TP-local shapes).
   std::span<const float> params() const;
+  std::uint64_t params_fnv() const;  // Engine::params_fnv
   // The reduced gradient of the last step where this rank holds it (Engine::reduced_grads).
   using GradRange = runtime::GradRange;
   std::vector<GradRange> reduced_grads() const;

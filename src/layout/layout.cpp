@@ -14,6 +14,11 @@ std::int64_t round_up(std::int64_t value, std::int64_t multiple, const char* wha
   return checked_mul(checked_add(value, multiple - 1, what) / multiple, multiple, what);
 }
 
+// Bucket ends are padded to a multiple of this (Megatron: lcm(DP, 128)).
+std::int64_t bucket_end_alignment(const LayoutOptions& options) {
+  return options.pad_bucket_end ? std::lcm<std::int64_t>(options.dp, 128) : 1;
+}
+
 }  // namespace
 
 std::int64_t effective_bucket_size(const LayoutOptions& options) {
@@ -32,8 +37,7 @@ Layout build_layout(const model::ModelSpec& model, const std::vector<int>& param
                   options.param_align, ")");
   require_in_range(options.param_align, 1, kMaxParamAlign, "param alignment", "kMaxParamAlign");
   const std::int64_t bucket_size = effective_bucket_size(options);
-  const std::int64_t end_align =
-      options.pad_bucket_end ? std::lcm<std::int64_t>(options.dp, 128) : 1;
+  const std::int64_t end_align = bucket_end_alignment(options);
 
   Layout layout;
   Bucket current;
@@ -92,8 +96,7 @@ void chain_buckets(Layout& layout) {
 Layout reorder_buckets(const Layout& layout, const std::vector<std::vector<int>>& order,
                        const LayoutOptions& options) {
   check_order(layout, order);
-  const std::int64_t end_align =
-      options.pad_bucket_end ? std::lcm<std::int64_t>(options.dp, 128) : 1;
+  const std::int64_t end_align = bucket_end_alignment(options);
   Layout out;
   for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
     Bucket& bucket = out.buckets.emplace_back();

@@ -103,8 +103,7 @@ FreeOrder lay_out(const std::vector<std::vector<DpItem>>& items, int ranks,
   std::vector<int> after(buckets, -1);
   std::vector<int> runs;
   for (std::size_t b = 0; b < buckets; ++b)
-    if (run_memory[b] > 0.0 ||
-        std::any_of(items[b].begin(), items[b].end(), [](const DpItem& i) { return i.divisible; }))
+    if (std::any_of(items[b].begin(), items[b].end(), [](const DpItem& i) { return i.divisible; }))
       runs.push_back(static_cast<int>(b));
   std::stable_sort(runs.begin(), runs.end(),
                    [&](int x, int y) { return run_memory[x] > run_memory[y]; });

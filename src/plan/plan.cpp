@@ -16,6 +16,7 @@
 #include "canzona/plan/tp.h"
 #include "megatron_canzona.h"
 #include "stage_groups.h"
+#include "tp_summary.h"
 
 namespace canzona::plan {
 namespace {
@@ -317,14 +318,7 @@ void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& mod
       TpGroup g;
       g.tasks = all;
       g.hosts = lpt_hosts(tp_tasks, all, std::vector<double>(o.tp, 0.0));
-      std::vector<double> load(o.tp, 0.0);
-      std::vector<std::int64_t> bytes(o.tp, 0);
-      for (std::size_t k = 0; k < all.size(); ++k) {
-        load[g.hosts[k]] += tp_tasks[k].cost;
-        bytes[g.hosts[k]] += tp_tasks[k].bytes;
-      }
-      g.makespan = *std::max_element(load.begin(), load.end());
-      g.max_host_bytes = *std::max_element(bytes.begin(), bytes.end());
+      detail::Summariser(o.tp)(tp_tasks, g);
       groups.push_back(std::move(g));
     } else if (o.strategy == Strategy::kAsc) {
       groups = round_robin_groups(tp_tasks, o.tp, o.asc_group_tasks > 0 ? o.asc_group_tasks : o.tp);

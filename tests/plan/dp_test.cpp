@@ -149,3 +149,31 @@ TEST(Balanced, DivisibleItemIsSplitEvenlyWhenNothingElseExists) {
 
 }  // namespace
 }  // namespace canzona::plan
+
+namespace canzona::plan {
+namespace {
+
+// Megatron-LM layer-wise LPT, by hand. Two ranks, one bucket: costs 8, 5, 4, 1, numel 1, 5, 1, 1
+// (8 elements, cap 1.3 x 8 / 2 = 5.2 per rank). 8 -> r0 (load 8, 1 el); 5 -> r1 (5, 5 el);
+// 4: r1 is least loaded but 5 + 1 > 5.2, so r0 (12, 2 el); 1: r1 again over the cap -> r0.
+// Without the cap the 4 would go to r1.
+TEST(LayerwiseLpt, NumelCapSkipsAFullRank) {
+  EXPECT_EQ(layerwise_lpt_ranks({{8, 5, 4, 1}}, {{1, 5, 1, 1}}, 2, 1.3),
+            (std::vector<std::vector<int>>{{0, 1, 0, 0}}));
+  EXPECT_EQ(layerwise_lpt_ranks({{8, 5, 4, 1}}, {{1, 5, 1, 1}}, 2, 100.0),
+            (std::vector<std::vector<int>>{{0, 1, 1, 0}}));
+}
+
+// Loads carry across buckets: bucket 0 puts 8 on r0, so bucket 1's largest (3) goes to r1, its
+// next (2) too (r1 3 < r0 8). With a cap: a param no rank can hold under it (numel 10 of 12, cap
+// 7.8) goes to the least-loaded rank (r1, 0 < 8); the next one (numel 2) would again go to r1 by
+// load, but r1 holds 10 already, so r0 takes it.
+TEST(LayerwiseLpt, LoadsCarryAcrossBucketsAndOverCapFallsBackToLpt) {
+  EXPECT_EQ(layerwise_lpt_ranks({{8}, {3, 2}}, {{1}, {1, 1}}, 2, 100.0),
+            (std::vector<std::vector<int>>{{0}, {1, 1}}));
+  EXPECT_EQ(layerwise_lpt_ranks({{8}, {3, 1}}, {{1}, {10, 2}}, 2, 1.3),
+            (std::vector<std::vector<int>>{{0}, {1, 0}}));
+}
+
+}  // namespace
+}  // namespace canzona::plan

@@ -358,7 +358,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                   "Preset name (qwen3-0.6b ... qwen3-32b, qwen3-tiny, qwen3-mini), a Hugging "
                   "Face config.json, or a param-list JSON")
       ->required();
-  sub->add_option("--strategy", flags->strategy, "sc | layerwise | asc | lb-asc")
+  sub->add_option("--strategy", flags->strategy, "sc | layerwise | layerwise-paper | asc | lb-asc")
       ->capture_default_str();
   add_planning_flags(sub, *flags, PlanningCommand::kPlan);
   sub->add_option("--ns-steps", flags->optimizer_flags.ns_steps,

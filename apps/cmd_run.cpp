@@ -158,7 +158,7 @@ void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
         ->capture_default_str();
   } else {
     f.strategies = "lb-asc";
-    sub->add_option("--strategy", f.strategies, "sc | layerwise | asc | lb-asc")
+    sub->add_option("--strategy", f.strategies, "sc | layerwise | layerwise-paper | asc | lb-asc")
         ->capture_default_str();
   }
   sub->add_option("--optimizer-options", f.optimizer_options,

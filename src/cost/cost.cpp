@@ -61,6 +61,11 @@ double state_bytes(const std::string& optimizer, std::int64_t rows, std::int64_t
   return optim::find_optimizer(optimizer).state_bytes(rows, cols, options_for(optimizer, options));
 }
 
+ElementwiseRates elementwise_rates(const CostOptions& options) {
+  return {optimizer_flops(kElementwiseOptimizer, 1, 1, options),
+          state_bytes(kElementwiseOptimizer, 1, 1, options)};
+}
+
 double factorization_flops(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                            const CostOptions& options) {
   const optim::OptimizerDescriptor& d = optim::find_optimizer(optimizer);

@@ -29,8 +29,9 @@ void validate_shape(const ParamSpec& p, int tp) {
     CANZONA_REQUIRE(d <= kMaxDim, "param '", p.name, "': dimension ", d, " (shape ",
                     shape_string(p.shape), ") must lie in [1, ", kMaxDim, "] (kMaxDim)");
   }
-  require_in_range(p.numel(), 1, kMaxParamNumel, str("param '", p.name, "': numel"),
-                   "kMaxParamNumel");
+  require_in_range(
+      p.numel(), 1, kMaxParamNumel, [&] { return str("param '", p.name, "': numel"); },
+      "kMaxParamNumel");
   CANZONA_REQUIRE(p.tp_split_dim >= -1 && p.tp_split_dim < ndim, "param '", p.name,
                   "': tp_split_dim ", p.tp_split_dim, " out of range for a ", ndim,
                   "-D shape (use -1 for replicated)");
@@ -42,7 +43,9 @@ void validate_shape(const ParamSpec& p, int tp) {
   CANZONA_REQUIRE(!p.is_matrix() || ndim == 2, "param '", p.name,
                   "': the matrix optimizer needs a 2-D shape, got ", shape_string(p.shape));
   CANZONA_REQUIRE(p.layer >= -1, "param '", p.name, "': layer ", p.layer, " is negative");
-  require_in_range(p.layer, -1, kMaxLayers - 1, str("param '", p.name, "': layer"), "kMaxLayers");
+  require_in_range(
+      p.layer, -1, kMaxLayers - 1, [&] { return str("param '", p.name, "': layer"); },
+      "kMaxLayers");
   CANZONA_REQUIRE(p.stage >= -1, "param '", p.name, "': stage ", p.stage, " is negative");
 }
 
@@ -101,14 +104,16 @@ std::int64_t Piece::rows() const {
     std::int64_t length = 0;
     if (__builtin_sub_overflow(end, begin, &length))
       throw UsageError(str("piece '", name, "': rows [", begin, ", ", end, ") overflow int64"));
-    n = checked_add(n, length, str("piece '", name, "': rows"));
+    n = checked_add(n, length, [&] { return str("piece '", name, "': rows"); });
   }
   return n;
 }
 
+// The message is formed only on overflow: numel() runs for every param in every plan candidate.
 std::int64_t ParamSpec::numel() const {
   std::int64_t n = 1;
-  for (std::int64_t d : shape) n = checked_mul(n, d, str("param '", name, "': numel"));
+  for (std::int64_t d : shape)
+    n = checked_mul(n, d, [&] { return str("param '", name, "': numel"); });
   return n;
 }
 
@@ -138,7 +143,8 @@ std::vector<std::int64_t> ParamSpec::local_shape(int tp) const {
 
 std::int64_t ModelSpec::total_numel() const {
   std::int64_t n = 0;
-  for (const ParamSpec& p : params) n = checked_add(n, p.numel(), str("model '", name, "': numel"));
+  for (const ParamSpec& p : params)
+    n = checked_add(n, p.numel(), [&] { return str("model '", name, "': numel"); });
   return n;
 }
 

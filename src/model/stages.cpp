@@ -16,13 +16,16 @@ std::vector<int> assign_stages(const ModelSpec& model, int pp) {
   for (std::size_t i = 0; i < model.params.size(); ++i) {
     const ParamSpec& p = model.params[i];
     if (p.layer < 0) continue;
-    require_in_range(p.layer, 0, kMaxLayers - 1, str("param '", p.name, "': layer"), "kMaxLayers");
+    require_in_range(
+        p.layer, 0, kMaxLayers - 1, [&] { return str("param '", p.name, "': layer"); },
+        "kMaxLayers");
     max_layer = std::max<std::int64_t>(max_layer, p.layer);
     first_layer_param = std::min(first_layer_param, i);
   }
   const std::int64_t num_layers = model.arch.num_layers > 0 ? model.arch.num_layers : max_layer + 1;
-  require_in_range(num_layers, 0, kMaxLayers, str("model '", model.name, "': layers"),
-                   "kMaxLayers");
+  require_in_range(
+      num_layers, 0, kMaxLayers, [&] { return str("model '", model.name, "': layers"); },
+      "kMaxLayers");
   CANZONA_REQUIRE(max_layer < num_layers, "model '", model.name, "': layer ", max_layer,
                   " out of range for ", num_layers, " layers");
   CANZONA_REQUIRE(num_layers % pp == 0, "pp=", pp, " does not divide ", num_layers, " layers");

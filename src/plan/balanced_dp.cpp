@@ -25,6 +25,10 @@ using detail::BucketState;
 using detail::kInf;
 
 constexpr double kGridWork = 5e6;  // largest items x ranks x tp for the grid candidates
+// Refinement work (candidate moves and swaps evaluated) of all refined candidates together.
+constexpr double kRefineWork = 4e6;
+// Atomic items x ranks past which fewer candidates run (dp.h): Qwen3-32B at DP 1024 is 4.6e5.
+constexpr double kLargeWork = 2e6;
 // Largest Σ_items max(1, tasks) x ranks x tp for the grid candidates: place_on_grid tries every
 // task of an item on every allowed rank, so an item split into many pieces (a per-head QKV with
 // thousands of heads) multiplies its work; beyond this the grid candidates are skipped.
@@ -65,14 +69,13 @@ std::vector<Boundary> boundaries(const std::vector<BucketState>& state,
 // Local search on the time maximum: move one boundary item off the most loaded rank, or swap a
 // boundary item of that rank with a cheaper boundary item of another rank (different buckets),
 // whichever lowers the pair's maximum most; stop when nothing lowers it. The work is bounded
-// (kRefineWork candidate evaluations; swaps are skipped once they would exceed it) so very large
+// (`budget` candidate evaluations; swaps are skipped once they would exceed it) so very large
 // models stay fast.
 void refine(std::vector<BucketState>& state, const std::vector<std::vector<DpItem>>& items,
-            std::vector<double>& load) {
-  constexpr double kRefineWork = 4e6;
+            std::vector<double>& load, double budget) {
   const int ranks = static_cast<int>(load.size());
   double work = 0.0;
-  while (work < kRefineWork) {
+  while (work < budget) {
     const int top = static_cast<int>(std::max_element(load.begin(), load.end()) - load.begin());
     const std::vector<Boundary> edges = boundaries(state, items, ranks);
     std::vector<const Boundary*> mine;
@@ -80,7 +83,7 @@ void refine(std::vector<BucketState>& state, const std::vector<std::vector<DpIte
       if (e.owner == top) mine.push_back(&e);
     work += static_cast<double>(edges.size());
     const double swap_work = static_cast<double>(edges.size()) * static_cast<double>(mine.size());
-    const bool try_swaps = work + swap_work <= kRefineWork;
+    const bool try_swaps = work + swap_work <= budget;
     if (try_swaps) work += swap_work;
     double best_peak = load[top] * (1.0 - 1e-12);
     const Boundary* move = nullptr;
@@ -290,7 +293,8 @@ std::vector<Candidate> run_candidates(const std::vector<std::vector<DpItem>>& it
   const double mu = grand_total / ranks;
 
   // Phase 1 six ways, each followed by phases 2 and 3; with TP, two more on the grid (with and
-  // without caps), not refined on DP time (that would undo their host packing).
+  // without caps), not refined on DP time (that would undo their host packing). A capped twin
+  // whose caps change nothing is skipped; past kLargeWork only candidates 2 and 3 run.
   std::size_t atomic_items = 0;
   double atomic_tasks = 0.0;
   for (std::size_t b = 0; b < buckets; ++b) {
@@ -300,18 +304,26 @@ std::vector<Candidate> run_candidates(const std::vector<std::vector<DpItem>>& it
   }
   const bool grid = tp > 1 && static_cast<double>(atomic_items) * ranks * tp <= kGridWork &&
                     atomic_tasks * ranks * tp <= kGridTaskWork;
+  // Past kLargeWork only the global LPT with lowest-rank ties (and its capped twin) runs.
+  const bool large = static_cast<double>(atomic_items) * ranks > kLargeWork;
   std::vector<Candidate> candidates;
   for (int candidate = 0; candidate < (grid ? 8 : 6); ++candidate) {
+    if (large && candidate != 2 && candidate != 3) continue;
     std::vector<BucketState> trial = state;
     // The grid candidate's capped items get at least R/8 ranks, so they need not crowd one DP
-    // rank's TP hosts.
-    if (candidate % 2 == 1)
+    // rank's TP hosts. Caps that change nothing would repeat the candidate before.
+    if (candidate % 2 == 1) {
       detail::cap_around_big_divisible(trial, items, ranks, candidate == 7 ? (ranks + 7) / 8 : 1);
+      bool capped = false;
+      for (std::size_t b = 0; b < buckets && !capped; ++b)
+        capped = trial[b].cap_lo != state[b].cap_lo || trial[b].cap_hi != state[b].cap_hi;
+      if (!capped) continue;
+    }
     std::vector<double> load =
         candidate < 2   ? detail::place_per_bucket(trial, items, totals, ranks, mu)
         : candidate < 6 ? detail::place_by_lpt(trial, items, ranks, candidate >= 4)
                         : detail::place_on_grid(trial, items, ranks, tp);
-    if (candidate < 6) refine(trial, items, load);
+    if (candidate < 6) refine(trial, items, load, large ? kRefineWork / 8 : kRefineWork / 6);
     const std::vector<double> memory = detail::fill_divisible(trial, items, ranks);
     const double time_mean = std::accumulate(load.begin(), load.end(), 0.0) / ranks;
     const double memory_mean = std::accumulate(memory.begin(), memory.end(), 0.0) / ranks;

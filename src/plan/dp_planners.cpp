@@ -141,7 +141,10 @@ std::vector<std::vector<int>> layerwise_lpt_ranks(
 std::vector<std::int64_t> equal_chunk_cuts(std::int64_t bucket_numel, int ranks) {
   CANZONA_CHECK(ranks > 0);
   std::vector<std::int64_t> cuts(static_cast<std::size_t>(ranks) + 1);
-  for (int r = 0; r <= ranks; ++r) cuts[r] = bucket_numel * r / ranks;
+  // floor(bucket_numel * r / ranks) without forming the product, which overflows int64 for a
+  // padded layerwise bucket at the largest DP (bucket_numel = q * ranks + m, m < ranks).
+  const std::int64_t q = bucket_numel / ranks, m = bucket_numel % ranks;
+  for (int r = 0; r <= ranks; ++r) cuts[r] = q * r + m * r / ranks;
   return cuts;
 }
 

@@ -2,6 +2,8 @@
 // without the monotone-cut limit, then each bucket laid out by owner so the cuts stay on param
 // boundaries (design.md section 3, "order inside a bucket is free").
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <queue>
 #include <tuple>
@@ -14,6 +16,10 @@ namespace canzona::plan {
 namespace {
 
 constexpr double kGridWork = 5e6;  // largest Σ max(1, tasks) x ranks x tp for the grid candidate
+// Atomic items x ranks past which fewer candidates run (as in balanced_dp.cpp).
+constexpr double kLargeWork = 2e6;
+// Memory caps of the windowed LPT candidates (x the mean); infinity: time alone.
+constexpr double kMemoryCaps[] = {1.1, 1.3, std::numeric_limits<double>::infinity()};
 
 struct Ref {
   int bucket = 0;
@@ -44,6 +50,68 @@ void place_lpt(const std::vector<std::vector<DpItem>>& items, int ranks,
     const DpItem& item = items[ref.bucket][ref.item];
     owner[ref.bucket][ref.item] = r;
     heap.emplace(time + item.time, memory + item.memory, r);
+  }
+}
+
+// Where each bucket's atomic items may go. A bucket whose divisible run holds more than a rank's
+// mean memory (the embedding beside a few layers) keeps ranks [0, R - s) free of its atomic
+// items, s = ceil(2 R x its share of the atomic time), 1 <= s < R, so lay_out can spread the run
+// over them and over rank R - s (the first that may hold its items, which the run may share):
+// each of those R - s + 1 ranks is expected to hold run / (R - s + 1).
+struct Windows {
+  std::vector<int> lo;           // [bucket] lowest rank its atomic items may take
+  std::vector<double> reserved;  // [rank] run memory expected there
+  bool any = false;              // some bucket has a window
+};
+
+Windows run_windows(const std::vector<std::vector<DpItem>>& items, int ranks) {
+  const std::size_t buckets = items.size();
+  std::vector<double> run(buckets, 0.0), time(buckets, 0.0);
+  double total_memory = 0.0, total_time = 0.0;
+  for (std::size_t b = 0; b < buckets; ++b)
+    for (const DpItem& item : items[b]) {
+      total_memory += item.memory;
+      (item.divisible ? run[b] : time[b]) += item.divisible ? item.memory : item.time;
+      if (!item.divisible) total_time += item.time;
+    }
+  Windows w;
+  w.lo.assign(buckets, 0);
+  w.reserved.assign(ranks, 0.0);
+  if (ranks < 2 || total_time <= 0.0) return w;
+  for (std::size_t b = 0; b < buckets; ++b) {
+    if (run[b] <= total_memory / ranks || time[b] <= 0.0) continue;
+    const double share = 2.0 * ranks * time[b] / total_time;
+    const int s = std::clamp(static_cast<int>(std::ceil(share)), 1, ranks - 1);
+    w.lo[b] = ranks - s;
+    for (int r = 0; r <= ranks - s; ++r) w.reserved[r] += run[b] / (ranks - s + 1);
+    w.any = true;
+  }
+  return w;
+}
+
+// (2) LPT on time within the windows, among the ranks whose memory (reserved run memory
+// included) stays within cap x the mean of all memory (Megatron's layer-wise optimizer caps numel
+// the same way); the least-memory allowed rank when none does. cap = infinity: no cap.
+void place_lpt_windowed(const std::vector<std::vector<DpItem>>& items, int ranks,
+                        const Windows& windows, double cap, std::vector<std::vector<int>>& owner) {
+  double total = 0.0;
+  for (const auto& bucket : items)
+    for (const DpItem& item : bucket) total += item.memory;
+  const double limit = cap * total / ranks;
+  std::vector<double> time(ranks, 0.0), memory = windows.reserved;
+  for (const Ref& ref : by_time(items)) {
+    const DpItem& item = items[ref.bucket][ref.item];
+    const int lo = windows.lo[ref.bucket];
+    int best = -1, least = lo;
+    for (int r = lo; r < ranks; ++r) {
+      if (memory[r] < memory[least]) least = r;
+      if (memory[r] + item.memory > limit) continue;
+      if (best < 0 || time[r] < time[best]) best = r;
+    }
+    if (best < 0) best = least;
+    owner[ref.bucket][ref.item] = best;
+    time[best] += item.time;
+    memory[best] += item.memory;
   }
 }
 
@@ -170,13 +238,49 @@ std::vector<FreeOrder> free_order_candidates(const std::vector<std::vector<DpIte
         grid_work += static_cast<double>(std::max<std::size_t>(1, item.tasks.size()));
   }
   std::vector<FreeOrder> out;
-  place_lpt(items, ranks, owner);
-  out.push_back(lay_out(items, ranks, owner));
-  if (tp > 1 && grid_work * ranks * tp <= kGridWork) {
-    place_grid(items, ranks, tp, owner);
+  std::vector<std::vector<std::vector<int>>> placed;  // owners of the candidates so far
+  auto add = [&] {
+    if (std::find(placed.begin(), placed.end(), owner) != placed.end()) return;
+    placed.push_back(owner);
     out.push_back(lay_out(items, ranks, owner));
+  };
+  place_lpt(items, ranks, owner);
+  add();
+  // Past kLargeWork (atomic items x ranks) only LPT and, with windows, the windowed 1.1 cap.
+  std::size_t atomic = 0;
+  for (const auto& bucket : items)
+    for (const DpItem& item : bucket) atomic += !item.divisible;
+  const bool large = static_cast<double>(atomic) * ranks > kLargeWork;
+  Windows open;  // no windows
+  open.lo.assign(items.size(), 0);
+  open.reserved.assign(ranks, 0.0);
+  const Windows windows = run_windows(items, ranks);
+  const Windows* const choices[] = {&open, &windows};
+  for (const Windows* w : choices) {
+    if ((w == &windows && !windows.any) || (large && w == &open)) continue;
+    for (double cap : kMemoryCaps) {
+      if (large && cap != kMemoryCaps[0]) break;
+      place_lpt_windowed(items, ranks, *w, cap, owner);
+      add();
+    }
+  }
+  if (!large && tp > 1 && grid_work * ranks * tp <= kGridWork) {
+    place_grid(items, ranks, tp, owner);
+    add();
   }
   return out;
+}
+
+FreeOrder free_order_for_owners(const std::vector<std::vector<DpItem>>& items, int ranks,
+                                const std::vector<std::vector<int>>& owner) {
+  CANZONA_CHECK(ranks > 0 && owner.size() == items.size());
+  for (std::size_t b = 0; b < items.size(); ++b) {
+    CANZONA_CHECK(owner[b].size() == items[b].size());
+    for (std::size_t i = 0; i < items[b].size(); ++i)
+      CANZONA_CHECK(items[b][i].divisible || (owner[b][i] >= 0 && owner[b][i] < ranks), "bucket ",
+                    b, " item ", i, ": owner ", owner[b][i], " not a DP rank");
+  }
+  return lay_out(items, ranks, owner);
 }
 
 DpCuts cuts_for_owners(const std::vector<std::vector<DpItem>>& items,

@@ -22,9 +22,9 @@ struct MaxMean {
   double ratio() const { return sum > 0.0 ? max / mean() : 1.0; }
 };
 
-void add_adam(RankLoad& load, std::int64_t numel, const cost::CostOptions& c) {
-  load.flops += cost::optimizer_flops(cost::kElementwiseOptimizer, numel, 1, c);
-  load.memory += cost::state_bytes(cost::kElementwiseOptimizer, numel, 1, c);
+void add_adam(RankLoad& load, std::int64_t numel, const cost::ElementwiseRates& c) {
+  load.flops += c.flops * static_cast<double>(numel);
+  load.memory += c.state_bytes * static_cast<double>(numel);
 }
 
 // Work every DP rank does alike (sc's redundant updates, kEveryone tasks) is summed once per TP
@@ -33,7 +33,7 @@ void add_adam(RankLoad& load, std::int64_t numel, const cost::CostOptions& c) {
 void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePlan& stage,
                  LoadGrid& loads, Metrics& m) {
   const PlanOptions& o = plan.options;
-  const cost::CostOptions& c = o.cost;
+  const cost::ElementwiseRates c = cost::elementwise_rates(o.cost);
   std::vector<RankLoad> everyone(o.tp);
   m.buffer_elements += stage.layout.numel;
   for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b) {
@@ -157,7 +157,12 @@ void stage_bounds(const model::ModelSpec& model, const PlanOptions& o, const Sta
 
 }  // namespace
 
-Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan) {
+namespace {
+
+enum class BoundsFrom { kCompute, kCopy, kNone };
+
+Metrics metrics_of(const model::ModelSpec& model, const Plan& plan, BoundsFrom from,
+                   const Metrics* bounds) {
   const PlanOptions& o = plan.options;
   Metrics m;
   MaxMean grid_flops_all, grid_memory_all;
@@ -201,9 +206,10 @@ Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan) {
     m.grid.flops = std::max(m.grid.flops, grid_flops.ratio());
     m.grid.memory = std::max(m.grid.memory, grid_memory.ratio());
 
-    stage_bounds(model, o, stage, {dp_flops.mean(), dp_memory.mean()},
-                 {tp_flops_all.mean(), tp_memory_all.mean()},
-                 {grid_flops.mean(), grid_memory.mean()}, m);
+    if (from == BoundsFrom::kCompute)
+      stage_bounds(model, o, stage, {dp_flops.mean(), dp_memory.mean()},
+                   {tp_flops_all.mean(), tp_memory_all.mean()},
+                   {grid_flops.mean(), grid_memory.mean()}, m);
     for (const auto& groups : stage.groups) {
       double sum = 0.0;
       for (const auto& g : groups) sum += g.makespan;
@@ -215,7 +221,26 @@ Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan) {
   m.mean_rank = {grid_flops_all.mean(), grid_memory_all.mean()};
   for (double r : m.bucket_shard_ratio)
     m.bucket_comm_imbalance = std::max(m.bucket_comm_imbalance, r);
+  if (from == BoundsFrom::kCopy) {
+    m.lower_bound_dp = bounds->lower_bound_dp;
+    m.lower_bound_tp = bounds->lower_bound_tp;
+    m.lower_bound_grid = bounds->lower_bound_grid;
+  }
   return m;
+}
+
+}  // namespace
+
+Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan) {
+  return metrics_of(model, plan, BoundsFrom::kCompute, nullptr);
+}
+
+Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan, const Metrics& bounds) {
+  return metrics_of(model, plan, BoundsFrom::kCopy, &bounds);
+}
+
+Metrics compute_balance(const model::ModelSpec& model, const Plan& plan) {
+  return metrics_of(model, plan, BoundsFrom::kNone, nullptr);
 }
 
 }  // namespace canzona::plan

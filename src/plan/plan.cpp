@@ -2,7 +2,9 @@
 #include "canzona/plan/plan.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <numeric>
 
@@ -77,7 +79,7 @@ layout::LayoutOptions stage_layout_options(const PlanOptions& o) {
 // Matrix tasks of one param: the whole matrix or one per piece, full (un-TP-split) shapes.
 void add_tasks(const model::ParamSpec& p, int index, const PlanOptions& o,
                std::vector<Task>& tasks) {
-  const std::string what = str("param '", p.name, "': fp32 gradient bytes");
+  auto what = [&] { return str("param '", p.name, "': fp32 gradient bytes"); };
   auto add = [&](int piece, std::int64_t rows, std::int64_t cols) {
     Task t;
     t.param = index;
@@ -188,33 +190,49 @@ StageItems canzona_items(const model::ModelSpec& model, const layout::Layout& la
   return s;
 }
 
-// Free-order candidates (dp.h): each re-lays the buckets by owner and cuts them there.
-std::vector<LaidCuts> free_order_cuts(const layout::Layout& layout, const StageItems& s,
-                                      const PlanOptions& o) {
-  std::vector<LaidCuts> out;
-  for (const FreeOrder& f : free_order_candidates(s.items, o.dp, o.tp)) {
-    LaidCuts c;
-    c.layout = layout::reorder_buckets(layout, f.order, stage_layout_options(o));
-    StageItems laid;
-    for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
-      const layout::Bucket& bucket = c.layout.buckets[b];
-      laid.items.emplace_back();
-      laid.starts.emplace_back();
-      laid.numel.push_back(bucket.numel);
-      for (std::size_t k = 0; k < bucket.slots.size(); ++k) {
-        laid.items.back().push_back(s.items[b][f.order[b][k]]);
-        laid.starts.back().push_back(bucket.slots[k].offset);
-      }
+// A free-order candidate (dp.h): the buckets re-laid by owner and cut there.
+LaidCuts laid_cuts(const layout::Layout& layout, const StageItems& s, const FreeOrder& f,
+                   const PlanOptions& o) {
+  LaidCuts c;
+  c.layout = layout::reorder_buckets(layout, f.order, stage_layout_options(o));
+  StageItems laid;
+  for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
+    const layout::Bucket& bucket = c.layout.buckets[b];
+    laid.items.emplace_back();
+    laid.starts.emplace_back();
+    laid.numel.push_back(bucket.numel);
+    for (std::size_t k = 0; k < bucket.slots.size(); ++k) {
+      laid.items.back().push_back(s.items[b][f.order[b][k]]);
+      laid.starts.back().push_back(bucket.slots[k].offset);
     }
-    for (auto& bucket : cuts_for_owners(laid.items, f.owner, laid.starts, laid.numel, o.dp))
-      c.cuts.push_back(std::move(bucket.element_cuts));
-    out.push_back(std::move(c));
   }
-  return out;
+  for (auto& bucket : cuts_for_owners(laid.items, f.owner, laid.starts, laid.numel, o.dp))
+    c.cuts.push_back(std::move(bucket.element_cuts));
+  return c;
+}
+
+// Megatron-LM's layer-wise optimizer (layer_wise_optimizer.py): the DP rank of every param of
+// every bucket, by LPT on max·min² of its TP-shard shape under the 1.3x numel cap.
+std::vector<std::vector<int>> layerwise_ranks(const model::ModelSpec& model,
+                                              const layout::Layout& layout, const PlanOptions& o) {
+  std::vector<std::vector<double>> costs;
+  std::vector<std::vector<std::int64_t>> numel;
+  for (const layout::Bucket& bucket : layout.buckets) {
+    costs.emplace_back();
+    numel.emplace_back();
+    for (const layout::Slot& slot : bucket.slots) {
+      const auto shape = model.params[slot.param].local_shape(o.tp);
+      const double a = static_cast<double>(shape[0]);
+      const double b = shape.size() > 1 ? static_cast<double>(shape[1]) : 1.0;
+      costs.back().push_back(std::max(a, b) * std::min(a, b) * std::min(a, b));
+      numel.back().push_back(slot.numel);
+    }
+  }
+  return layerwise_lpt_ranks(costs, numel, o.dp, kLayerwiseNumelCap);
 }
 
 // The DP cuts to consider: one set for asc and the paper's Algorithm 1, our planner's candidates
-// otherwise (plan_stage keeps the one whose whole DP x TP plan is best), with the free-order ones
+// otherwise (plan_from keeps the one whose whole DP x TP plan is best), with the free-order ones
 // on re-laid buckets when o.reorder_buckets.
 std::vector<LaidCuts> dp_cut_candidates(const model::ModelSpec& model, const layout::Layout& layout,
                                         const std::vector<Task>& tasks, const PlanOptions& o) {
@@ -279,20 +297,90 @@ std::vector<LaidCuts> dp_cut_candidates(const model::ModelSpec& model, const lay
     for (auto& bucket : candidate) c.cuts.push_back(std::move(bucket.element_cuts));
     candidates.push_back(std::move(c));
   }
-  if (o.reorder_buckets)
-    for (LaidCuts& c : free_order_cuts(layout, s, o)) candidates.push_back(std::move(c));
-  return candidates;
+  // The peers' DP placements are candidates of ours too, so ours never loses to them for want of
+  // trying one: the authors' cuts in Megatron's order and, in free order, Megatron's layer-wise
+  // owners laid out by owner (variable shards, nothing padded).
+  PlanOptions authors = o;
+  authors.variant = PlannerVariant::kMegatronCanzona;
+  for (LaidCuts& c : dp_cut_candidates(model, layout, tasks, authors))
+    candidates.push_back(std::move(c));
+  if (o.reorder_buckets) {
+    for (const FreeOrder& f : free_order_candidates(s.items, R, o.tp))
+      candidates.push_back(laid_cuts(layout, s, f, o));
+    const FreeOrder lw = free_order_for_owners(s.items, R, layerwise_ranks(model, layout, o));
+    candidates.push_back(laid_cuts(layout, s, lw, o));
+  }
+  // Different placements often cut alike; each distinct plan is judged once.
+  auto same = [](const LaidCuts& a, const LaidCuts& b) {
+    if (a.cuts != b.cuts) return false;
+    for (std::size_t k = 0; k < a.layout.buckets.size(); ++k) {
+      const auto& x = a.layout.buckets[k].slots;
+      const auto& y = b.layout.buckets[k].slots;
+      for (std::size_t i = 0; i < x.size(); ++i)
+        if (x[i].param != y[i].param || x[i].offset != y[i].offset) return false;
+    }
+    return true;
+  };
+  std::vector<LaidCuts> distinct;
+  for (LaidCuts& c : candidates)
+    if (std::none_of(distinct.begin(), distinct.end(),
+                     [&](const LaidCuts& d) { return same(d, c); }))
+      distinct.push_back(std::move(c));
+  return distinct;
+}
+
+// The metrics of a one-stage plan; with `bounds`, its lower bounds are taken from there.
+Metrics stage_metrics(const model::ModelSpec& model, const PlanOptions& o, const StagePlan& stage,
+                      const Metrics* bounds = nullptr) {
+  Plan single;
+  single.options = o;
+  single.stages.push_back(stage);
+  return bounds != nullptr ? compute_metrics(model, single, *bounds)
+                           : compute_metrics(model, single);
 }
 
 // How good a finished stage plan is on the whole grid: the worst of DP FLOPs and memory max/mean
 // and grid FLOPs and memory max/mean relative to their lower bounds (1 is perfect).
-double grid_score(const model::ModelSpec& model, const PlanOptions& o, const StagePlan& stage) {
-  Plan single;
-  single.options = o;
-  single.stages.push_back(stage);
-  const Metrics m = compute_metrics(model, single);
+double grid_score(const Metrics& m) {
   return std::max({m.dp.flops, m.dp.memory, m.grid.flops / m.lower_bound_grid.flops,
                    m.grid.memory / m.lower_bound_grid.memory});
+}
+
+// What ours must not be behind (design.md section 1: baselines at their strongest), as the
+// smallest value any peer reaches on each metric: the authors' Megatron-Canzona plan and
+// Megatron-LM's layer-wise plan with one home rank per weight (layer-sharded) on the five max/mean
+// metrics and the busiest rank's FLOPs and memory; Megatron-LM's default layer-wise plan
+// (duplicated TP) on DP FLOPs max/mean and the busiest rank. Duplicated TP computes and stores
+// every TP-split update on every TP rank, so its TP and grid max/mean are 1 and its memory
+// max/mean are over a mean inflated by tp x the matrix state: only its DP FLOPs ratio (matrix
+// work, all inflated alike) and its busiest rank compare.
+struct PeerMarks {
+  enum Metric { kDpFlops, kDpMemory, kTpFlops, kGridFlops, kGridMemory, kBusyFlops, kBusyMemory };
+  static constexpr int kMetrics = 7;
+  std::array<double, kMetrics> best;  // the lowest peer value of each metric (infinity: none)
+  PeerMarks() { best.fill(std::numeric_limits<double>::infinity()); }
+};
+
+std::array<double, PeerMarks::kMetrics> metric_values(const Metrics& m) {
+  return {m.dp.flops,    m.dp.memory,      m.tp.flops,       m.grid.flops,
+          m.grid.memory, m.max_rank.flops, m.max_rank.memory};
+}
+
+// A metric counts as behind when it exceeds the peer's by more than this fraction
+// (scripts/plan-sweep.sh marks the same).
+constexpr double kBehindTolerance = 0.005;
+
+void tighten(PeerMarks& marks, const Metrics& m, std::initializer_list<PeerMarks::Metric> which) {
+  const auto values = metric_values(m);
+  for (PeerMarks::Metric k : which) marks.best[k] = std::min(marks.best[k], values[k]);
+}
+
+int behind(const Metrics& m, const PeerMarks& p) {
+  const auto values = metric_values(m);
+  int count = 0;
+  for (int k = 0; k < PeerMarks::kMetrics; ++k)
+    count += values[k] > (1.0 + kBehindTolerance) * p.best[k];
+  return count;
 }
 
 void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& model) {
@@ -341,23 +429,27 @@ void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& mod
   }
 }
 
-StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int stage_index,
+// What every strategy's plan of a stage starts from: Megatron's layout and the matrix tasks
+// (neither depends on the strategy or the planner), no owner yet.
+StagePlan stage_base(const model::ModelSpec& model, std::vector<int> params, int stage_index,
                      const PlanOptions& o) {
   StagePlan stage;
   stage.stage = stage_index;
   stage.params = std::move(params);
-  layout::LayoutOptions layout_options = o.layout;
-  layout_options.dp = o.dp;
-  layout_options.tp = o.tp;
-  stage.layout = layout::build_layout(model, stage.params, layout_options);
+  stage.layout = layout::build_layout(model, stage.params, stage_layout_options(o));
   for (int p : stage.params)
     if (model.params[p].is_matrix()) add_tasks(model.params[p], p, o, stage.tasks);
   // Bounds every sum of gather bytes the TP planners form (a host's bytes in a group).
-  const std::string what = str("stage ", stage_index, ": fp32 gradient bytes of all matrices");
+  auto what = [&] { return str("stage ", stage_index, ": fp32 gradient bytes of all matrices"); };
   std::int64_t stage_bytes = 0;
   for (const Task& t : stage.tasks) stage_bytes = checked_add(stage_bytes, t.gather_bytes, what);
-
   stage.owner.assign(model.params.size(), -1);
+  return stage;
+}
+
+// The plan of strategy o.strategy (planner o.variant) from a stage_base.
+StagePlan plan_from(const model::ModelSpec& model, StagePlan stage, const PlanOptions& o) {
+  const int stage_index = stage.stage;
   if (strategy_parts(o.strategy, o.layerwise_tp).dp_sync == DpSync::kReduceScatter) {
     const auto buckets = static_cast<std::int64_t>(stage.layout.buckets.size());
     // buckets <= params <= 2^20 and dp <= 2^20: the product fits int64.
@@ -374,23 +466,12 @@ StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int
     case Strategy::kLayerwise: {
       // Megatron-LM's layer-wise optimizer: per-bucket LPT on max·min² of the TP-shard shape under
       // a 1.3x numel cap, laid out in padded equal shards.
-      std::vector<std::vector<double>> costs;
-      std::vector<std::vector<std::int64_t>> numel;
       std::vector<std::vector<int>> order;
       for (const layout::Bucket& bucket : stage.layout.buckets) {
-        costs.emplace_back();
-        numel.emplace_back();
-        for (const layout::Slot& slot : bucket.slots) {
-          const auto shape = model.params[slot.param].local_shape(o.tp);
-          const double a = static_cast<double>(shape[0]);
-          const double b = shape.size() > 1 ? static_cast<double>(shape[1]) : 1.0;
-          costs.back().push_back(std::max(a, b) * std::min(a, b) * std::min(a, b));
-          numel.back().push_back(slot.numel);
-        }
         order.emplace_back(bucket.slots.size());
         std::iota(order.back().begin(), order.back().end(), 0);
       }
-      const auto ranks = layerwise_lpt_ranks(costs, numel, o.dp, kLayerwiseNumelCap);
+      const auto ranks = layerwise_ranks(model, stage.layout, o);
       stage.layout = layout::padded_shards(stage.layout, order, ranks, stage_layout_options(o));
       for (const layout::Bucket& bucket : stage.layout.buckets)
         stage.cuts.push_back(equal_chunk_cuts(bucket.numel, o.dp));
@@ -413,7 +494,42 @@ StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int
     case Strategy::kAsc:
     case Strategy::kLbAsc: {
       std::vector<LaidCuts> candidates = dp_cut_candidates(model, stage.layout, stage.tasks, o);
+      // Ours keeps the candidate behind the peers on the fewest metrics, then the best grid_score
+      // (earliest on ties).
+      PeerMarks peers;
+      if (candidates.size() > 1) {
+        using M = PeerMarks;
+        PlanOptions authors = o, duplicated = o, sharded = o;
+        authors.variant = PlannerVariant::kMegatronCanzona;
+        duplicated.strategy = sharded.strategy = Strategy::kLayerwise;
+        duplicated.layerwise_tp = LayerwiseTp::kDuplicated;
+        sharded.layerwise_tp = LayerwiseTp::kLayerSharded;
+        auto balance = [&](const PlanOptions& p, const StagePlan& plan) {
+          Plan single;
+          single.options = p;
+          single.stages.push_back(plan);
+          return compute_balance(model, single);
+        };
+        const std::initializer_list<M::Metric> all = {M::kDpFlops,   M::kDpMemory,   M::kTpFlops,
+                                                      M::kGridFlops, M::kGridMemory, M::kBusyFlops,
+                                                      M::kBusyMemory};
+        tighten(peers, balance(authors, plan_from(model, stage, authors)), all);
+        // Both layer-wise modes share the DP placement; only the TP homes differ. A grid whose
+        // padded shards would not fit int64 (layout::padded_shards refuses it) has no layer-wise
+        // plan to compare with, and ours does not need one.
+        try {
+          const StagePlan lw = plan_from(model, stage, duplicated);
+          tighten(peers, balance(duplicated, lw), {M::kDpFlops, M::kBusyFlops, M::kBusyMemory});
+          StagePlan lw_sharded = lw;
+          plan_tp(sharded, lw_sharded, model);
+          tighten(peers, balance(sharded, lw_sharded), all);
+        } catch (const UsageError&) {
+        }
+      }
+      bool first = true;  // the candidates share their lower bounds: computed for the first
+      Metrics first_metrics;
       StagePlan best;
+      int best_behind = std::numeric_limits<int>::max();
       double best_score = std::numeric_limits<double>::infinity();
       for (LaidCuts& c : candidates) {
         StagePlan trial = stage;
@@ -423,8 +539,15 @@ StagePlan plan_stage(const model::ModelSpec& model, std::vector<int> params, int
         for (Task& t : trial.tasks) t.dp_owner = trial.owner[t.param];
         plan_tp(o, trial, model);
         if (candidates.size() == 1) return trial;
-        const double score = grid_score(model, o, trial);
-        if (score < best_score * (1.0 - 1e-12)) {
+        const Metrics m = stage_metrics(model, o, trial, first ? nullptr : &first_metrics);
+        if (first) {
+          first_metrics = m;
+          first = false;
+        }
+        const int lag = behind(m, peers);
+        const double score = grid_score(m);
+        if (lag < best_behind || (lag == best_behind && score < best_score * (1.0 - 1e-12))) {
+          best_behind = lag;
           best_score = score;
           best = std::move(trial);
         }
@@ -534,7 +657,8 @@ Plan make_plan(const model::ModelSpec& model, const PlanOptions& options) {
   Plan plan;
   plan.options = options;
   for (int s = 0; s < options.pp; ++s)
-    plan.stages.push_back(plan_stage(model, std::move(stage_params[s]), s, options));
+    plan.stages.push_back(
+        plan_from(model, stage_base(model, std::move(stage_params[s]), s, options), options));
   return plan;
 }
 

@@ -59,6 +59,22 @@ TEST(Cost, AdamWCountsTwelveFlopsPerElement) {
   EXPECT_EQ(optimizer_flops("adamw", 1, 5120, o), 61440.0);
 }
 
+// The rates metrics price element-wise slices with: 12 FLOPs and 8 bytes (m and v in fp32) per
+// element by hand (adamw.h), and n times them is bit for bit what pricing n elements gives.
+TEST(Cost, ElementwiseRatesArePerElementAndScaleExactly) {
+  CostOptions o;
+  o.matrix_optimizer = "shampoo";
+  o.optimizer_options = {{"precondition_frequency", 3}};  // the matrix optimizer's, not AdamW's
+  const ElementwiseRates r = elementwise_rates(o);
+  EXPECT_EQ(r.flops, 12.0);
+  EXPECT_EQ(r.state_bytes, 8.0);
+  for (std::int64_t n :
+       {std::int64_t{1}, std::int64_t{7}, std::int64_t{155'582'464}, std::int64_t{1} << 40}) {
+    EXPECT_EQ(r.flops * static_cast<double>(n), optimizer_flops("adamw", n, 1, o)) << n;
+    EXPECT_EQ(r.state_bytes * static_cast<double>(n), state_bytes("adamw", n, 1, o)) << n;
+  }
+}
+
 TEST(Cost, ShampooAmortisesEighAndSkipsLargeSides) {
   CostOptions o;
   o.matrix_optimizer = "shampoo";

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace canzona::plan {
 namespace {
 
@@ -64,6 +66,20 @@ TEST(Layerwise, PingPongDealOfDescendingCosts) {
 
 TEST(EqualChunk, CutsAreEvenSlices) {
   EXPECT_EQ(equal_chunk_cuts(1024, 4), (std::vector<std::int64_t>{0, 256, 512, 768, 1024}));
+  // floor(10 r / 4): 0, 2.5, 5, 7.5, 10.
+  EXPECT_EQ(equal_chunk_cuts(10, 4), (std::vector<std::int64_t>{0, 2, 5, 7, 10}));
+}
+
+TEST(EqualChunk, NoOverflowForAPaddedBucketAtTheLargestDp) {
+  // A layerwise bucket padded to DP x its largest shard: 2^18 ranks x 155,582,464 elements (the
+  // embedding of Qwen3-0.6B) + 3, so numel x r passes int64 (found by UBSan in cli_plan_limits).
+  // Expected values from 128-bit arithmetic.
+  const int ranks = 262144;
+  const std::int64_t numel = std::int64_t{155582464} * ranks + 3;
+  const auto cuts = equal_chunk_cuts(numel, ranks);
+  ASSERT_EQ(cuts.size(), static_cast<std::size_t>(ranks) + 1);
+  for (int r = 0; r <= ranks; ++r)
+    ASSERT_EQ(cuts[r], static_cast<std::int64_t>(static_cast<__int128>(numel) * r / ranks)) << r;
 }
 
 TEST(Balanced, BigItemsLandOnSeparateRanks) {
@@ -113,15 +129,17 @@ TEST(Balanced, AdjacentDivisibleItemsAreFilledAsOneRun) {
 }
 
 TEST(Balanced, GridCandidatesPackTasksOntoHostsAndKeepCutsMonotone) {
-  // Two buckets; with tp = 2 the grid candidates join the six DP ones. Every candidate's cuts are
-  // monotone, start at 0 and end at the bucket size.
+  // Two buckets; with tp = 2 the grid candidates join the DP ones. The divisible item's caps
+  // change nothing here (the 24 units of time before it need ceil(1.25 x 24 / 24) = 2 = R ranks),
+  // so each capped twin (candidates 1, 3, 5, 7) is skipped: three DP candidates, one grid one.
+  // Every candidate's cuts are monotone, start at 0 and end at the bucket size.
   std::vector<std::vector<DpItem>> items{
       {{12, 12, 64, false, {12}}, {12, 12, 64, false, {6, 6}}, {0, 8, 64, true, {}}},
       {{12, 12, 64, false, {12}}, {12, 12, 64, false, {6, 6}}}};
   const auto one = balanced_cut_candidates(items, {{0, 64, 128}, {0, 64}}, {192, 128}, 2, 1);
   const auto grid = balanced_cut_candidates(items, {{0, 64, 128}, {0, 64}}, {192, 128}, 2, 2);
-  EXPECT_EQ(one.size(), 6u);
-  ASSERT_EQ(grid.size(), 8u);
+  EXPECT_EQ(one.size(), 3u);
+  ASSERT_EQ(grid.size(), 4u);
   for (const auto& candidate : grid) {
     ASSERT_EQ(candidate.size(), 2u);
     for (std::size_t b = 0; b < 2; ++b) {
@@ -136,15 +154,89 @@ TEST(Balanced, GridCandidatesPackTasksOntoHostsAndKeepCutsMonotone) {
   // The grid candidate (no caps): the {12} of bucket 0 goes to rank 0 (hosts 12, 0); the {6, 6}
   // next to it to rank 1 (6, 6); bucket 1's {12} to rank 0 (12, 12, not 18, 6); its {6, 6} to
   // rank 1 (12, 12). Every host ends at 12; the element-wise tail follows its neighbour.
-  const auto& g = grid[6];
+  const auto& g = grid[3];
   EXPECT_EQ(g[0].element_cuts, (std::vector<std::int64_t>{0, 64, 192}));
   EXPECT_EQ(g[1].element_cuts, (std::vector<std::int64_t>{0, 64, 128}));
+}
+
+// When the caps bind, the capped twins stay: 4 ranks, a big divisible item (memory 40 of 64)
+// with 12 of the 24 units of time before it needs ceil(1.25 x 12 / 6) = 3 < 4 ranks at one end.
+TEST(Balanced, CappedTwinsStayWhenTheCapsBind) {
+  const DpItem a{6, 6, 64, false, {}}, d{0, 40, 64, true, {}};
+  const std::vector<std::vector<DpItem>> items{{a, a, d, a, a}};
+  const auto candidates = balanced_cut_candidates(items, {{0, 64, 128, 192, 256}}, {320}, 4, 1);
+  EXPECT_EQ(candidates.size(), 6u);
 }
 
 TEST(Balanced, DivisibleItemIsSplitEvenlyWhenNothingElseExists) {
   std::vector<std::vector<DpItem>> items{{{0, 100, 100, true, {}}}};
   const auto result = balanced_cuts(items, {{0}}, {100}, 4);
   EXPECT_EQ(result[0].element_cuts, (std::vector<std::int64_t>{0, 25, 50, 75, 100}));
+}
+
+// Free order with a big divisible run beside atomic items (the embedding beside a few layers):
+// 4 ranks; bucket 0 = a divisible item of memory 8 (8000 elements) and two atomic items, bucket 1
+// = six atomic items, every atomic item time 1 and memory 1; total memory 16, mean 4.
+// Plain LPT deals bucket 0's items to ranks 0 and 1 and bucket 1's to 2 3 0 1 2 3 (memory 2
+// each), so the run's widest gap is after rank 1's item, over ranks 1..3: (3 x 2 + 8) / 3 = 14/3
+// on them, max/mean 14/12. The windowed candidate (run memory 8 > mean 4; bucket 0 has 2 of the 8
+// units of time, s = ceil(2 x 4 x 2 / 8) = 2) keeps ranks 0..1 free of bucket 0's items (they go
+// to ranks 2 and 3) and expects 8/3 run memory on each of ranks 0..2; under the 1.1 x 4 = 4.4 cap
+// bucket 1's items go to 0, 1, 3, 3, 3 and 0 (the least-memory rank when none fits): atomic
+// memory (2, 1, 1, 4), and the run water-fills ranks 0..2 to exactly 4: max/mean 1.
+TEST(FreeOrder, AWindowLetsABigDivisibleRunSpreadOverFreeRanks) {
+  const DpItem big{0.0, 8.0, 8000, true, {}}, small{1.0, 1.0, 1, false, {}};
+  const std::vector<std::vector<DpItem>> items{{big, small, small},
+                                               {small, small, small, small, small, small}};
+  const int ranks = 4;
+  double best = 1e9, plain = 0.0;
+  const auto candidates = free_order_candidates(items, ranks, 1);
+  ASSERT_GE(candidates.size(), 2u);
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    const FreeOrder& f = candidates[c];
+    std::vector<std::vector<DpItem>> laid(2);
+    std::vector<std::vector<std::int64_t>> starts(2);
+    std::vector<std::int64_t> numel(2, 0);
+    for (int b = 0; b < 2; ++b)
+      for (int i : f.order[b]) {
+        laid[b].push_back(items[b][i]);
+        starts[b].push_back(numel[b]);
+        numel[b] += items[b][i].numel;
+      }
+    const DpCuts cuts = cuts_for_owners(laid, f.owner, starts, numel, ranks);
+    // Memory per rank: each item's memory in proportion to its elements inside the rank's shard.
+    std::vector<double> memory(ranks, 0.0);
+    for (int b = 0; b < 2; ++b)
+      for (std::size_t i = 0; i < laid[b].size(); ++i)
+        for (int r = 0; r < ranks; ++r) {
+          const std::int64_t lo = std::max(starts[b][i], cuts[b].element_cuts[r]);
+          const std::int64_t hi =
+              std::min(starts[b][i] + laid[b][i].numel, cuts[b].element_cuts[r + 1]);
+          if (hi > lo)
+            memory[r] += laid[b][i].memory * static_cast<double>(hi - lo) /
+                         static_cast<double>(laid[b][i].numel);
+        }
+    const double ratio = *std::max_element(memory.begin(), memory.end()) / 4.0;
+    if (c == 0) plain = ratio;
+    best = std::min(best, ratio);
+  }
+  EXPECT_NEAR(plain, 14.0 / 12.0, 1e-3);  // the first candidate is plain LPT
+  EXPECT_EQ(best, 1.0);
+}
+
+// free_order_for_owners lays given owners out (ranks ascending, old relative order) and refuses
+// an atomic item without a DP rank.
+TEST(FreeOrder, ForOwnersGroupsByOwnerAndChecksThem) {
+  const DpItem a{1.0, 1.0, 1, false, {}}, d{0.0, 1.0, 1, true, {}};
+  const std::vector<std::vector<DpItem>> items{{a, a, d, a}};
+  const FreeOrder f = free_order_for_owners(items, 2, {{1, 0, -1, 1}});
+  ASSERT_EQ(f.order[0].size(), 4u);
+  std::vector<int> atomic;
+  for (int i : f.order[0])
+    if (!items[0][i].divisible) atomic.push_back(i);
+  EXPECT_EQ(atomic, (std::vector<int>{1, 0, 3}));
+  EXPECT_THROW(free_order_for_owners(items, 2, {{1, 2, -1, 1}}), std::exception);
+  EXPECT_THROW(free_order_for_owners(items, 2, {{1, -1, -1, 1}}), std::exception);
 }
 
 }  // namespace

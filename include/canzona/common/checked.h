@@ -4,6 +4,7 @@
 // computed, never a wrapped-around value, a crash or a nonsense plan.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <string_view>
 
@@ -27,6 +28,22 @@ inline std::int64_t checked_add(std::int64_t a, std::int64_t b, std::string_view
   return out;
 }
 
+// The same two with the description formed only on overflow, for hot paths: `what()` returns it.
+template <typename What>
+requires std::invocable<const What&>
+inline std::int64_t checked_mul(std::int64_t a, std::int64_t b, const What& what) {
+  std::int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) return checked_mul(a, b, std::string_view(what()));
+  return out;
+}
+template <typename What>
+requires std::invocable<const What&>
+inline std::int64_t checked_add(std::int64_t a, std::int64_t b, const What& what) {
+  std::int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out)) return checked_add(a, b, std::string_view(what()));
+  return out;
+}
+
 // value as int; throws UsageError "<what>: value exceeds the int range" when it does not fit.
 inline int checked_int(std::int64_t value, std::string_view what) {
   int out = 0;
@@ -40,6 +57,14 @@ inline void require_in_range(std::int64_t value, std::int64_t lo, std::int64_t h
                              std::string_view what, std::string_view why) {
   if (value < lo || value > hi)
     throw UsageError(str(what, " = ", value, " must lie in [", lo, ", ", hi, "] (", why, ")"));
+}
+
+// The same with the description formed only when the value is out of range (hot paths).
+template <typename What>
+requires std::invocable<const What&>
+inline void require_in_range(std::int64_t value, std::int64_t lo, std::int64_t hi, const What& what,
+                             std::string_view why) {
+  if (value < lo || value > hi) require_in_range(value, lo, hi, std::string_view(what()), why);
 }
 
 }  // namespace canzona

@@ -62,6 +62,16 @@ double optimizer_flops(const std::string& optimizer, std::int64_t rows, std::int
 double state_bytes(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                    const CostOptions& options);
 
+// FLOPs and state bytes per element of the element-wise optimizer (kElementwiseOptimizer). Its cost
+// formulas are linear in the element count (optim/registry.h), so n elements cost exactly n times
+// these: metrics price every slice of every plan candidate with them instead of re-reading the
+// optimizer's options each time.
+struct ElementwiseRates {
+  double flops = 0.0;
+  double state_bytes = 0.0;
+};
+ElementwiseRates elementwise_rates(const CostOptions& options);
+
 // The part of optimizer_flops spent in factorizations (eigh, QR), which run far below the GEMM
 // rate; 0 for an optimizer without any (Muon, AdamW).
 double factorization_flops(const std::string& optimizer, std::int64_t rows, std::int64_t cols,

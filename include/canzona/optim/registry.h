@@ -27,7 +27,7 @@ namespace canzona::optim {
 
 enum class OptimizerShape {
   kMatrix,       // the whole matrix with its whole gradient (Muon, Shampoo, SOAP)
-  kElementwise,  // any contiguous slice (AdamW)
+  kElementwise,  // any contiguous slice (AdamW); its costs are linear in the element count
 };
 
 // A cost of one instance on a rows x cols matrix (1 x numel for an element-wise optimizer) under

@@ -51,10 +51,12 @@ struct DpBucketResult {
 };
 
 // items[b] in buffer order; starts[b][i] the element offset of item i in bucket b; numel[b] the
-// bucket's padded size. Deterministic. balanced_cut_candidates returns every candidate (one cut
-// set per bucket each, in a fixed order) so the caller can judge them on the whole DP x TP plan;
-// balanced_cuts returns the one with the lowest max(time max/mean, memory max/mean) on the DP axis
-// (earliest on ties).
+// bucket's padded size. Deterministic. balanced_cut_candidates returns the candidates (one cut set
+// per bucket each, in a fixed order) so the caller can judge them on the whole DP x TP plan: a
+// capped twin whose caps change nothing is left out, and past 2e6 atomic items x ranks only the
+// global LPT with lowest-rank ties and its capped twin run (refinement work is bounded in all, 4e6
+// evaluated moves over the candidates). balanced_cuts returns the one with the lowest max(time
+// max/mean, memory max/mean) on the DP axis (earliest on ties).
 using DpCuts = std::vector<DpBucketResult>;  // one per bucket
 // With tp > 1 one more candidate places items on the DP x TP grid directly (grid LPT: each item to
 // the DP rank where its tasks, added LPT-style to that rank's TP hosts, raise the busiest host
@@ -69,19 +71,29 @@ DpCuts balanced_cuts(const std::vector<std::vector<DpItem>>& items,
 
 // Free order (design.md section 3, "order inside a bucket is free"): our planner's re-laid
 // candidates. The atomic items of every bucket are placed regardless of their position, largest
-// time first: (0) by LPT on time (ties: lower memory, then lower rank); (1) with tp > 1 and a
-// bounded amount of work, on the DP x TP grid (each item to the DP rank where its TP tasks, added
-// largest first to the least-loaded host, raise that rank's busiest host least; ties: lower DP
-// time, lower rank). Each bucket is then laid out by owner (ranks ascending, items in their old
-// relative order) with its divisible items as one run, put in the gap between two consecutive
-// owners (or a bucket end) whose ranks water-fill to the lowest memory level; runs are placed
-// largest first, as phase 3 fills them.
+// time first: (0) by LPT on time (ties: lower memory, then lower rank); (1) by LPT on time among
+// the ranks whose memory stays within 1.1x, 1.3x the mean (the least-memory rank when none does;
+// also without a cap), first without and then with *windows*: a bucket whose divisible run holds
+// more than a rank's mean memory keeps ranks [0, R - s) free of its atomic items (s = ceil(2 R x
+// the bucket's share of atomic time), 1 <= s < R), with the run's expected share counted on ranks
+// 0..R-s; (2) with tp > 1 and a bounded amount of work, on the DP x TP grid (each item to the DP
+// rank where its TP tasks, added largest first to the least-loaded host, raise that rank's busiest
+// host least; ties: lower DP time, lower rank). Placements equal to an earlier one are left out;
+// past 2e6 atomic items x ranks only (0) and the windowed 1.1x cap run. Each bucket is then laid
+// out by owner (ranks ascending, items in their old relative order) with its divisible items as
+// one run, put in the gap between two consecutive owners (or a bucket end) whose ranks water-fill
+// to the lowest memory level; runs are placed largest first, as phase 3 fills them.
 struct FreeOrder {
   std::vector<std::vector<int>> order;  // [bucket] item indices in their new buffer order
   std::vector<std::vector<int>> owner;  // [bucket][new position] atomic owner, -1 if divisible
 };
 std::vector<FreeOrder> free_order_candidates(const std::vector<std::vector<DpItem>>& items,
                                              int ranks, int tp);
+
+// The same layout for owners chosen elsewhere (our planner lays the peers' placements out this
+// way): owner[b][i] is the DP rank of atomic item i of bucket b (ignored for divisible items).
+FreeOrder free_order_for_owners(const std::vector<std::vector<DpItem>>& items, int ranks,
+                                const std::vector<std::vector<int>>& owner);
 
 // Element cuts for buckets whose items are in buffer order with given atomic owners (monotone
 // along each bucket, -1 for divisible items); divisible runs are water-filled as in phase 3.
@@ -93,8 +105,9 @@ DpCuts cuts_for_owners(const std::vector<std::vector<DpItem>>& items,
 // Megatron-LM's layer-wise optimizer as shipped (megatron/core/optimizer/layer_wise_optimizer.py):
 // each bucket's params are dealt by LPT on cost[b][i] = max·min² of the TP-shard shape, largest
 // first (ties by position), to the DP rank with the lowest cost load among those whose elements in
-// this bucket stay within numel_cap x the bucket's mean per rank; a param no rank can take under
-// the cap goes to the rank with the fewest elements in the bucket (ties: lowest load, lowest rank).
+// this bucket stay within numel_cap x the bucket's mean per rank (ties: lowest rank); a param no
+// rank can take under the cap goes to the rank with the lowest load (plain LPT, lowest rank on
+// ties).
 // Loads are carried across buckets, visited in buffer order. Returns the rank of each param.
 std::vector<std::vector<int>> layerwise_lpt_ranks(
     const std::vector<std::vector<double>>& cost,

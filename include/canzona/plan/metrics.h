@@ -69,4 +69,12 @@ struct Metrics {
 
 Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan);
 
+// The same with the lower bounds copied from `bounds`, the metrics of another plan of the same
+// model, options and strategy (a planner's candidates): the bounds depend only on the tasks, how
+// many ranks compute each, and the mean loads, which every such plan shares.
+Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan, const Metrics& bounds);
+
+// The same without the lower bounds (left at 1), for comparing plans on max/mean alone.
+Metrics compute_balance(const model::ModelSpec& model, const Plan& plan);
+
 }  // namespace canzona::plan

@@ -30,8 +30,9 @@ void add_adam(RankLoad& load, std::int64_t numel, const cost::ElementwiseRates& 
 // Work every DP rank does alike (sc's redundant updates, kEveryone tasks) is summed once per TP
 // rank in `everyone` and added to each DP rank at the end, so the cost is O(slots + tasks +
 // dp x tp), not O((slots + tasks) x dp x tp).
+// count_split: also count split_tensors (on Megatron's layout: the same for every plan of a stage).
 void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePlan& stage,
-                 LoadGrid& loads, Metrics& m) {
+                 LoadGrid& loads, Metrics& m, bool count_split) {
   const PlanOptions& o = plan.options;
   const cost::ElementwiseRates c = cost::elementwise_rates(o.cost);
   std::vector<RankLoad> everyone(o.tp);
@@ -69,7 +70,9 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
   layout::LayoutOptions standard = o.layout;
   standard.dp = o.dp;
   standard.tp = o.tp;
-  for (const auto& bucket : layout::build_layout(model, stage.params, standard).buckets) {
+  const layout::Layout megatron =
+      count_split ? layout::build_layout(model, stage.params, standard) : layout::Layout{};
+  for (const auto& bucket : megatron.buckets) {
     const auto equal = equal_chunk_cuts(bucket.numel, o.dp);
     for (const auto& slot : bucket.slots) {
       const auto cut = std::upper_bound(equal.begin(), equal.end(), slot.offset);
@@ -168,7 +171,7 @@ Metrics metrics_of(const model::ModelSpec& model, const Plan& plan, BoundsFrom f
   MaxMean grid_flops_all, grid_memory_all;
   for (const StagePlan& stage : plan.stages) {
     LoadGrid& loads = m.loads.emplace_back(o.dp, o.tp);
-    stage_loads(model, plan, stage, loads, m);
+    stage_loads(model, plan, stage, loads, m, from == BoundsFrom::kCompute);
     MaxMean dp_flops, dp_memory, grid_flops, grid_memory, tp_flops_all, tp_memory_all;
     for (int t = 0; t < o.tp; ++t) {
       RankLoad sum;
@@ -222,6 +225,7 @@ Metrics metrics_of(const model::ModelSpec& model, const Plan& plan, BoundsFrom f
   for (double r : m.bucket_shard_ratio)
     m.bucket_comm_imbalance = std::max(m.bucket_comm_imbalance, r);
   if (from == BoundsFrom::kCopy) {
+    m.split_tensors = bounds->split_tensors;
     m.lower_bound_dp = bounds->lower_bound_dp;
     m.lower_bound_tp = bounds->lower_bound_tp;
     m.lower_bound_grid = bounds->lower_bound_grid;

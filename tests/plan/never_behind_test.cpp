@@ -106,10 +106,13 @@ TEST(CandidateBounds, AreTheSameForEveryPlanOfOneStrategy) {
   const Metrics copied = compute_metrics(m, b, ma);
   EXPECT_EQ(copied.lower_bound_grid.flops, ma.lower_bound_grid.flops);
   EXPECT_EQ(copied.grid.flops, mb.grid.flops);
+  EXPECT_EQ(copied.split_tensors, mb.split_tensors);
+  ASSERT_GT(mb.split_tensors, 0);
   const Metrics balance = compute_balance(m, b);
   EXPECT_EQ(balance.lower_bound_grid.flops, 1.0);
   EXPECT_EQ(balance.grid.memory, mb.grid.memory);
   EXPECT_EQ(balance.max_rank.flops, mb.max_rank.flops);
+  EXPECT_EQ(balance.split_tensors, 0);
 }
 
 }  // namespace

@@ -69,12 +69,14 @@ struct Metrics {
 
 Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan);
 
-// The same with the lower bounds copied from `bounds`, the metrics of another plan of the same
-// model, options and strategy (a planner's candidates): the bounds depend only on the tasks, how
-// many ranks compute each, and the mean loads, which every such plan shares.
+// The same with the lower bounds and split_tensors copied from `bounds`, the metrics of another
+// plan of the same model, options and strategy (a planner's candidates): the bounds depend only on
+// the tasks, how many ranks compute each, and the mean loads, which every such plan shares;
+// split_tensors only on Megatron's layout.
 Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan, const Metrics& bounds);
 
-// The same without the lower bounds (left at 1), for comparing plans on max/mean alone.
+// The same without the lower bounds (left at 1) and split_tensors (0), for comparing plans on
+// max/mean alone.
 Metrics compute_balance(const model::ModelSpec& model, const Plan& plan);
 
 }  // namespace canzona::plan

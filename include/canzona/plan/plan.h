@@ -70,7 +70,7 @@ struct PlanOptions {
   int asc_group_tasks = 0;  // asc: tasks per fixed-count group; 0 = tp
   LayerwiseTp layerwise_tp = LayerwiseTp::kDuplicated;  // layerwise: TP mode
   // lb-asc with our planner: may lay each bucket's params out by owner (design.md section 3,
-  // "order inside a bucket is free"); the re-laid candidate is kept when its plan scores best.
+  // "order inside a bucket is free"); re-laid candidates are kept when they win the selection.
   bool reorder_buckets = true;
   cost::CostOptions cost;        // cost.kind is the unit the DP and TP planners balance
   layout::LayoutOptions layout;  // dp and tp are taken from this struct's dp and tp

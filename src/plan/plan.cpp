@@ -6,7 +6,9 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <utility>
 
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
@@ -76,8 +78,16 @@ layout::LayoutOptions stage_layout_options(const PlanOptions& o) {
   return options;
 }
 
+// The optimizer's price of a rows x cols task: cost, FLOPs, state bytes.
+struct TaskPrice {
+  double cost = 0.0, flops = 0.0, state_bytes = 0.0;
+};
+// Prices by shape within one stage: a model repeats few shapes (every head of a per-head split),
+// and each price re-reads the optimizer's options.
+using PriceCache = std::map<std::pair<std::int64_t, std::int64_t>, TaskPrice>;
+
 // Matrix tasks of one param: the whole matrix or one per piece, full (un-TP-split) shapes.
-void add_tasks(const model::ParamSpec& p, int index, const PlanOptions& o,
+void add_tasks(const model::ParamSpec& p, int index, const PlanOptions& o, PriceCache& prices,
                std::vector<Task>& tasks) {
   auto what = [&] { return str("param '", p.name, "': fp32 gradient bytes"); };
   auto add = [&](int piece, std::int64_t rows, std::int64_t cols) {
@@ -86,9 +96,14 @@ void add_tasks(const model::ParamSpec& p, int index, const PlanOptions& o,
     t.piece = piece;
     t.rows = rows;
     t.cols = cols;
-    t.cost = cost::task_cost(o.cost.matrix_optimizer, rows, cols, o.cost);
-    t.flops = cost::optimizer_flops(o.cost.matrix_optimizer, rows, cols, o.cost);
-    t.state_bytes = cost::state_bytes(o.cost.matrix_optimizer, rows, cols, o.cost);
+    auto [it, fresh] = prices.try_emplace({rows, cols});
+    if (fresh)
+      it->second = {cost::task_cost(o.cost.matrix_optimizer, rows, cols, o.cost),
+                    cost::optimizer_flops(o.cost.matrix_optimizer, rows, cols, o.cost),
+                    cost::state_bytes(o.cost.matrix_optimizer, rows, cols, o.cost)};
+    t.cost = it->second.cost;
+    t.flops = it->second.flops;
+    t.state_bytes = it->second.state_bytes;
     CANZONA_REQUIRE(std::isfinite(t.cost) && std::isfinite(t.flops) && std::isfinite(t.state_bytes),
                     "param '", p.name, "': optimizer cost of a ", rows, " x ", cols,
                     " matrix is not a finite number (shape too large)");
@@ -437,8 +452,9 @@ StagePlan stage_base(const model::ModelSpec& model, std::vector<int> params, int
   stage.stage = stage_index;
   stage.params = std::move(params);
   stage.layout = layout::build_layout(model, stage.params, stage_layout_options(o));
+  PriceCache prices;
   for (int p : stage.params)
-    if (model.params[p].is_matrix()) add_tasks(model.params[p], p, o, stage.tasks);
+    if (model.params[p].is_matrix()) add_tasks(model.params[p], p, o, prices, stage.tasks);
   // Bounds every sum of gather bytes the TP planners form (a host's bytes in a group).
   auto what = [&] { return str("stage ", stage_index, ": fp32 gradient bytes of all matrices"); };
   std::int64_t stage_bytes = 0;

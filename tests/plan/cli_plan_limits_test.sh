@@ -2,7 +2,7 @@
 # `canzona plan` on hostile plan options and on models with very many TP pieces (issue 9).
 # Usage: cli_plan_limits_test.sh <canzona binary> <canzona_check_output binary>
 #
-# Every case runs under `timeout 20` and `ulimit -v 4000000` (4 GB). Classes:
+# Every case runs under `timeout 20` (60 in a sanitizer build) and 4 GB (run_bounded). Classes:
 #   * plan options not finite or out of range (--alpha, --cmax-mb, the DP x TP x PP grid): exit 2,
 #     one stderr line naming the flag (and the limit), nothing on stdout, no --json written
 #   * plan size: (dp + 1) x buckets over kMaxCutPoints is a usage error naming the limit; the

@@ -98,10 +98,15 @@ bound_memory_4gb() {
   fi
 }
 
-# run_bounded CMD...: runs CMD with at most 20 s and 4 GB (bound_memory_4gb), in a subshell.
+# run_bounded CMD...: runs CMD with at most 20 s and 4 GB (bound_memory_4gb), in a subshell. In
+# an ASan + UBSan build (CANZONA_SANITIZE=1) the bound is tripled, as cmake/CanzonaTesting.cmake
+# triples test timeouts: such binaries run several times slower (the 16,384-head plan of
+# cli_plan_limits takes 12-21 s there beside a parallel build, 4-5 s in Release).
 run_bounded() {
+  local seconds=20
+  [ -n "${CANZONA_SANITIZE:-}" ] && seconds=60
   (
     bound_memory_4gb
-    exec timeout 20 "$@"
+    exec timeout "$seconds" "$@"
   )
 }

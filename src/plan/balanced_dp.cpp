@@ -27,8 +27,6 @@ using detail::kInf;
 constexpr double kGridWork = 5e6;  // largest items x ranks x tp for the grid candidates
 // Refinement work (candidate moves and swaps evaluated) of all refined candidates together.
 constexpr double kRefineWork = 4e6;
-// Atomic items x ranks past which fewer candidates run (dp.h): Qwen3-32B at DP 1024 is 4.6e5.
-constexpr double kLargeWork = 2e6;
 // Largest Σ_items max(1, tasks) x ranks x tp for the grid candidates: place_on_grid tries every
 // task of an item on every allowed rank, so an item split into many pieces (a per-head QKV with
 // thousands of heads) multiplies its work; beyond this the grid candidates are skipped.
@@ -305,7 +303,7 @@ std::vector<Candidate> run_candidates(const std::vector<std::vector<DpItem>>& it
   const bool grid = tp > 1 && static_cast<double>(atomic_items) * ranks * tp <= kGridWork &&
                     atomic_tasks * ranks * tp <= kGridTaskWork;
   // Past kLargeWork only the global LPT with lowest-rank ties (and its capped twin) runs.
-  const bool large = static_cast<double>(atomic_items) * ranks > kLargeWork;
+  const bool large = static_cast<double>(atomic_items) * ranks > detail::kLargeWork;
   std::vector<Candidate> candidates;
   for (int candidate = 0; candidate < (grid ? 8 : 6); ++candidate) {
     if (large && candidate != 2 && candidate != 3) continue;

@@ -12,6 +12,9 @@
 namespace canzona::plan::detail {
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
+// Atomic items x ranks past which our DP planners run fewer candidates (dp.h): Qwen3-32B at DP
+// 1024 is 4.6e5.
+inline constexpr double kLargeWork = 2e6;
 
 struct BucketState {
   std::vector<int> atomic;                       // item indices of atomic items, in order

@@ -16,8 +16,6 @@ namespace canzona::plan {
 namespace {
 
 constexpr double kGridWork = 5e6;  // largest Σ max(1, tasks) x ranks x tp for the grid candidate
-// Atomic items x ranks past which fewer candidates run (as in balanced_dp.cpp).
-constexpr double kLargeWork = 2e6;
 // Memory caps of the windowed LPT candidates (x the mean); infinity: time alone.
 constexpr double kMemoryCaps[] = {1.1, 1.3, std::numeric_limits<double>::infinity()};
 
@@ -71,8 +69,12 @@ Windows run_windows(const std::vector<std::vector<DpItem>>& items, int ranks) {
   for (std::size_t b = 0; b < buckets; ++b)
     for (const DpItem& item : items[b]) {
       total_memory += item.memory;
-      (item.divisible ? run[b] : time[b]) += item.divisible ? item.memory : item.time;
-      if (!item.divisible) total_time += item.time;
+      if (item.divisible) {
+        run[b] += item.memory;
+      } else {
+        time[b] += item.time;
+        total_time += item.time;
+      }
     }
   Windows w;
   w.lo.assign(buckets, 0);
@@ -250,7 +252,7 @@ std::vector<FreeOrder> free_order_candidates(const std::vector<std::vector<DpIte
   std::size_t atomic = 0;
   for (const auto& bucket : items)
     for (const DpItem& item : bucket) atomic += !item.divisible;
-  const bool large = static_cast<double>(atomic) * ranks > kLargeWork;
+  const bool large = static_cast<double>(atomic) * ranks > detail::kLargeWork;
   Windows open;  // no windows
   open.lo.assign(items.size(), 0);
   open.reserved.assign(ranks, 0.0);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "canzona/common/checked.h"
@@ -344,14 +345,12 @@ std::vector<LaidCuts> dp_cut_candidates(const model::ModelSpec& model, const lay
   return distinct;
 }
 
-// The metrics of a one-stage plan; with `bounds`, its lower bounds are taken from there.
-Metrics stage_metrics(const model::ModelSpec& model, const PlanOptions& o, const StagePlan& stage,
-                      const Metrics* bounds = nullptr) {
+// A plan of one stage, for the metrics of a candidate or a peer.
+Plan single_stage(const PlanOptions& o, const StagePlan& stage) {
   Plan single;
   single.options = o;
   single.stages.push_back(stage);
-  return bounds != nullptr ? compute_metrics(model, single, *bounds)
-                           : compute_metrics(model, single);
+  return single;
 }
 
 // How good a finished stage plan is on the whole grid: the worst of DP FLOPs and memory max/mean
@@ -521,10 +520,7 @@ StagePlan plan_from(const model::ModelSpec& model, StagePlan stage, const PlanOp
         duplicated.layerwise_tp = LayerwiseTp::kDuplicated;
         sharded.layerwise_tp = LayerwiseTp::kLayerSharded;
         auto balance = [&](const PlanOptions& p, const StagePlan& plan) {
-          Plan single;
-          single.options = p;
-          single.stages.push_back(plan);
-          return compute_balance(model, single);
+          return compute_balance(model, single_stage(p, plan));
         };
         const std::initializer_list<M::Metric> all = {M::kDpFlops,   M::kDpMemory,   M::kTpFlops,
                                                       M::kGridFlops, M::kGridMemory, M::kBusyFlops,
@@ -542,8 +538,7 @@ StagePlan plan_from(const model::ModelSpec& model, StagePlan stage, const PlanOp
         } catch (const UsageError&) {
         }
       }
-      bool first = true;  // the candidates share their lower bounds: computed for the first
-      Metrics first_metrics;
+      std::optional<Metrics> first;  // the candidates share their lower bounds: computed once
       StagePlan best;
       int best_behind = std::numeric_limits<int>::max();
       double best_score = std::numeric_limits<double>::infinity();
@@ -555,11 +550,10 @@ StagePlan plan_from(const model::ModelSpec& model, StagePlan stage, const PlanOp
         for (Task& t : trial.tasks) t.dp_owner = trial.owner[t.param];
         plan_tp(o, trial, model);
         if (candidates.size() == 1) return trial;
-        const Metrics m = stage_metrics(model, o, trial, first ? nullptr : &first_metrics);
-        if (first) {
-          first_metrics = m;
-          first = false;
-        }
+        const Plan single = single_stage(o, trial);
+        const Metrics m =
+            first ? compute_metrics(model, single, *first) : compute_metrics(model, single);
+        if (!first) first = m;
         const int lag = behind(m, peers);
         const double score = grid_score(m);
         if (lag < best_behind || (lag == best_behind && score < best_score * (1.0 - 1e-12))) {

@@ -5,11 +5,11 @@
 // starts; alone the process exits 2 with one line, under a launcher the ranks start MPI only to
 // agree on it (runtime::agree_on_launch_error: one line from the lowest failing rank, every rank
 // exits 2). Then, before the first collective of the grid, every
-// rank's effective configuration is compared (runtime::check_agreement). After that, errors every
-// rank raises identically (a setting ranks disagree on, world size, plan mismatch) end the job
-// through runtime::abort_agreed (one line naming the rank, exit 2, within about a second);
-// anything else through comm::abort_all on the failing rank. --verify failing exits 1 on every
-// rank.
+// rank's effective configuration is compared (runtime::check_agreement). After that, every error
+// ends the job through comm::end_job: raised by every rank at the same point (a setting ranks
+// disagree on, world size, plan mismatch), it is printed once and every rank exits 2 without an
+// abort banner; raised by one rank while the others wait in a collective, that rank's line and
+// MPI_Abort end the job. --verify failing exits 1 on every rank.
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -138,9 +138,9 @@ int execute(RunFlags& flags) {
     if (result.verify.ran && !result.verify.passed) exit_code = 1;
     grid->world().barrier();
   } catch (const UsageError& e) {
-    runtime::abort_agreed(e.what(), 2);
+    comm::end_job(e.what(), 2);
   } catch (const std::exception& e) {
-    comm::abort_all(e.what(), 1);
+    comm::end_job(e.what(), 1);
   }
   return exit_code;
 }

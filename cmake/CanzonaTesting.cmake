@@ -43,11 +43,13 @@ endfunction()
 #                  [TIMEOUT <s>] COMMAND <exe-and-args...>):
 # runs the command (under mpirun, as canzona_mpi_test does, when NP is given) and passes only when
 # it exits with exactly RC and its stdout + stderr match EXPECT (cmake/expect_run.cmake), and, with
-# ONCE, match that regex exactly once (an error line printed by one rank only). With MPMD, COMMAND
+# ONCE, match that regex exactly once (an error line printed by one rank only); with NOT, do not
+# match that regex; with ONE_LINE, print exactly one stderr line (Open MPI's own exit notice aside)
+# and no MPI_ABORT banner (cmake/expect_run.cmake). With MPMD, COMMAND
 # is everything after mpirun's own options, in OpenMPI's MPMD syntax
 # (`-np 1 canzona run --steps 2 : -np 1 canzona run --steps 3`), so ranks get different flags.
 function(canzona_cli_test name)
-  cmake_parse_arguments(ARG "MPMD" "RC;EXPECT;ONCE;NP;TIMEOUT" "COMMAND" ${ARGN})
+  cmake_parse_arguments(ARG "MPMD;ONE_LINE" "RC;EXPECT;ONCE;NOT;NP;TIMEOUT" "COMMAND" ${ARGN})
   set(command ${ARG_COMMAND})
   set(labels cli)
   set(mpirun ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --mca btl self,vader)
@@ -65,8 +67,8 @@ function(canzona_cli_test name)
   math(EXPR inner_timeout "${ARG_TIMEOUT} - 10")
   add_test(NAME ${name}
            COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${command}" "-DRC=${ARG_RC}" "-DEXPECT=${ARG_EXPECT}"
-                   "-DONCE=${ARG_ONCE}" "-DTIMEOUT=${inner_timeout}"
-                   -P ${PROJECT_SOURCE_DIR}/cmake/expect_run.cmake)
+                   "-DONCE=${ARG_ONCE}" "-DNOT_EXPECT=${ARG_NOT}" "-DONE_LINE=${ARG_ONE_LINE}"
+                   "-DTIMEOUT=${inner_timeout}" -P ${PROJECT_SOURCE_DIR}/cmake/expect_run.cmake)
   set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${ARG_TIMEOUT}
                        ENVIRONMENT "${CANZONA_TEST_ENV}")
 endfunction()

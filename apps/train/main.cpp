@@ -7,27 +7,35 @@
 // configuration is compared before the first collective. A non-finite loss or gradient stops
 // every rank at that step with the first non-finite tensor named (exit 1), before the optimizer
 // changes anything; nothing is written.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "../planning_flags.h"
 #include "canzona/ckpt/checkpoint.h"
 #include "canzona/comm/mpi.h"
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
+#include "canzona/common/fnv.h"
 #include "canzona/common/json_io.h"
 #include "canzona/optim/blas_env.h"
 #include "canzona/runtime/agreement.h"
 #include "canzona/runtime/session.h"
 #include "canzona/train/data.h"
+#include "canzona/train/memory.h"
 #include "canzona/train/plot.h"
 #include "canzona/train/trainer.h"
 #include "train_report.h"
@@ -35,13 +43,16 @@
 namespace canzona::apps {
 namespace {
 
+constexpr double kMaxLr = 1000.0;  // --lr / --adamw-lr: the optimizers' kMaxRate
+
 struct TrainFlags : PlanningFlags {
   std::string model;  // "": qwen3-cpu, or the checkpoint's config.json with --resume / --init-from
   std::string strategies = "lb-asc";
   std::string optimizer_options = "{}";
-  double lr = -1.0, adamw_lr = -1.0;
+  double lr = 0.0, adamw_lr = 0.0;
+  bool lr_given = false, adamw_lr_given = false, warmup_given = false;
   std::int64_t steps = 100, seq_len = 128, micro_batch = 4, grad_accum = 1;
-  std::int64_t warmup = 10, eval_every = 25, eval_windows = 64;
+  std::int64_t warmup = 10, eval_every = 25, eval_windows = 64;  // warmup: min(10, --steps)
   std::string schedule = "cosine";
   double min_lr_ratio = 0.1;
   train::DataOptions data;
@@ -71,15 +82,18 @@ void add_flags(CLI::App& app, TrainFlags& f) {
   app.add_option("--optimizer-options", f.optimizer_options,
                  "JSON object of the matrix optimizer's options")
       ->capture_default_str();
-  app.add_option("--lr", f.lr, "Base lr of the matrix optimizer (default: its own default)");
-  app.add_option("--adamw-lr", f.adamw_lr, "Base lr of AdamW (default: its own default)");
+  app.add_option("--lr", f.lr, "Base lr of the matrix optimizer (default: its own default)")
+      ->each([&f](const std::string&) { f.lr_given = true; });
+  app.add_option("--adamw-lr", f.adamw_lr, "Base lr of AdamW (default: its own default)")
+      ->each([&f](const std::string&) { f.adamw_lr_given = true; });
   app.add_option("--steps", f.steps, "Optimizer steps")->capture_default_str();
   app.add_option("--seq-len", f.seq_len, "Tokens per sequence")->capture_default_str();
   app.add_option("--micro-batch", f.micro_batch, "Sequences per micro-batch")
       ->capture_default_str();
   app.add_option("--grad-accum", f.grad_accum, "Micro-batches per DP rank and step")
       ->capture_default_str();
-  app.add_option("--warmup", f.warmup, "Linear lr warmup steps")->capture_default_str();
+  app.add_option("--warmup", f.warmup, "Linear lr warmup steps (default: 10, or --steps if fewer)")
+      ->each([&f](const std::string&) { f.warmup_given = true; });
   app.add_option("--schedule", f.schedule, "constant | linear | cosine")->capture_default_str();
   app.add_option("--min-lr-ratio", f.min_lr_ratio, "Final lr / base lr")->capture_default_str();
   app.add_option("--eval-every", f.eval_every, "Validation loss every N steps (0 = off)")
@@ -152,7 +166,49 @@ void check_save_dir(const std::string& dir) {
   CANZONA_REQUIRE(::access(dir.c_str(), W_OK) == 0, "--save-dir ", dir, ": not writable");
 }
 
+// World rank as the launcher tells it before MPI starts (OMPI_COMM_WORLD_RANK or PMI_RANK); 0
+// when not launched by MPI.
+int world_rank_from_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+    const char* text = std::getenv(name);
+    if (text == nullptr) continue;
+    char* end = nullptr;
+    const long rank = std::strtol(text, &end, 10);
+    if (end != text && *end == '\0' && rank >= 0) return static_cast<int>(rank);
+  }
+  return 0;
+}
+
+// One run per --save-dir: world rank 0 holds an exclusive flock on DIR/.lock (with its pid in
+// it) until the process ends, so a second run into the same directory is refused before it
+// trains instead of interleaving checkpoints. The lock dies with the process, so a crashed run
+// never leaves the directory locked.
+void lock_save_dir(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / ".lock").string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  CANZONA_REQUIRE(fd >= 0, "--save-dir ", dir, ": cannot open ", path, ": ", std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    char holder[32] = {0};
+    const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+    ::close(fd);
+    std::string pid = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "";
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    throw UsageError(str("--save-dir ", dir, ": another run is writing checkpoints there (", path,
+                         " is locked", error == EWOULDBLOCK && !pid.empty() ? " by pid " + pid : "",
+                         "); give each run its own --save-dir"));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0) {
+    const ssize_t written = ::pwrite(fd, pid.data(), pid.size(), 0);
+    (void)written;  // the pid is information only; the lock is what counts
+  }
+  // fd stays open (and locked) for the life of the process.
+}
+
 struct Launch {
+  train::MemoryNeed memory;
+  train::MemoryAvailable available;
   train::TrainOptions options;
   model::TransformerConfig config;
   model::ModelSpec spec;
@@ -186,6 +242,14 @@ Launch prepare(TrainFlags& f) {
   CANZONA_REQUIRE(
       !f.verify || (f.checkpoint.resume.empty() && f.checkpoint.init_from.empty()),
       "--verify replays the run from its init; it cannot follow --resume or --init-from");
+  if (!f.checkpoint.init_from.empty()) {
+    std::error_code ec;
+    const std::string& dir = f.checkpoint.init_from;
+    CANZONA_REQUIRE(std::filesystem::exists(dir, ec), "--init-from ", dir, ": no such directory");
+    CANZONA_REQUIRE(std::filesystem::is_directory(dir, ec), "--init-from ", dir,
+                    ": not a directory (give the Hugging Face model directory holding "
+                    "config.json and model.safetensors or its sharded index)");
+  }
   const bool model_given = !f.model.empty();
   const std::string weights_dir = !resume_dir.empty() ? resume_dir : f.checkpoint.init_from;
   if (f.model.empty())
@@ -196,9 +260,15 @@ Launch prepare(TrainFlags& f) {
   o.all_adamw = f.optimizer == "adamw";
   r.optimizer = o.all_adamw ? "muon" : f.optimizer;
   r.optimizer_options = parse_options_json(f.optimizer_options);
-  if (f.lr >= 0.0) (o.all_adamw ? r.adamw_options : r.optimizer_options)["lr"] = f.lr;
-  if (f.adamw_lr >= 0.0 && !o.all_adamw) r.adamw_options["lr"] = f.adamw_lr;
-  CANZONA_REQUIRE(!(o.all_adamw && f.adamw_lr >= 0.0),
+  // Given learning rates are range-checked here (an optimizer's own check would name the option
+  // key, not the flag); an absent one leaves the optimizer's default.
+  for (const auto& [given, value, flag] : {std::tuple{f.lr_given, f.lr, "--lr"},
+                                           std::tuple{f.adamw_lr_given, f.adamw_lr, "--adamw-lr"}})
+    CANZONA_REQUIRE(!given || (std::isfinite(value) && value >= 0.0 && value <= kMaxLr), flag,
+                    " = ", value, " must be a finite number in [0, ", kMaxLr, "]");
+  if (f.lr_given) (o.all_adamw ? r.adamw_options : r.optimizer_options)["lr"] = f.lr;
+  if (f.adamw_lr_given && !o.all_adamw) r.adamw_options["lr"] = f.adamw_lr;
+  CANZONA_REQUIRE(!(o.all_adamw && f.adamw_lr_given),
                   "--adamw-lr is for --optimizer muon|shampoo|soap; with adamw use --lr");
   o.steps = f.steps;
   o.seq_len = f.seq_len;
@@ -207,7 +277,7 @@ Launch prepare(TrainFlags& f) {
   o.eval_every = f.eval_every;
   o.eval_windows = f.eval_windows;
   o.schedule.schedule = train::parse_schedule(f.schedule);
-  o.schedule.warmup = f.warmup;
+  o.schedule.warmup = f.warmup_given ? f.warmup : std::min<std::int64_t>(f.warmup, f.steps);
   o.schedule.total = f.steps;
   o.schedule.min_ratio = f.min_lr_ratio;
   o.strategies = plan::parse_strategy_list(f.strategies);
@@ -219,8 +289,16 @@ Launch prepare(TrainFlags& f) {
   o.kill_step = f.kill_step;
   o.kill_rank = f.kill_rank;
   o.kill_in_save = f.kill_in_save;
+  for (const auto& [value, flag] :
+       {std::pair{f.kill_step, "--test-kill-step"}, std::pair{f.poison_step, "--test-poison-step"},
+        std::pair{std::int64_t{f.kill_rank}, "--test-kill-rank"},
+        std::pair{std::int64_t{f.poison_rank}, "--test-poison-rank"}})
+    require_in_range(value, 0, 1 << 30, flag, "2^30");
   train::validate(o);
-  if (!o.checkpoint.save_dir.empty()) check_save_dir(o.checkpoint.save_dir);
+  if (!o.checkpoint.save_dir.empty()) {
+    check_save_dir(o.checkpoint.save_dir);
+    if (world_rank_from_launcher() == 0) lock_save_dir(o.checkpoint.save_dir);
+  }
   for (const std::string* path : {&f.json, &f.trace, &f.plot})
     if (!path->empty())
       check_output_path(*path, path == &f.json    ? "--json"
@@ -229,7 +307,18 @@ Launch prepare(TrainFlags& f) {
   l.config = load_config(f.model);
   if (!model_given && !resume_dir.empty())  // the model's own name, not the directory's
     l.config.name = m.run.value("model", l.config.name);
+  require_in_range(o.seq_len, 1, l.config.max_position_embeddings, "--seq-len",
+                   str("max_position_embeddings of --model ", f.model));
   l.spec = train::training_spec(l.config, o);
+  // Memory a run cannot have is refused here, before MPI starts and anything is allocated.
+  train::MemoryNeed need = train::estimate_memory(l.config, l.spec, o);
+  if (f.verify && world_rank_from_launcher() == 0) {
+    const train::MemoryNeed reference = train::estimate_reference_memory(l.config, l.spec, o);
+    if (reference.total() > need.total()) need = reference;
+  }
+  l.memory = need;
+  l.available = train::available_memory();
+  train::check_memory_fits(need, train::ranks_on_this_node(), l.available, o);
   l.corpus = train::load_corpus(f.data, o.seq_len + 1);
   CANZONA_REQUIRE(l.corpus.vocab_size <= l.config.vocab_size, "--",
                   f.data.tokenizer.empty() ? "data" : "tokenizer", ": vocabulary of ",
@@ -253,8 +342,14 @@ Launch prepare(TrainFlags& f) {
   add("--min-lr-ratio", str(o.schedule.min_ratio));
   add("--eval-every", std::to_string(o.eval_every));
   add("--eval-windows", std::to_string(o.eval_windows));
+  // The tokens themselves, hashed: ranks that read a file while it changed, or different files
+  // under one name, disagree here instead of training on different data.
+  std::uint64_t tokens_hash = kFnvOffset;
+  for (const std::vector<std::int32_t>* part : {&l.corpus.train, &l.corpus.val})
+    fnv1a_mix(tokens_hash, part->data(), part->size() * sizeof(std::int32_t));
   add("corpus", str(l.corpus.train.size(), "+", l.corpus.val.size(), " tokens, vocab ",
                     l.corpus.vocab_size, ", ", l.corpus.source));
+  add("corpus tokens FNV-1a", str(tokens_hash));
   add("--json", f.json);
   add("--plot", f.plot);
   add("--save-dir", f.checkpoint.save_dir);
@@ -415,6 +510,11 @@ int execute(TrainFlags& flags) {
     h.train_tokens = static_cast<std::int64_t>(launch.corpus.train.size());
     h.val_tokens = static_cast<std::int64_t>(launch.corpus.val.size());
     h.vocab = launch.corpus.vocab_size;
+    h.blas_core = optim::blas_core_name();
+    h.blas_core_source = optim::blas_core_source();
+    h.memory = launch.memory;
+    h.memory_available = launch.available.bytes;
+    h.ranks_on_node = train::ranks_on_this_node();
     if (reporter) {
       h.unigram_entropy = train::unigram_entropy(launch.corpus.train);
       h.sgemm_gflops = measure_sgemm_gflops();
@@ -437,32 +537,42 @@ int execute(TrainFlags& flags) {
     };
     const std::vector<train::StrategyRun> runs =
         train::train(*grid, launch.config, launch.spec, o, launch.corpus, progress);
+    // Rank 0 reports and writes the outputs; a failure there (a full disk under --json) is
+    // shared with every rank, so all of them end the same way.
+    std::string report_error;
     if (reporter) {
-      std::cout << format_summary(h, o, runs) << std::flush;
-      if (!flags.json.empty()) write_json_file(flags.json, train_json(h, o, runs));
-      if (!flags.plot.empty()) {
-        std::vector<train::Curve> curves;
-        add_curves(train_json(h, o, runs), "--plot", curves);
-        write_text_file(flags.plot, loss_svg(curves, str(h.model, ", DP ", h.dp, " x TP ", h.tp),
-                                             h.unigram_entropy));
-        std::cout << "loss curves: " << flags.plot << "\n";
+      try {
+        std::cout << format_summary(h, o, runs) << std::flush;
+        if (!flags.json.empty()) write_json_file(flags.json, train_json(h, o, runs));
+        if (!flags.plot.empty()) {
+          std::vector<train::Curve> curves;
+          add_curves(train_json(h, o, runs), "--plot", curves);
+          write_text_file(flags.plot, loss_svg(curves, str(h.model, ", DP ", h.dp, " x TP ", h.tp),
+                                               h.unigram_entropy));
+          std::cout << "loss curves: " << flags.plot << "\n";
+        }
+        if (!flags.trace.empty()) std::cout << "trace: " << flags.trace << "\n";
+        if (flags.verify && !verify(launch, runs)) exit_code = 1;
+        std::cout << std::flush;
+      } catch (const std::exception& e) {
+        report_error = e.what();
       }
-      if (!flags.trace.empty()) std::cout << "trace: " << flags.trace << "\n";
-      if (flags.verify && !verify(launch, runs)) exit_code = 1;
-      std::cout << std::flush;
     }
+    const auto errors = grid->world().all_gather_bytes(
+        std::as_bytes(std::span<const char>(report_error.data(), report_error.size())));
+    if (!errors[0].empty())
+      throw UsageError(
+          std::string(reinterpret_cast<const char*>(errors[0].data()), errors[0].size()));
     const std::vector<float> code = {static_cast<float>(exit_code)};
     std::vector<float> agreed = code;
     grid->world().all_reduce(agreed, agreed).wait();
     exit_code = agreed[0] > 0.0f ? 1 : 0;
-  } catch (const train::NonFiniteLoss& e) {
-    runtime::abort_agreed(e.what(), 1);
-  } catch (const train::CheckpointError& e) {
-    runtime::abort_agreed(e.what(), 1);
+  } catch (const train::Interrupted& e) {
+    comm::end_job(e.what(), e.exit_code());
   } catch (const UsageError& e) {
-    runtime::abort_agreed(e.what(), 2);
+    comm::end_job(e.what(), 2);
   } catch (const std::exception& e) {
-    comm::abort_all(e.what(), 1);
+    comm::end_job(e.what(), 1);
   }
   return exit_code;
 }

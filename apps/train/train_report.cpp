@@ -42,6 +42,12 @@ std::string format_header(const TrainHeader& h, const train::TrainOptions& o) {
       << " x micro-batch " << o.micro_batch << " x accum " << o.grad_accum << " x DP " << h.dp
       << ") | schedule " << train::to_string(o.schedule.schedule) << ", warmup "
       << o.schedule.warmup << " | sgemm " << fmt("%.1f", h.sgemm_gflops) << " GFLOP/s\n";
+  out << "BLAS core " << h.blas_core << " (" << h.blas_core_source << ") | memory per rank: about "
+      << train::format_bytes(h.memory.total()) << " estimated ("
+      << train::format_bytes(h.memory.activations_bytes) << " activations), "
+      << (h.memory_available >= 0 ? train::format_bytes(h.memory_available) : std::string("?"))
+      << " available for " << h.ranks_on_node << (h.ranks_on_node == 1 ? " rank" : " ranks")
+      << " on this node\n";
   return out.str();
 }
 
@@ -149,6 +155,17 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
   j["vocab"] = h.vocab;
   j["unigram_entropy"] = h.unigram_entropy;
   j["sgemm_gflops"] = h.sgemm_gflops;
+  j["blas_core"] = h.blas_core;
+  j["blas_core_source"] = h.blas_core_source;
+  j["memory_estimate"] = {{"params_bytes", h.memory.params_bytes},
+                          {"grads_bytes", h.memory.grads_bytes},
+                          {"optimizer_state_bytes", h.memory.optimizer_state_bytes},
+                          {"buffer_bytes", h.memory.buffer_bytes},
+                          {"activations_bytes", h.memory.activations_bytes},
+                          {"runtime_bytes", h.memory.runtime_bytes},
+                          {"total_bytes", h.memory.total()},
+                          {"available_bytes", h.memory_available},
+                          {"ranks_on_node", h.ranks_on_node}};
   j["steps"] = o.steps;
   j["seq_len"] = o.seq_len;
   j["micro_batch"] = o.micro_batch;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "canzona/train/memory.h"
 #include "canzona/train/trainer.h"
 
 namespace canzona::apps {
@@ -19,6 +20,11 @@ struct TrainHeader {
   std::int64_t train_tokens = 0, val_tokens = 0, vocab = 0;
   double unigram_entropy = 0.0;  // nats per token of the train part
   double sgemm_gflops = 0.0;     // measured on world rank 0, one thread
+  std::string blas_core;         // optim::blas_core_name()
+  std::string blas_core_source;  // optim::blas_core_source()
+  train::MemoryNeed memory;      // estimated need per rank (train/memory.h)
+  double memory_available = -1;  // bytes available on this node (< 0: unknown)
+  int ranks_on_node = 1;
 };
 
 std::string format_header(const TrainHeader& header, const train::TrainOptions& options);

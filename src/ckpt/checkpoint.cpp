@@ -141,6 +141,7 @@ json hf_config(const model::TransformerConfig& c, std::int64_t padded_vocab) {
             {"tie_word_embeddings", c.tied_embeddings},
             {"rope_theta", c.rope_theta},
             {"rms_norm_eps", c.rms_norm_eps},
+            {"max_position_embeddings", c.max_position_embeddings},
             {"hidden_act", "silu"},
             {"torch_dtype", "float32"}};
   return j;

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -404,6 +405,12 @@ WeightsDir::WeightsDir(const std::string& dir) : dir_(dir) {
     auto [it, added] = file_of_name.emplace(file, files_.size());
     if (added) {
       const std::string path = join_path(dir, file);
+      // A plain name can still be a symlink out of the directory: the shard must resolve inside.
+      std::error_code ec;
+      const std::filesystem::path inside = std::filesystem::weakly_canonical(dir, ec);
+      const std::filesystem::path target = std::filesystem::weakly_canonical(path, ec);
+      CANZONA_REQUIRE(!ec && target.parent_path() == inside, where, ": file ", name_in_quotes(file),
+                      " resolves to ", target.string(), ", outside ", dir);
       files_.emplace_back(path, read_header(path));
     }
     listed[name] = it->second;

@@ -83,6 +83,16 @@ TransformerConfig read_hf_config(const std::string& path) {
   };
   c.rope_theta = positive_float("rope_theta", 1e4);
   c.rms_norm_eps = positive_float("rms_norm_eps", 1e-6);
+  // transformers' defaults when the key is absent: Qwen3Config / Qwen2Config 32768, LlamaConfig
+  // 2048, MistralConfig 4096 x 32.
+  const std::int64_t default_positions = type == "llama"     ? 2048
+                                         : type == "mistral" ? 131072
+                                                             : 32768;
+  c.max_position_embeddings =
+      present(j, "max_position_embeddings")
+          ? get_int(j.at("max_position_embeddings"), path, "max_position_embeddings", 1,
+                    kMaxPositions, "kMaxPositions")
+          : default_positions;
   c.qk_norm = type == "qwen3";
   c.qkv_bias = type == "qwen2" || attention_bias;
   return c;

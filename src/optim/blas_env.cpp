@@ -5,14 +5,13 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 namespace canzona::optim {
 namespace {
 
+// Set by reexec_with_blas_core to the core OpenBLAS had picked: stops a second re-exec and tells
+// blas_core_source() that canzona, not the user, set OPENBLAS_CORETYPE.
 constexpr const char* kReexecMarker = "CANZONA_BLAS_REEXEC";
 
 std::string lower(const std::string& name) {
@@ -21,24 +20,18 @@ std::string lower(const std::string& name) {
   return out;
 }
 
-// Capability class of a core name: 3 AVX-512 kernels, 2 AVX2/FMA, 1 AVX, 0 older or unknown.
-int core_rank(const std::string& name) {
-  const std::string n = lower(name);
-  if (n == "skylakex" || n == "cooperlake" || n == "sapphirerapids") return 3;
-  if (n == "haswell" || n == "zen") return 2;
-  if (n == "sandybridge") return 1;
-  return 0;
+// The AMD family (base + extended), or 0 on other vendors.
+unsigned amd_family() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return 0;
+  const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // AuthenticAMD
+  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+  return ((eax >> 8) & 0xf) + ((eax >> 20) & 0xff);
 }
 
-// AMD family 0x19 (Zen 3 / Zen 4). Zen 4 executes 512-bit instructions as two 256-bit halves, so
-// the AVX-512 kernels gain nothing over the AVX2 ones.
-bool amd_family_19h() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
-  const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // AuthenticAMD
-  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-  const unsigned family = ((eax >> 8) & 0xf) + ((eax >> 20) & 0xff);
-  return family == 0x19;
+std::string env_or_empty(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? std::string(value) : std::string();
 }
 
 }  // namespace
@@ -54,39 +47,57 @@ std::string recommended_blas_core() {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   // Measured on AMD EPYC Zen 4, one thread, OpenBLAS 0.3.21: sgemm 1024x3072 / 2048^2 / 4096x1024
-  // at 105-108 GFLOP/s with ZEN against 98-102 with SKYLAKEX/COOPERLAKE kernels.
-  if (avx2 && amd_family_19h()) return "ZEN";
+  // at 105-108 GFLOP/s with ZEN against 98-102 with SKYLAKEX/COOPERLAKE kernels. On Zen 5
+  // (family 1Ah) the SKYLAKEX kernels run 1.7-1.9x faster than HASWELL and match a double loop
+  // (README, "BLAS core").
+  if (avx2 && amd_family() == 0x19) return "ZEN";
   if (avx512) return "SKYLAKEX";
-  if (avx2) return __builtin_cpu_is("amd") ? "ZEN" : "HASWELL";
+  if (avx2) return amd_family() != 0 ? "ZEN" : "HASWELL";
   return "";
 }
 
-bool blas_core_misdetected() {
+int blas_core_class(const std::string& name) {
+  const std::string n = lower(name);
+  if (n == "skylakex" || n == "cooperlake" || n == "sapphirerapids") return 3;
+  if (n == "haswell" || n == "zen") return 2;
+  if (n == "sandybridge") return 1;
+  return 0;
+}
+
+bool blas_core_weaker_than_cpu() {
   const std::string recommended = recommended_blas_core();
-  return !recommended.empty() && lower(blas_core_name()) != lower(recommended);
+  return !recommended.empty() && blas_core_class(blas_core_name()) < blas_core_class(recommended);
+}
+
+std::string blas_core_source() {
+  const std::string set = env_or_empty("OPENBLAS_CORETYPE");
+  if (set.empty()) return "detected by OpenBLAS";
+  const std::string picked = env_or_empty(kReexecMarker);
+  if (!picked.empty())
+    return "OPENBLAS_CORETYPE=" + set + ", set by canzona (OpenBLAS picked " + picked + ")";
+  return "OPENBLAS_CORETYPE=" + set + ", set by the environment";
+}
+
+std::string blas_core_report() {
+  return blas_core_name() + " (" + blas_core_source() + ")";
 }
 
 void reexec_with_blas_core(const std::string& core, char** argv) {
+  const std::string picked = blas_core_name();
   setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-  setenv(kReexecMarker, "1", 1);
+  setenv(kReexecMarker, picked.empty() ? "?" : picked.c_str(), 1);
   execv("/proc/self/exe", argv);
-  std::fprintf(stderr, "canzona: warning: re-exec with OPENBLAS_CORETYPE=%s failed: %s\n",
-               core.c_str(), std::strerror(errno));
+  // Still here: exec failed. Keep the core OpenBLAS loaded with; undo the variables so reports
+  // say so and children do not inherit a core this process does not run.
+  unsetenv("OPENBLAS_CORETYPE");
+  unsetenv(kReexecMarker);
 }
 
 void ensure_blas_core(int /*argc*/, char** argv) {
   if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) set_blas_threads(1);
-  if (!blas_core_misdetected()) return;
-  const std::string recommended = recommended_blas_core();
-  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && std::getenv(kReexecMarker) == nullptr)
-    reexec_with_blas_core(recommended, argv);
-  // Still here: the user chose the core (respected), or the re-exec did not take. Only a core of
-  // a lower capability class is worth a warning.
-  if (core_rank(blas_core_name()) < core_rank(recommended))
-    std::fprintf(stderr,
-                 "canzona: warning: OpenBLAS runs the '%s' kernels on a CPU that supports '%s' "
-                 "(up to 4x slower); run with OPENBLAS_CORETYPE=%s\n",
-                 blas_core_name().c_str(), recommended.c_str(), recommended.c_str());
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's choice, as it is
+  if (std::getenv(kReexecMarker) != nullptr) return;        // already re-executed once
+  if (blas_core_weaker_than_cpu()) reexec_with_blas_core(recommended_blas_core(), argv);
 }
 
 int blas_threads() {

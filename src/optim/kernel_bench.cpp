@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <random>
 #include <vector>
@@ -166,6 +167,55 @@ double measure_fma_peak_gflops() {
     best = std::max(best, 2.0 * lanes * kFmaChains * static_cast<double>(kFmaIterations) / s);
   }
   return best / 1e9;
+}
+
+double sgemm_error_bound_fraction() {
+  constexpr std::int64_t m = 256, n = 384, k = 512;
+  const std::vector<float> a = random_matrix(m, k, 11, 1.0f), b = random_matrix(k, n, 12, 1.0f);
+  std::vector<float> c(static_cast<std::size_t>(m * n));
+  gemm(Trans::kNo, Trans::kNo, 1.0f, matrix_view(a.data(), m, k), matrix_view(b.data(), k, n), 0.0f,
+       matrix_view(c.data(), m, n));
+  const double u = std::ldexp(1.0, -24);
+  double worst = 0.0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double ref = 0.0, magnitude = 0.0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        const double term = static_cast<double>(a[i * k + p]) * b[p * n + j];
+        ref += term;
+        magnitude += std::abs(term);
+      }
+      const double err = std::abs(static_cast<double>(c[i * n + j]) - ref);
+      const double bound = static_cast<double>(k) * u * magnitude;
+      const double fraction = bound > 0 ? err / bound : (err > 0 ? HUGE_VAL : 0.0);
+      if (!(fraction <= worst)) worst = std::isnan(fraction) ? HUGE_VAL : fraction;
+    }
+  }
+  return worst;
+}
+
+CpuVectorInfo cpu_vector_info() {
+  __builtin_cpu_init();
+  CpuVectorInfo info;
+  if (__builtin_cpu_supports("avx512f"))
+    info.fp32_lanes = 16;
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    info.fp32_lanes = 8;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("cpu MHz", 0) != 0) continue;
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    try {
+      info.reported_mhz = std::stod(line.substr(colon + 1));
+    } catch (const std::exception&) {
+      info.reported_mhz = 0.0;
+    }
+    if (!std::isfinite(info.reported_mhz) || info.reported_mhz < 0) info.reported_mhz = 0.0;
+    break;
+  }
+  return info;
 }
 
 std::string cpu_model_name() {

@@ -10,9 +10,14 @@
 #include "canzona/train/data.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -30,24 +35,53 @@ constexpr std::int64_t kLlmcHeaderBytes = kLlmcHeaderInts * 4;
 constexpr std::int32_t kLlmcVersion = 1;
 
 // Reads the regular file `path` whole. Throws UsageError "<flag> <path>: ..." when it is missing,
-// a directory or other non-regular file, empty, larger than kMaxCorpusBytes or unreadable.
+// a directory or other non-regular file, empty, larger than kMaxCorpusBytes, unreadable, or
+// changed while it was read (size, modification time or inode differ between an fstat before and
+// after the read: a file still being written or replaced would train on a torn copy).
 std::string read_file(const char* flag, const std::string& path) {
   std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  CANZONA_REQUIRE(fs::exists(st), flag, " ", path, ": no such file");
-  CANZONA_REQUIRE(!fs::is_directory(st), flag, " ", path, ": is a directory, not a file");
-  CANZONA_REQUIRE(fs::is_regular_file(st), flag, " ", path, ": is not a regular file");
-  const std::uintmax_t size = fs::file_size(path, ec);
-  CANZONA_REQUIRE(!ec, flag, " ", path, ": cannot read its size (", ec.message(), ")");
+  const fs::file_status status = fs::status(path, ec);
+  CANZONA_REQUIRE(fs::exists(status), flag, " ", path, ": no such file");
+  CANZONA_REQUIRE(!fs::is_directory(status), flag, " ", path, ": is a directory, not a file");
+  CANZONA_REQUIRE(fs::is_regular_file(status), flag, " ", path, ": is not a regular file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  CANZONA_REQUIRE(fd >= 0, flag, " ", path, ": cannot be opened for reading (",
+                  std::strerror(errno), ")");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat before {};
+  CANZONA_REQUIRE(::fstat(fd, &before) == 0 && S_ISREG(before.st_mode), flag, " ", path,
+                  ": is not a regular file");
+  const std::int64_t size = before.st_size;
   CANZONA_REQUIRE(size > 0, flag, " ", path, ": is empty");
-  CANZONA_REQUIRE(size <= static_cast<std::uintmax_t>(kMaxCorpusBytes), flag, " ", path, ": ", size,
+  CANZONA_REQUIRE(size <= kMaxCorpusBytes, flag, " ", path, ": ", size,
                   " bytes exceed the limit of ", kMaxCorpusBytes, " (kMaxCorpusBytes)");
-  std::ifstream in(path, std::ios::binary);
-  CANZONA_REQUIRE(in.good(), flag, " ", path, ": cannot be opened for reading");
   std::string bytes(static_cast<std::size_t>(size), '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(size));
-  CANZONA_REQUIRE(in.gcount() == static_cast<std::streamsize>(size), flag, " ", path, ": read ",
-                  in.gcount(), " of ", size, " bytes");
+  std::int64_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, bytes.data() + done, static_cast<std::size_t>(size - done), done);
+    if (n < 0 && errno == EINTR) continue;
+    CANZONA_REQUIRE(n >= 0, flag, " ", path, ": read failed: ", std::strerror(errno));
+    CANZONA_REQUIRE(n > 0, flag, " ", path, ": changed while it was read (", size,
+                    " bytes when opened, ended after ", done, ")");
+    done += n;
+  }
+  char probe = 0;
+  const bool grew = ::pread(fd, &probe, 1, size) > 0;
+  struct stat after {};
+  CANZONA_REQUIRE(::fstat(fd, &after) == 0, flag, " ", path, ": cannot stat after reading");
+  struct stat now {};
+  const bool replaced =
+      ::stat(path.c_str(), &now) != 0 || now.st_ino != before.st_ino || now.st_dev != before.st_dev;
+  const bool modified = after.st_size != before.st_size || grew ||
+                        after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+                        after.st_mtim.tv_nsec != before.st_mtim.tv_nsec;
+  CANZONA_REQUIRE(!modified && !replaced, flag, " ", path, ": changed while it was read (",
+                  replaced ? "replaced by another file" : "modified", ", ", before.st_size,
+                  " bytes when opened, ", replaced ? now.st_size : after.st_size,
+                  " now); train on it once it is complete");
   return bytes;
 }
 

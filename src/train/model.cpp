@@ -124,8 +124,9 @@ struct Qwen3Model::Impl {
   TpGroup tp;
   std::int64_t padded_vocab = 0;
   std::vector<std::string> names;
-  std::vector<torch::Tensor> params;      // [spec index] leaf tensors
-  std::vector<std::vector<float>> owned;  // [spec index] memory of unbound params
+  std::vector<torch::Tensor> params;  // [spec index] leaf tensors (undefined until bound)
+  std::vector<std::vector<std::int64_t>> shapes;  // [spec index] TP-local shapes
+  std::vector<std::vector<float>> owned;          // [spec index] memory of unbound params
   std::vector<std::vector<float>> owned_grads;
   std::map<std::string, int> index;  // name -> spec index
   std::function<void(int)> before_use;
@@ -221,7 +222,7 @@ struct Qwen3Model::Impl {
 };
 
 Qwen3Model::Qwen3Model(const model::TransformerConfig& config, const model::ModelSpec& spec,
-                       TpGroup tp)
+                       TpGroup tp, Storage storage)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.config = config;
@@ -251,9 +252,12 @@ Qwen3Model::Qwen3Model(const model::TransformerConfig& config, const model::Mode
   m.params.resize(spec.params.size());
   m.owned.resize(spec.params.size());
   m.owned_grads.resize(spec.params.size());
+  m.shapes.resize(spec.params.size());
   for (std::size_t p = 0; p < spec.params.size(); ++p) {
     const std::int64_t n = spec.params[p].local_numel(tp.size);
     m.names.push_back(spec.params[p].name);
+    m.shapes[p] = spec.params[p].local_shape(tp.size);
+    if (storage == Storage::kBound) continue;
     m.owned[p].assign(static_cast<std::size_t>(n), 0.0f);
     m.owned_grads[p].assign(static_cast<std::size_t>(n), 0.0f);
     m.params[p] =
@@ -276,15 +280,18 @@ torch::Tensor& Qwen3Model::param(int p) {
 
 void Qwen3Model::bind(int p, std::span<float> value, std::span<float> grad) {
   torch::Tensor& t = impl_->params.at(static_cast<std::size_t>(p));
-  const std::vector<std::int64_t> shape = t.sizes().vec();
-  CANZONA_CHECK(static_cast<std::int64_t>(value.size()) == t.numel() &&
-                    static_cast<std::int64_t>(grad.size()) == t.numel(),
+  const std::vector<std::int64_t>& shape = impl_->shapes.at(static_cast<std::size_t>(p));
+  std::int64_t numel = 1;
+  for (std::int64_t d : shape) numel *= d;
+  CANZONA_CHECK(static_cast<std::int64_t>(value.size()) == numel &&
+                    static_cast<std::int64_t>(grad.size()) == numel,
                 "bind of ", impl_->names[static_cast<std::size_t>(p)], ": sizes ", value.size(),
-                " / ", grad.size(), " for ", t.numel(), " elements");
+                " / ", grad.size(), " for ", numel, " elements");
   t = torch::from_blob(value.data(), shape, torch::kFloat32).set_requires_grad(true);
   t.mutable_grad() = torch::from_blob(grad.data(), shape, torch::kFloat32);
-  impl_->owned[static_cast<std::size_t>(p)].clear();
-  impl_->owned_grads[static_cast<std::size_t>(p)].clear();
+  // Release (not just clear) the model's own buffers: the engine's now back the param.
+  std::vector<float>().swap(impl_->owned[static_cast<std::size_t>(p)]);
+  std::vector<float>().swap(impl_->owned_grads[static_cast<std::size_t>(p)]);
 }
 
 void Qwen3Model::set_before_use(std::function<void(int)> hook) {

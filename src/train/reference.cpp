@@ -19,7 +19,7 @@ ReferenceRun run_reference(const model::TransformerConfig& config, const model::
                   whole.arch.padded_vocab_size, ", the TP run to ", spec.arch.padded_vocab_size,
                   ": not comparable");
   const int dp = options.run.dp;
-  Qwen3Model model(config, whole, TpGroup{});
+  Qwen3Model model(config, whole, TpGroup{}, Qwen3Model::Storage::kBound);
   std::vector<std::vector<float>> params(whole.params.size()), grads(whole.params.size()),
       local(whole.params.size());
   for (std::size_t p = 0; p < whole.params.size(); ++p) {

@@ -32,6 +32,49 @@ constexpr std::int64_t kMaxSeqLen = 1 << 20;
 constexpr std::int64_t kMaxMicroBatch = 1 << 20;
 constexpr std::int64_t kMaxGradAccum = 1 << 20;
 
+// The first SIGTERM / SIGINT this process received during train() (0: none).
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int signal) {
+  g_stop_signal = signal;
+}
+
+// SIGTERM and SIGINT set g_stop_signal once (SA_RESETHAND: a second one takes the default action
+// and ends the process); the previous handlers come back when train() returns.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigaction(SIGTERM, &action, &old_term_);
+    sigaction(SIGINT, &action, &old_int_);
+  }
+  ~StopSignals() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGINT, &old_int_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // Collective over `world`: the largest signal number any rank received (0: none).
+  static int agreed(comm::Communicator& world) {
+    const std::vector<std::uint64_t> all =
+        world.all_gather_u64(static_cast<std::uint64_t>(g_stop_signal));
+    return static_cast<int>(*std::max_element(all.begin(), all.end()));
+  }
+
+ private:
+  struct sigaction old_term_ {
+  }, old_int_{};
+};
+
+const char* signal_name(int signal) {
+  return signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "a signal";
+}
+
 double wall_ms() {
   return std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -94,7 +137,8 @@ class Run {
     result_.plan_hash = plan::plan_hash(plan_);
     engine_ = std::make_unique<runtime::Engine>(grid, spec, plan_, options.run, trace);
     const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
-    model_ = std::make_unique<Qwen3Model>(config, spec, TpGroup{&grid.tp(), tp, tp_rank});
+    model_ = std::make_unique<Qwen3Model>(config, spec, TpGroup{&grid.tp(), tp, tp_rank},
+                                          Qwen3Model::Storage::kBound);
     for (int p = 0; p < model_->num_params(); ++p) {
       model_->bind(p, engine_->param(p), engine_->grad(p));
       init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.run.seed,
@@ -371,6 +415,7 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
                                const model::ModelSpec& spec, const TrainOptions& options,
                                const Corpus& corpus, const Progress& progress) {
   std::vector<StrategyRun> runs;
+  const StopSignals stop_signals;
   const bool reporter = grid.world().rank() == 0;
   const CheckpointOptions& ckpt_options = options.checkpoint;
   // The checkpoint to resume: every rank reads the same manifest.
@@ -429,6 +474,20 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
       if (s == options.kill_step && !options.kill_in_save &&
           grid.world().rank() == options.kill_rank)
         std::raise(SIGKILL);
+      if (const int signal = StopSignals::agreed(grid.world())) {
+        const bool saved_now = !ckpt_options.save_dir.empty() &&
+                               ((ckpt_options.save_every > 0 && s % ckpt_options.save_every == 0) ||
+                                s == options.steps);
+        if (!ckpt_options.save_dir.empty() && !saved_now) save(s);
+        throw Interrupted(
+            str("stopped by ", signal_name(signal), " after step ", s, " of ",
+                plan::to_string(strategy),
+                ckpt_options.save_dir.empty()
+                    ? std::string("; nothing saved (no --save-dir)")
+                    : str("; checkpoint step ", s, " saved in ", ckpt_options.save_dir,
+                          " (continue with --resume ", ckpt_options.save_dir, ")")),
+            signal);
+      }
     }
     // A run resumed at its last step saves that step again (e.g. in its new shape).
     if (!ckpt_options.save_dir.empty() && run.result().first_step > options.steps)

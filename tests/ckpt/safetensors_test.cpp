@@ -472,6 +472,17 @@ TEST_F(Safetensors, WeightsDirRefusesInconsistentIndexes) {
     const std::string message = usage_error(index, [&] { WeightsDir{dir}; });
     EXPECT_NE(message.find(c.says), std::string::npos) << message;
   }
+  // A plain name that is a symlink out of the directory is refused, naming where it leads.
+  const fs::path outside = dir_.parent_path() / ("outside-" + dir_.filename().string());
+  write_shard(outside.string(), {"a", "b"});
+  fs::create_symlink(outside, dir_ / "s4.safetensors");
+  write("model.safetensors.index.json",
+        R"({"weight_map": {"a": "s4.safetensors", "b": "s4.safetensors"}})");
+  const std::string escaped = usage_error(index, [&] { WeightsDir{dir}; });
+  fs::remove(outside);
+  EXPECT_NE(escaped.find("file 's4.safetensors' resolves to " + outside.string() + ", outside"),
+            std::string::npos)
+      << escaped;
   // A shard that is itself corrupt is named by its own path.
   write("model.safetensors.index.json", R"({"weight_map": {"a": "s3.safetensors"}})");
   write("s3.safetensors", "abc");

@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   }
   std::printf("core: %s\n", blas_core_name().c_str());
   std::printf("reexecuted: %s\n", std::getenv("CANZONA_BLAS_REEXEC") ? "yes" : "no");
-  std::printf("misdetected: %s\n", blas_core_misdetected() ? "yes" : "no");
+  std::printf("weaker: %s\n", blas_core_weaker_than_cpu() ? "yes" : "no");
+  std::printf("source: %s\n", blas_core_source().c_str());
   std::printf("threads: %d\n", blas_threads());
   if (argc >= 2 && std::strcmp(argv[1], "digest") == 0)
     std::printf("digest: %s\n", test::optimizer_digest().c_str());

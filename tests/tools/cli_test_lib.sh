@@ -9,6 +9,12 @@
 #   expect_usage_error WORDS CMD...
 #                                CMD exits with exactly 2, prints exactly one line on stderr that
 #                                contains WORDS, and nothing on stdout
+#   expect_mpi_usage_error WORDS CMD...
+#                                CMD (an mpirun launch) exits with exactly 2, prints no MPI_ABORT
+#                                banner, and its stderr less Open MPI's own exit notice
+#                                (strip_mpirun_notice) is exactly one line containing WORDS
+#   strip_mpirun_notice FILE     FILE without the blocks mpirun prints between dashed lines when a
+#                                rank exits non-zero ("Primary job terminated normally, but ...")
 #   expect_ok NAME CMD...        CMD exits with exactly 0; stdout in $work/NAME.out, stderr in
 #                                $work/NAME.err; returns 1 (after counting a failure) otherwise
 #   check_file FILE KIND CHECK...
@@ -48,6 +54,31 @@ expect_usage_error() {
     fail "$*: stderr '$(cat "$work/usage.err")' lacks '$expected'"
   elif [ -s "$work/usage.out" ]; then
     fail "$*: a usage error also printed on stdout: $(head -c 200 "$work/usage.out")"
+  else
+    pass
+  fi
+}
+
+strip_mpirun_notice() {
+  awk '/^--------------------/ { inside = !inside; next } !inside' "$1"
+}
+
+expect_mpi_usage_error() {
+  local expected=$1
+  shift
+  "$@" >"$work/usage.out" 2>"$work/usage.err"
+  local rc=$?
+  strip_mpirun_notice "$work/usage.err" >"$work/usage.ours"
+  local lines
+  lines=$(wc -l <"$work/usage.ours")
+  if [ "$rc" -ne 2 ]; then
+    fail "$* exited $rc, expected 2 (stderr: $(cat "$work/usage.err"))"
+  elif grep -q "MPI_ABORT" "$work/usage.err"; then
+    fail "$*: Open MPI's MPI_ABORT banner: $(cat "$work/usage.err")"
+  elif [ "$lines" -ne 1 ]; then
+    fail "$* printed $lines stderr lines besides mpirun's notice, expected 1: $(cat "$work/usage.ours")"
+  elif ! grep -qF -- "$expected" "$work/usage.ours"; then
+    fail "$*: stderr '$(cat "$work/usage.ours")' lacks '$expected'"
   else
     pass
   fi

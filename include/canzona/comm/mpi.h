@@ -39,6 +39,22 @@ class MpiSession {
 // an initialized MPI it prints "canzona: <message>" and exits the process. code 0 is replaced by 1.
 [[noreturn]] void abort_all(const std::string& message, int code);
 
+// How long end_job() waits for every rank to reach it before it gives up on an orderly end.
+inline constexpr int kEndJobWaitMs = 3000;
+
+// Ends the job after an error, without Open MPI's MPI_ABORT banner when it can. Each rank that
+// calls it enters a barrier on a communicator reserved for this (MPI_COMM_WORLD duplicated by
+// MpiSession, so it never matches a collective the error interrupted) and waits up to
+// kEndJobWaitMs:
+//   * every rank arrived (they raised the error at the same point, e.g. from the same flags or
+//     file): the ranks exchange their messages, the lowest rank prints one line, "canzona: error:
+//     <message>" (code 2), "canzona: <message>" (codes above 128: stopped by signal code - 128)
+//     or "canzona: failed: <message>", prefixed "rank 0: " when the ranks' messages differ; every
+//     rank finalizes MPI and exits with the lowest rank's code;
+//   * some rank did not arrive (it is blocked in a collective the others left): abort_all().
+// Without an initialized MPI it prints the line and exits. code 0 is replaced by 1.
+[[noreturn]] void end_job(const std::string& message, int code);
+
 // This process's rank in MPI_COMM_WORLD while MPI is running (initialized and not finalized);
 // std::nullopt otherwise. Never throws.
 std::optional<int> world_rank_if_initialized() noexcept;

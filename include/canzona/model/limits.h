@@ -20,6 +20,8 @@ inline constexpr std::int64_t kMaxHeadDim = std::int64_t{1} << 12;    // 4096 (r
 inline constexpr std::int64_t kMaxHidden = std::int64_t{1} << 17;     // 131072 (real: <= 16384)
 inline constexpr std::int64_t kMaxFfnHidden = std::int64_t{1} << 20;  // intermediate_size
 inline constexpr std::int64_t kMaxVocab = std::int64_t{1} << 24;      // before padding
+inline constexpr std::int64_t kMaxPositions = std::int64_t{1}
+                                              << 24;  // max_position_embeddings (real: 2k ... 1M)
 inline constexpr std::int64_t kMaxDim = std::int64_t{1} << 32;  // any dimension of a param shape
 inline constexpr std::int64_t kMaxParamNumel = std::int64_t{1} << 40;  // elements of one param
 inline constexpr std::int64_t kMaxModelNumel = std::int64_t{1} << 42;  // elements of all params

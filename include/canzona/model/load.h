@@ -26,6 +26,9 @@ struct TransformerConfig {
   // Used by the training model only (train/model.h); the planner ignores them.
   double rope_theta = 1e6;     // RoPE base (HF rope_theta; Qwen3 1e6, Llama 1e4 / 5e5)
   double rms_norm_eps = 1e-6;  // HF rms_norm_eps
+  // The longest sequence the model is made for (HF max_position_embeddings): bounds
+  // `train --seq-len`. Qwen3 presets 40960, as the Qwen3 configs say.
+  std::int64_t max_position_embeddings = 40960;
 };
 
 // How QKV is split into optimizer tasks before the matrix optimizer.

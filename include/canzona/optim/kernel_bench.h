@@ -52,7 +52,25 @@ StepTiming time_optimizer_step(const std::string& name, std::int64_t rows, std::
 // the attainable peak at the clock the core runs now. 0 when the CPU has neither.
 double measure_fma_peak_gflops();
 
+// sgemm through the backend seam (whatever OpenBLAS core is loaded) against a double-precision
+// triple loop, C (m x n) = A (m x k) B (k x n) for 256 x 384 x 512 with random data: the largest
+// |c - ref| / (k u sum_p |a_ip b_pj|) over the elements (u = 2^-24), the standard fp32 dot-product
+// error bound. A correct kernel stays far below 1; a core that computes wrong results (an OpenBLAS
+// build on a CPU it does not know) goes far above.
+double sgemm_error_bound_fraction();
+
 // "model name" from /proc/cpuinfo ("" when unavailable).
 std::string cpu_model_name();
+
+// What the CPU reports about its fp32 vector throughput: the widest FMA vector (16 fp32 lanes
+// with AVX-512F, 8 with AVX2 + FMA, 0 without FMA) and the clock /proc/cpuinfo gives ("cpu MHz"
+// of the first CPU, 0 when absent; a VM often reports the base clock, not the boost clock the
+// core runs at). The number of FMA pipes per core is not reported by CPUID, so a nominal peak
+// from these alone is not known; bench-kernels takes the measured FMA loop as the peak instead.
+struct CpuVectorInfo {
+  int fp32_lanes = 0;
+  double reported_mhz = 0.0;
+};
+CpuVectorInfo cpu_vector_info();
 
 }  // namespace canzona::optim

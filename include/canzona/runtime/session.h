@@ -6,7 +6,7 @@
 // effective configuration) before the first collective of the launch, then per strategy
 // validate_plan() (the plan fits the model and the grid) and check_plan_agreement() (every rank
 // computed the same plan). All throw PlanAgreementError, identically on every rank, so the caller
-// can report it once (world rank 0) and end the job (abort_agreed).
+// can report it once and end the job without an abort (comm::end_job).
 #pragma once
 
 #include <cstdint>
@@ -110,18 +110,5 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
                              const RunOptions& options,
                              const std::vector<plan::Strategy>& strategies,
                              const SessionOptions& session);
-
-// How long a rank other than world rank 0 waits in abort_agreed() for rank 0's abort before
-// reporting the error itself: long enough for rank 0 to reach the same error (they raise it from
-// the same data, microseconds apart) and for MPI_Abort to take the job down (under a second with
-// OpenMPI), short enough that an error only this rank raised still ends the job promptly.
-inline constexpr int kAgreedAbortWaitMs = 3000;
-
-// Ends the MPI job after an error every rank raised identically (a PlanAgreementError, the world
-// size check, or a UsageError raised from the same agreed flags): world rank 0 reports it at once
-// with comm::abort_all (one line naming the rank), which ends every rank within about a second;
-// the other ranks wait up to kAgreedAbortWaitMs for that abort before reporting it themselves, so
-// the job prints one line and never hangs.
-[[noreturn]] void abort_agreed(const std::string& message, int code);
 
 }  // namespace canzona::runtime

@@ -39,8 +39,13 @@ class Qwen3Model {
  public:
   // Checks that the model's params and spec.params are one list: the same names, each with the
   // TP-local shape spec.params[p].local_shape(tp.size). Throws UsageError naming the first param
-  // the model lacks, the spec lacks, or whose shape differs (both shapes).
-  Qwen3Model(const model::TransformerConfig& config, const model::ModelSpec& spec, TpGroup tp);
+  // the model lacks, the spec lacks, or whose shape differs (both shapes). With kOwned the model
+  // allocates (zeroed) memory for every param and gradient; with kBound it allocates none and
+  // every param must be bind()-ed before use (the trainer binds the engine's buffers, so the
+  // model never holds a second copy of the weights, not even while it is built).
+  enum class Storage { kOwned, kBound };
+  Qwen3Model(const model::TransformerConfig& config, const model::ModelSpec& spec, TpGroup tp,
+             Storage storage = Storage::kOwned);
   ~Qwen3Model();
   Qwen3Model(const Qwen3Model&) = delete;
   Qwen3Model& operator=(const Qwen3Model&) = delete;

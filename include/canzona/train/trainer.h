@@ -111,6 +111,20 @@ struct Progress {
   std::function<void(const std::string& dir, double ms)> loaded;  // after --resume / --init-from
 };
 
+// SIGTERM or SIGINT reached a rank during training: every rank stops after the step it is in
+// (a save in progress completes first), saves a checkpoint there when --save-dir is set, and
+// throws this identically. exit_code() is 128 + the signal's number (143, 130), as a shell
+// reports a process ended by that signal. A second signal ends the process at once (the default
+// action); no checkpoint is ever published half-written either way (saves publish by rename).
+class Interrupted : public Error {
+ public:
+  Interrupted(const std::string& what, int signal) : Error(what), signal_(signal) {}
+  int exit_code() const { return 128 + signal_; }
+
+ private:
+  int signal_;
+};
+
 // A non-finite loss: every rank throws it identically (message names the step and world rank
 // 0's first non-finite tensor).
 class NonFiniteLoss : public Error {

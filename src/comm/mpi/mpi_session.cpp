@@ -1,6 +1,9 @@
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 #include "canzona/comm/mpi.h"
 #include "canzona/common/error.h"
@@ -10,6 +13,9 @@ namespace canzona::comm {
 namespace {
 
 using detail::check_mpi;
+
+// MPI_COMM_WORLD duplicated by the MpiSession that initialized MPI: end_job's channel.
+MPI_Comm g_end_job_comm = MPI_COMM_NULL;
 
 bool mpi_usable() {
   int initialized = 0;
@@ -32,6 +38,12 @@ std::unique_ptr<Communicator> split_world(int color, int key, ReduceMode mode) {
   }
   check_mpi(MPI_Comm_free(&group), "MPI_Comm_free");
   return communicator;
+}
+
+// end_job's line: "canzona: error: " for usage errors (2), "canzona: " for a stop by a signal
+// (128 + its number; the message says which), "canzona: failed: " otherwise.
+const char* end_job_prefix(int code) {
+  return code == 2 ? "canzona: error: " : code > 128 ? "canzona: " : "canzona: failed: ";
 }
 
 }  // namespace
@@ -64,10 +76,14 @@ MpiSession::MpiSession(int* argc, char*** argv) {
     owns_ = true;
   }
   check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  if (g_end_job_comm == MPI_COMM_NULL)
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g_end_job_comm), "MPI_Comm_dup");
 }
 
 MpiSession::~MpiSession() {
-  if (owns_ && mpi_usable()) MPI_Finalize();
+  if (!owns_ || !mpi_usable()) return;
+  if (g_end_job_comm != MPI_COMM_NULL) MPI_Comm_free(&g_end_job_comm);
+  MPI_Finalize();
 }
 
 void abort_all(const std::string& message, int code) {
@@ -85,6 +101,60 @@ void abort_all(const std::string& message, int code) {
     std::fflush(stderr);
   }
   std::_Exit(code);
+}
+
+void end_job(const std::string& message, int code) {
+  std::string line = message;
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  if (code == 0) code = 1;
+  const char* prefix = end_job_prefix(code);
+  std::fflush(stdout);
+  if (!mpi_usable() || g_end_job_comm == MPI_COMM_NULL) {
+    std::fprintf(stderr, "%s%s\n", prefix, line.c_str());
+    std::fflush(stderr);
+    std::_Exit(code);
+  }
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  int arrived = 0;
+  if (MPI_Ibarrier(g_end_job_comm, &barrier) == MPI_SUCCESS) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kEndJobWaitMs);
+    while (!arrived && std::chrono::steady_clock::now() < deadline) {
+      if (MPI_Test(&barrier, &arrived, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+      if (!arrived) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  if (!arrived) abort_all(line, code);  // a rank is elsewhere: only an abort ends it
+  int rank = 0, size = 1;
+  MPI_Comm_rank(g_end_job_comm, &rank);
+  MPI_Comm_size(g_end_job_comm, &size);
+  // Every rank's code and message; the lowest rank's are the job's.
+  int mine[2] = {code, static_cast<int>(line.size())};
+  std::vector<int> heads(2 * static_cast<std::size_t>(size));
+  MPI_Allgather(mine, 2, MPI_INT, heads.data(), 2, MPI_INT, g_end_job_comm);
+  std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
+  int total = 0;
+  for (int q = 0; q < size; ++q) {
+    counts[q] = heads[2 * q + 1];
+    displs[q] = total;
+    total += counts[q];
+  }
+  std::vector<char> all(static_cast<std::size_t>(std::max(total, 1)));
+  MPI_Allgatherv(line.data(), mine[1], MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR,
+                 g_end_job_comm);
+  const std::string first(all.data(), static_cast<std::size_t>(counts[0]));
+  bool same = true;
+  for (int q = 1; q < size; ++q)
+    same = same && std::string(all.data() + displs[q], counts[q]) == first;
+  const int job_code = heads[0];
+  if (rank == 0) {
+    std::fprintf(stderr, "%s%s%s\n", end_job_prefix(job_code),
+                 same ? "" : "rank 0: ", first.c_str());
+    std::fflush(stderr);
+  }
+  MPI_Comm_free(&g_end_job_comm);
+  MPI_Finalize();
+  std::_Exit(job_code);
 }
 
 std::unique_ptr<Communicator> make_mpi_control_world() {

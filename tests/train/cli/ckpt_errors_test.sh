@@ -159,7 +159,7 @@ expect_disk_full() {
     fail "$name: the older checkpoint no longer verifies: $(cat "$work/$name.inspect")"
   fi
   local left
-  left=$(find "$dir" -mindepth 1 -maxdepth 1 ! -name step-00000002 -printf '%f ')
+  left=$(find "$dir" -mindepth 1 -maxdepth 1 ! -name step-00000002 ! -name .lock -printf '%f ')
   if [ -n "$left" ]; then fail "$name: left behind in $dir: $left"; else pass; fi
 }
 expect_disk_full disk_full 1

@@ -8,9 +8,9 @@
 #                              params between DP ranks (each rank holds a slice of their state)
 #   expect_agreed_error NAME MESSAGE OUT CMD...
 #                              CMD (an MPI run) exits 2, MESSAGE appears exactly once on stderr
-#                              and exactly one line starts with "canzona:" (OpenMPI may add its
-#                              MPI_ABORT banner), and directory OUT (the failing run's
-#                              --save-dir) holds nothing: no rank went on to train or save
+#                              and exactly one line starts with "canzona:", no MPI_ABORT banner
+#                              (the ranks agree and end in order), and directory OUT (the failing run's
+#                              --save-dir) holds nothing but its .lock: no rank went on to train or save
 #   step_losses JSON FIRST     "step loss" lines (repr: the exact double) of every step >= FIRST
 #                              of a `canzona train --json` file, its validation losses from FIRST
 #                              on, and the params hash
@@ -40,12 +40,15 @@ expect_agreed_error() {
   ours=$(grep -c '^canzona:' "$work/$name.err")
   if [ "$rc" -ne 2 ]; then
     fail "$name: exited $rc, expected 2 (stderr: $(grep -v '^[-A-Z ]*$' "$work/$name.err" | head -c 600))"
+  elif grep -q "MPI_ABORT" "$work/$name.err"; then
+    fail "$name: Open MPI's MPI_ABORT banner: $(cat "$work/$name.err")"
   elif [ "$found" -ne 1 ] || [ "$ours" -ne 1 ]; then
     fail "$name: expected '$message' once and one 'canzona:' line, got $found and $ours: $(cat "$work/$name.err")"
   else
     pass
   fi
-  if [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+  # .lock: the run's lock on its --save-dir (train refuses a second run into it), not a write
+  if [ -n "$(ls -A "$out" 2>/dev/null | grep -vx '.lock')" ]; then
     fail "$name: the failing run wrote into its --save-dir: $(ls -A "$out")"
   else
     pass

@@ -1,0 +1,79 @@
+// Memory a training run needs per rank, estimated before anything is allocated, and the memory
+// this machine can give it. `canzona train` refuses a run that does not fit with one line naming
+// the need and what is available, before any rank trains (so a typo such as --micro-batch 100000
+// is a usage error, not an allocation failure deep inside libtorch).
+//
+// The estimate (bytes, fp32 everywhere, per rank of a DP x TP grid):
+//   params      the engine's parameter buffer: every param's TP-local elements x 4
+//   grads       the engine's gradient buffer, the same size
+//   optimizer   ZeRO-1 state: every task's state (cost::state_bytes of its optimizer and shape)
+//               summed over the model, / (DP x TP), plus the largest single task's state (DP
+//               buckets are cut at param boundaries, so a rank holds at most one task beyond the
+//               mean; a TP task's whole-matrix state lives on one TP rank)
+//   buffers     communication and gathered-matrix buffers: one more copy of the TP-local params
+//   activations what autograd keeps for one micro-batch (T = micro_batch x seq_len tokens, layers
+//               L, hidden H, TP-local heads n, KV heads g, head_dim d, FFN F, vocabulary V):
+//               T x 4 x [ (L + 1) (8 H + 11 n d + 9 g d + 4 F + n S) + 2 n S + 6 V / TP + 4 H ]
+//               with S = seq_len: per layer the saved norms, q/k/v and their RoPE copies, the
+//               softmax output (n S per token: the S x S scores), the MLP's three F-wide tensors;
+//               one extra layer for backward's gradients, the two transient score tensors, the
+//               logits and the cross-entropy's softmax
+//   runtime     libtorch, MPI and the process itself: kRuntimeBytes
+// --verify adds, on world rank 0, the single-process reference (TP = 1, DP = 1) after training.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "canzona/model/load.h"
+#include "canzona/model/spec.h"
+#include "canzona/train/trainer.h"
+
+namespace canzona::train {
+
+// Resident memory of a training process before its model is allocated (libtorch, OpenMPI,
+// OpenBLAS buffers), measured at 0.25-0.3 GB here and rounded up.
+inline constexpr double kRuntimeBytes = 512.0 * 1024 * 1024;
+
+struct MemoryNeed {
+  double params_bytes = 0.0;
+  double grads_bytes = 0.0;
+  double optimizer_state_bytes = 0.0;
+  double buffer_bytes = 0.0;
+  double activations_bytes = 0.0;
+  double runtime_bytes = kRuntimeBytes;
+  double total() const;
+};
+
+// Per-rank need of training `spec` (built from `config`) with `options` (grid, optimizer, sizes).
+// Pure: no allocation, no files. Doubles, so absurd sizes give a huge number, never an overflow.
+MemoryNeed estimate_memory(const model::TransformerConfig& config, const model::ModelSpec& spec,
+                           const TrainOptions& options);
+
+// The single-process reference of --verify (TP = 1, DP = 1, the whole model and its state).
+MemoryNeed estimate_reference_memory(const model::TransformerConfig& config,
+                                     const model::ModelSpec& spec, const TrainOptions& options);
+
+// Memory this process may use: the smaller of MemAvailable (/proc/meminfo) and the cgroup's limit
+// less its usage (cgroup v2 memory.max - memory.current, or v1 memory.limit_in_bytes -
+// memory.usage_in_bytes); `source` names which one bounds it. bytes < 0 when neither is readable.
+struct MemoryAvailable {
+  double bytes = -1.0;
+  std::string source;
+};
+MemoryAvailable available_memory();
+
+// Ranks of this launch on this machine: OMPI_COMM_WORLD_LOCAL_SIZE (or MPI_LOCALNRANKS), 1 when
+// not launched by MPI.
+int ranks_on_this_node();
+
+// Throws UsageError when `ranks` ranks of `need` (each) exceed `available`: one line with the
+// need per rank and its parts, the ranks on this node, the total and what is available, and which
+// flags lower it. Nothing when available.bytes < 0 (unknown).
+void check_memory_fits(const MemoryNeed& need, int ranks, const MemoryAvailable& available,
+                       const TrainOptions& options);
+
+// "1.5 GiB", "312.0 MiB", "12 KiB".
+std::string format_bytes(double bytes);
+
+}  // namespace canzona::train

@@ -1,0 +1,195 @@
+// estimate_memory / available_memory / check_memory_fits (memory.h).
+#include "canzona/train/memory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "canzona/common/error.h"
+#include "canzona/cost/cost.h"
+
+namespace canzona::train {
+namespace {
+
+constexpr double kFloat = 4.0;
+
+// Every optimizer task of `spec` as (optimizer, rows, cols): a matrix param's pieces (or the
+// whole matrix), an element-wise param as one n x 1 block.
+template <typename Fn>
+void for_each_task(const model::ModelSpec& spec, const TrainOptions& o, Fn&& fn) {
+  for (const model::ParamSpec& p : spec.params) {
+    if (!p.is_matrix() || o.all_adamw) {
+      fn("adamw", p.numel(), std::int64_t{1});
+    } else if (p.pieces.empty()) {
+      fn(o.run.optimizer, p.rows(), p.cols());
+    } else {
+      for (const model::Piece& piece : p.pieces) fn(o.run.optimizer, piece.rows(), p.cols());
+    }
+  }
+}
+
+double activations(const model::TransformerConfig& c, const model::ModelSpec& spec, int tp,
+                   std::int64_t micro_batch, std::int64_t seq_len) {
+  const double t = static_cast<double>(micro_batch) * static_cast<double>(seq_len);
+  const double s = static_cast<double>(seq_len);
+  const double h = static_cast<double>(c.hidden);
+  const double n = static_cast<double>(c.num_heads) / tp;
+  const double g = std::max(1.0, static_cast<double>(c.num_query_groups) / tp);
+  const double d = static_cast<double>(c.head_dim);
+  const double f = static_cast<double>(c.ffn_hidden) / tp;
+  const double v = static_cast<double>(spec.arch.padded_vocab_size > 0 ? spec.arch.padded_vocab_size
+                                                                       : c.vocab_size) /
+                   tp;
+  const double layer = 8 * h + 11 * n * d + 9 * g * d + 4 * f + n * s;
+  return t * kFloat * ((c.num_layers + 1) * layer + 2 * n * s + 6 * v + 4 * h);
+}
+
+MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSpec& spec,
+                    const TrainOptions& o, int dp, int tp) {
+  MemoryNeed need;
+  double local = 0.0;
+  for (const model::ParamSpec& p : spec.params) local += static_cast<double>(p.local_numel(tp));
+  need.params_bytes = local * kFloat;
+  need.grads_bytes = local * kFloat;
+  need.buffer_bytes = local * kFloat;
+  cost::CostOptions cost;
+  cost.matrix_optimizer = o.run.optimizer;
+  cost.optimizer_options = o.run.optimizer_options;
+  double total_state = 0.0, largest = 0.0;
+  for_each_task(spec, o, [&](const std::string& optimizer, std::int64_t rows, std::int64_t cols) {
+    const double bytes = cost::state_bytes(optimizer, rows, cols, cost);
+    total_state += bytes;
+    largest = std::max(largest, bytes);
+  });
+  need.optimizer_state_bytes =
+      total_state / (static_cast<double>(dp) * tp) + (dp * tp > 1 ? largest : 0.0);
+  need.activations_bytes = activations(config, spec, tp, o.micro_batch, o.seq_len);
+  return need;
+}
+
+// The first number of the line of `path` that starts with `key` ("MemAvailable:   123 kB").
+double meminfo_kib(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    std::istringstream rest(line.substr(key.size()));
+    double value = -1.0;
+    rest >> value;
+    return rest ? value : -1.0;
+  }
+  return -1.0;
+}
+
+// One number from a cgroup file; -1 when absent, unreadable or "max" (no limit).
+double read_number(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text == "max") return -1.0;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  return end != text.c_str() && *end == '\0' && std::isfinite(value) && value >= 0 ? value : -1.0;
+}
+
+// This process's cgroup v2 directory ("0::/path" in /proc/self/cgroup), or "".
+std::string cgroup_v2_dir() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("0::", 0) == 0) return "/sys/fs/cgroup" + line.substr(3);
+  return "";
+}
+
+}  // namespace
+
+double MemoryNeed::total() const {
+  return params_bytes + grads_bytes + optimizer_state_bytes + buffer_bytes + activations_bytes +
+         runtime_bytes;
+}
+
+MemoryNeed estimate_memory(const model::TransformerConfig& config, const model::ModelSpec& spec,
+                           const TrainOptions& options) {
+  return estimate(config, spec, options, options.run.dp, options.run.tp);
+}
+
+MemoryNeed estimate_reference_memory(const model::TransformerConfig& config,
+                                     const model::ModelSpec& spec, const TrainOptions& options) {
+  return estimate(config, spec, options, 1, 1);
+}
+
+MemoryAvailable available_memory() {
+  MemoryAvailable a;
+  const double kib = meminfo_kib("/proc/meminfo", "MemAvailable:");
+  if (kib >= 0) {
+    a.bytes = kib * 1024.0;
+    a.source = "MemAvailable in /proc/meminfo";
+  }
+  auto consider = [&a](double limit, double usage, const std::string& source) {
+    if (limit < 0 || usage < 0) return;
+    const double free = std::max(0.0, limit - usage);
+    if (a.bytes < 0 || free < a.bytes) {
+      a.bytes = free;
+      a.source = source;
+    }
+  };
+  const std::string v2 = cgroup_v2_dir();
+  for (std::string dir = v2; !dir.empty() && dir.size() >= std::string("/sys/fs/cgroup").size();) {
+    consider(read_number(dir + "/memory.max"), read_number(dir + "/memory.current"),
+             "the cgroup limit " + dir + "/memory.max less memory.current");
+    if (dir == "/sys/fs/cgroup" || dir == "/sys/fs/cgroup/") break;
+    const std::size_t slash = dir.find_last_of('/');
+    if (slash == std::string::npos) break;
+    dir = dir.substr(0, slash);
+  }
+  consider(read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+           read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+           "the cgroup limit memory.limit_in_bytes less memory.usage_in_bytes");
+  return a;
+}
+
+int ranks_on_this_node() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    const char* text = std::getenv(name);
+    if (text == nullptr) continue;
+    char* end = nullptr;
+    const long n = std::strtol(text, &end, 10);
+    if (end != text && *end == '\0' && n >= 1 && n <= (1L << 20)) return static_cast<int>(n);
+  }
+  return 1;
+}
+
+std::string format_bytes(double bytes) {
+  char text[64];
+  if (bytes >= 1024.0 * 1024 * 1024 * 1024 * 1024)
+    std::snprintf(text, sizeof text, "%.3g TiB", bytes / (1024.0 * 1024 * 1024 * 1024));
+  else if (bytes >= 1024.0 * 1024 * 1024)
+    std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  else if (bytes >= 1024.0 * 1024)
+    std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024));
+  else
+    std::snprintf(text, sizeof text, "%.0f KiB", bytes / 1024.0);
+  return text;
+}
+
+void check_memory_fits(const MemoryNeed& need, int ranks, const MemoryAvailable& available,
+                       const TrainOptions& o) {
+  if (available.bytes < 0) return;
+  const double total = need.total() * ranks;
+  if (total <= available.bytes) return;
+  throw UsageError(str(
+      "memory: this run needs about ", format_bytes(need.total()), " per rank (params ",
+      format_bytes(need.params_bytes), ", gradients ", format_bytes(need.grads_bytes),
+      ", optimizer state ", format_bytes(need.optimizer_state_bytes), ", buffers ",
+      format_bytes(need.buffer_bytes), ", activations ", format_bytes(need.activations_bytes),
+      " for --seq-len ", o.seq_len, " x --micro-batch ", o.micro_batch, ", runtime ",
+      format_bytes(need.runtime_bytes), ")",
+      ranks > 1 ? str(" x ", ranks, " ranks on this node = ", format_bytes(total)) : std::string(),
+      ", but ", format_bytes(available.bytes), " is available (", available.source,
+      "); lower --micro-batch or --seq-len (use --grad-accum for the same tokens per step), or "
+      "raise --tp / --dp over more machines"));
+}
+
+}  // namespace canzona::train

@@ -275,6 +275,7 @@ Launch prepare(TrainFlags& f) {
   o.micro_batch = f.micro_batch;
   o.grad_accum = f.grad_accum;
   o.eval_every = f.eval_every;
+  o.keep_final_params = f.verify;
   o.eval_windows = f.eval_windows;
   o.schedule.schedule = train::parse_schedule(f.schedule);
   o.schedule.warmup = f.warmup_given ? f.warmup : std::min<std::int64_t>(f.warmup, f.steps);

@@ -47,25 +47,62 @@ double activations(const model::TransformerConfig& c, const model::ModelSpec& sp
   return t * kFloat * ((c.num_layers + 1) * layer + 2 * n * s + 6 * v + 4 * h);
 }
 
+// How many ranks share the optimizer work of a strategy: every rank computes every update under
+// sc; layer-wise TP gathers whole matrices on every TP rank, so only DP shares them; asc and
+// lb-asc compute each matrix once on the grid (rank_plan.cpp, strategy_parts).
+double compute_share(plan::Strategy strategy, int dp, int tp) {
+  switch (strategy) {
+    case plan::Strategy::kSc:
+      return 1.0;
+    case plan::Strategy::kLayerwise:
+    case plan::Strategy::kLayerwisePaper:
+      return dp;
+    case plan::Strategy::kAsc:
+    case plan::Strategy::kLbAsc:
+      break;
+  }
+  return static_cast<double>(dp) * tp;
+}
+
 MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSpec& spec,
                     const TrainOptions& o, int dp, int tp) {
   MemoryNeed need;
-  double local = 0.0;
-  for (const model::ParamSpec& p : spec.params) local += static_cast<double>(p.local_numel(tp));
+  double local = 0.0, largest_local = 0.0;
+  for (const model::ParamSpec& p : spec.params) {
+    const double n = static_cast<double>(p.local_numel(tp));
+    local += n;
+    largest_local = std::max(largest_local, n);
+  }
   need.params_bytes = local * kFloat;
   need.grads_bytes = local * kFloat;
-  need.buffer_bytes = local * kFloat;
   cost::CostOptions cost;
   cost.matrix_optimizer = o.run.optimizer;
   cost.optimizer_options = o.run.optimizer_options;
-  double total_state = 0.0, largest = 0.0;
+  double total_state = 0.0, largest = 0.0, total_main = 0.0, largest_main = 0.0;
   for_each_task(spec, o, [&](const std::string& optimizer, std::int64_t rows, std::int64_t cols) {
     const double bytes = cost::state_bytes(optimizer, rows, cols, cost);
     total_state += bytes;
     largest = std::max(largest, bytes);
+    const double main = kFloat * static_cast<double>(rows) * static_cast<double>(cols);
+    total_main += main;
+    largest_main = std::max(largest_main, main);
   });
-  need.optimizer_state_bytes =
-      total_state / (static_cast<double>(dp) * tp) + (dp * tp > 1 ? largest : 0.0);
+  // The strategies run one after another; the largest need of any of them counts.
+  for (plan::Strategy strategy : o.strategies) {
+    const double share = compute_share(strategy, dp, tp);
+    const double extra = share > 1 ? 1.0 : 0.0;
+    need.optimizer_state_bytes =
+        std::max(need.optimizer_state_bytes, total_state / share + extra * largest);
+    // Buffers of the engine (runtime/engine.cpp, dp_sync.cpp): the fp32 main copy of every task
+    // this rank computes, and under a reduce-scatter its DP shard of the gradient buffer (the
+    // whole buffer at DP 1).
+    const bool reduce_scatter =
+        strategy != plan::Strategy::kSc && strategy != plan::Strategy::kLayerwisePaper;
+    const double shard =
+        reduce_scatter ? kFloat * (local / dp + (dp > 1 ? largest_local : 0.0)) : 0.0;
+    need.buffer_bytes =
+        std::max(need.buffer_bytes, total_main / share + extra * largest_main + shard);
+  }
   need.activations_bytes = activations(config, spec, tp, o.micro_batch, o.seq_len);
   return need;
 }

@@ -248,7 +248,7 @@ class Run {
     engine_->finish();
     const std::vector<std::uint64_t> ranks = grid_.world().all_gather_u64(engine_->params_fnv());
     result_.params_hash = fnv1a(ranks.data(), ranks.size() * sizeof(std::uint64_t));
-    if (grid_.shape().tp == 1 && grid_.world().rank() == 0) {
+    if (options_.keep_final_params && grid_.shape().tp == 1 && grid_.world().rank() == 0) {
       for (int p = 0; p < model_->num_params(); ++p) {
         const std::span<float> v = engine_->param(p);
         final_params_.emplace_back(v.begin(), v.end());

@@ -55,6 +55,7 @@ TrainOptions tiny_options(int dp, int tp) {
   o.schedule.total = o.steps;
   o.strategies = {plan::Strategy::kSc, plan::Strategy::kLayerwise, plan::Strategy::kLayerwisePaper,
                   plan::Strategy::kAsc, plan::Strategy::kLbAsc};
+  o.keep_final_params = true;
   return o;
 }
 
@@ -155,6 +156,19 @@ TEST(TrainThreads, ZeroLearningRateLeavesTheInitUntouched) {
         std::memcmp(runs.at(0).final_params[p].data(), init.data(), init.size() * sizeof(float)), 0)
         << spec.params[p].name;
   }
+}
+
+// The copy of the final params is one more fp32 model; a run without --verify does not make it.
+TEST(TrainThreads, FinalParamsAreCopiedOnlyWhenAsked) {
+  TrainOptions o = tiny_options(2, 1);
+  o.strategies = {plan::Strategy::kLbAsc};
+  o.steps = 1;
+  o.schedule.total = 1;
+  o.keep_final_params = false;
+  const std::vector<StrategyRun> runs = train_on_threads(o, test_corpus(o.seq_len));
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_TRUE(runs[0].final_params.empty());
+  EXPECT_NE(runs[0].params_hash, 0u);
 }
 
 TEST(TrainThreads, ANonFiniteGradientStopsEveryRankBeforeTheOptimizer) {

@@ -46,6 +46,9 @@ struct TrainOptions {
   std::int64_t eval_every = 25;    // validation loss every N steps (and after the last); 0 = off
   std::int64_t eval_windows = 64;  // held-out windows per validation
   std::vector<plan::Strategy> strategies = {plan::Strategy::kLbAsc};
+  // Copy the final params into StrategyRun::final_params (world rank 0, TP = 1) for --verify: one
+  // more fp32 copy of the model, so off unless asked for.
+  bool keep_final_params = false;
   std::string trace_path;  // Chrome trace of the first strategy; empty = none
   // Test hook: at this step (1-based) world rank `poison_rank` multiplies its first
   // micro-batch's loss by NaN (so its gradients are NaN too), and the non-finite path must stop
@@ -98,7 +101,8 @@ struct StrategyRun {
   std::vector<ValRecord> val;
   std::uint64_t params_hash = 0;  // FNV-1a of every rank's final params in world-rank order
   std::uint64_t plan_hash = 0;
-  // World rank 0 of a TP = 1 grid: [spec param] final values (compared with run_reference).
+  // World rank 0 of a TP = 1 grid with keep_final_params: [spec param] final values (compared
+  // with run_reference); empty otherwise.
   std::vector<std::vector<float>> final_params;
 };
 

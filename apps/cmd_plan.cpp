@@ -83,6 +83,7 @@ constexpr const char* kRecipeKeys[] = {"model",
                                        "strategy",
                                        "planner",
                                        "layerwise_tp",
+                                       "layerwise_buckets",
                                        "bucket_order",
                                        "optimizer",
                                        "cost",
@@ -126,6 +127,10 @@ OldPlan remake_plan(const nlohmann::json& j, const std::string& where, const Pla
   // mode and with buckets kept in Megatron order.
   o.layerwise_tp = from_key(path, "key 'layerwise_tp'", [&] {
     return plan::parse_layerwise_tp(j.value("layerwise_tp", std::string("duplicated")));
+  });
+  // Layer-wise plans written before the soft-minimum buckets had the fixed ones.
+  o.layerwise_buckets = from_key(path, "key 'layerwise_buckets'", [&] {
+    return plan::parse_layerwise_buckets(j.value("layerwise_buckets", std::string("fixed")));
   });
   o.reorder_buckets = from_key(path, "key 'bucket_order'", [&] {
     return plan::parse_bucket_order(j.value("bucket_order", std::string("keep")));

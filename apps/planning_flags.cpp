@@ -27,6 +27,11 @@ void add_planning_flags(CLI::App* sub, PlanningFlags& f, PlanningCommand command
                   "layerwise TP mode: duplicated (Megatron's default) | layer-sharded (one home "
                   "TP rank per weight)")
       ->capture_default_str();
+  sub->add_option("--layerwise-buckets", f.layerwise_buckets,
+                  "layerwise buckets: soft-min (Megatron-LM today: Muon params in soft-minimum "
+                  "shard-aligned buckets, the rest in the distributed optimizer's) | fixed (the "
+                  "earlier fixed buckets, one buffer)")
+      ->capture_default_str();
   sub->add_option("--bucket-order", f.bucket_order,
                   "lb-asc (canzona): free (params of a bucket may be laid out by owner) | keep")
       ->capture_default_str();
@@ -69,6 +74,7 @@ plan::PlanOptions to_plan_options(const PlanningFlags& f) {
   options.cmax_mb = f.cmax_mb;
   options.layout.bucket_size = f.bucket_size;
   options.layerwise_tp = plan::parse_layerwise_tp(f.layerwise_tp);
+  options.layerwise_buckets = plan::parse_layerwise_buckets(f.layerwise_buckets);
   options.reorder_buckets = plan::parse_bucket_order(f.bucket_order);
   return options;
 }
@@ -92,6 +98,7 @@ void apply_planning_flags(const PlanningFlags& f, const char* command, runtime::
   o.split_fc1 = f.split_fc1;
   o.planner = plan::parse_variant(f.planner);
   o.layerwise_tp = plan::parse_layerwise_tp(f.layerwise_tp);
+  o.layerwise_buckets = plan::parse_layerwise_buckets(f.layerwise_buckets);
   o.reorder_buckets = plan::parse_bucket_order(f.bucket_order);
   o.cost = cost::parse_cost_kind(f.cost);
   CANZONA_REQUIRE(o.cost != cost::CostKind::kCalibrated, "--cost calibrated is not supported by ",

@@ -37,8 +37,9 @@ struct PlanningFlags {
   std::int64_t bucket_size = 0;    // elements; 0 = Megatron default
   std::string split_qkv = "none";
   bool split_fc1 = false;
-  std::string layerwise_tp = "duplicated";  // layerwise: duplicated | layer-sharded
-  std::string bucket_order = "free";        // lb-asc (ours): free (may re-lay buckets) | keep
+  std::string layerwise_tp = "duplicated";     // layerwise: duplicated | layer-sharded
+  std::string layerwise_buckets = "soft-min";  // layerwise: soft-min | fixed
+  std::string bucket_order = "free";           // lb-asc (ours): free (may re-lay buckets) | keep
 };
 
 enum class PlanningCommand { kPlan, kSimulate, kRun };

@@ -20,6 +20,7 @@
 #include "canzona/plan/rank_plan.h"
 #include "canzona/plan/tp.h"
 #include "megatron_canzona.h"
+#include "megatron_layerwise.h"
 #include "stage_groups.h"
 #include "tp_summary.h"
 
@@ -247,6 +248,56 @@ std::vector<std::vector<int>> layerwise_ranks(const model::ModelSpec& model,
   return layerwise_lpt_ranks(costs, numel, o.dp, kLayerwiseNumelCap);
 }
 
+// Megatron-LM's layer-wise optimizer as it ships (megatron_layerwise.h): the params Muon
+// orthogonalises in a buffer of soft-minimum shard-aligned buckets, every other param in the
+// regular distributed optimizer's buffer (fixed buckets, equal element shards, #4771). The two
+// buffers' buckets are merged in the order backward completes them (a bucket is ready when its
+// last param in backprop order is), the order the engine posts them and the simulator times them.
+// Every bucket is dp equal shards, so the cuts are equal_chunk_cuts.
+layout::Layout upstream_layerwise_layout(const model::ModelSpec& model,
+                                         const std::vector<int>& params, const PlanOptions& o) {
+  const layout::LayoutOptions options = stage_layout_options(o);
+  std::vector<int> others;
+  std::vector<megatron_layerwise::Param> managed;
+  for (int p : params) {
+    const model::ParamSpec& spec = model.params[p];
+    if (!spec.is_matrix()) {
+      others.push_back(p);
+      continue;
+    }
+    // Our model specs hold one tied embedding (no last-stage copy) and route it to the other
+    // buffer, and no param is GTP-rematerialised, so both flags keep their defaults here.
+    managed.push_back({p, spec.local_numel(o.tp), spec.local_shape(o.tp)});
+  }
+  const megatron_layerwise::BufferLayout lw =
+      megatron_layerwise::layerwise_buffer(managed, layout::effective_bucket_size(options), o.dp);
+  const layout::Layout distopt = layout::build_layout(model, others, options);
+
+  std::vector<int> backprop(model.params.size(), -1);  // position in the backward walk
+  for (std::size_t k = 0; k < params.size(); ++k)
+    backprop[params[params.size() - 1 - k]] = static_cast<int>(k);
+  struct Entry {
+    int done;  // backprop position of the bucket's last-ready param
+    const layout::Bucket* bucket;
+  };
+  std::vector<Entry> entries;
+  for (const layout::Layout* buffer : {&lw.layout, &distopt})
+    for (const layout::Bucket& bucket : buffer->buckets) {
+      int done = -1;
+      for (const layout::Slot& slot : bucket.slots) done = std::max(done, backprop[slot.param]);
+      entries.push_back({done, &bucket});
+    }
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.done < b.done; });
+  layout::Layout out;
+  for (const Entry& e : entries) {
+    layout::Bucket& bucket = out.buckets.emplace_back(*e.bucket);
+    bucket.offset = out.numel;
+    out.numel = checked_add(out.numel, bucket.numel, "layout: buffer size");
+  }
+  return out;
+}
+
 // The DP cuts to consider: one set for asc and the paper's Algorithm 1, our planner's candidates
 // otherwise (plan_from keeps the one whose whole DP x TP plan is best), with the free-order ones
 // on re-laid buckets when o.reorder_buckets.
@@ -325,6 +376,32 @@ std::vector<LaidCuts> dp_cut_candidates(const model::ModelSpec& model, const lay
       candidates.push_back(laid_cuts(layout, s, f, o));
     const FreeOrder lw = free_order_for_owners(s.items, R, layerwise_ranks(model, layout, o));
     candidates.push_back(laid_cuts(layout, s, lw, o));
+    // Megatron-LM's layer-wise buckets and owners as it ships: its Muon buckets laid out by
+    // owner without the shard padding, its distributed-optimizer buckets with their equal
+    // element shards (our water-fill of them can hold more state on one rank); our TP planner
+    // then runs on it. A layout that does not fit int64 has no candidate.
+    try {
+      std::vector<int> params;
+      for (const layout::Bucket& bucket : layout.buckets)
+        for (const layout::Slot& slot : bucket.slots) params.push_back(slot.param);
+      std::sort(params.begin(), params.end());
+      const layout::Layout upstream = upstream_layerwise_layout(model, params, o);
+      std::vector<std::vector<int>> owner;
+      std::vector<char> managed;
+      for (const layout::Bucket& bucket : upstream.buckets) {
+        const std::int64_t shard = bucket.numel / R;
+        owner.emplace_back();
+        managed.push_back(model.params[bucket.slots.at(0).param].is_matrix());
+        for (const layout::Slot& slot : bucket.slots)
+          owner.back().push_back(managed.back() ? static_cast<int>(slot.offset / shard) : -1);
+      }
+      const StageItems u = canzona_items(model, upstream, tasks, o);
+      LaidCuts c = laid_cuts(upstream, u, free_order_for_owners(u.items, R, owner), o);
+      for (std::size_t b = 0; b < managed.size(); ++b)
+        if (!managed[b]) c.cuts[b] = equal_chunk_cuts(c.layout.buckets[b].numel, R);
+      candidates.push_back(std::move(c));
+    } catch (const UsageError&) {
+    }
   }
   // Different placements often cut alike; each distinct plan is judged once.
   auto same = [](const LaidCuts& a, const LaidCuts& b) {
@@ -332,6 +409,7 @@ std::vector<LaidCuts> dp_cut_candidates(const model::ModelSpec& model, const lay
     for (std::size_t k = 0; k < a.layout.buckets.size(); ++k) {
       const auto& x = a.layout.buckets[k].slots;
       const auto& y = b.layout.buckets[k].slots;
+      if (x.size() != y.size()) return false;  // candidates may bucket differently
       for (std::size_t i = 0; i < x.size(); ++i)
         if (x[i].param != y[i].param || x[i].offset != y[i].offset) return false;
     }
@@ -479,8 +557,16 @@ StagePlan plan_from(const model::ModelSpec& model, StagePlan stage, const PlanOp
       for (int p : stage.params) stage.owner[p] = kEveryone;
       break;
     case Strategy::kLayerwise: {
-      // Megatron-LM's layer-wise optimizer: per-bucket LPT on max·min² of the TP-shard shape under
-      // a 1.3x numel cap, laid out in padded equal shards.
+      if (o.layerwise_buckets == LayerwiseBuckets::kSoftMinimum) {
+        stage.layout = upstream_layerwise_layout(model, stage.params, o);
+        for (const layout::Bucket& bucket : stage.layout.buckets)
+          stage.cuts.push_back(equal_chunk_cuts(bucket.numel, o.dp));
+        owners_from_cuts(stage.layout, stage.cuts, model, stage.owner);
+        break;
+      }
+      // The fixed-bucket variant (before #5415, params not routed by optimizer): Megatron's
+      // layout, per-bucket LPT on max·min² of the TP-shard shape under a 1.3x numel cap, laid
+      // out in padded equal shards.
       std::vector<std::vector<int>> order;
       for (const layout::Bucket& bucket : stage.layout.buckets) {
         order.emplace_back(bucket.slots.size());
@@ -638,6 +724,16 @@ const char* to_string(PlannerVariant variant) {
       return "canzona";
   }
   return "?";
+}
+
+LayerwiseBuckets parse_layerwise_buckets(const std::string& name) {
+  if (name == "soft-min") return LayerwiseBuckets::kSoftMinimum;
+  if (name == "fixed") return LayerwiseBuckets::kFixed;
+  throw UsageError(str("unknown --layerwise-buckets '", name, "' (expected soft-min or fixed)"));
+}
+
+const char* to_string(LayerwiseBuckets mode) {
+  return mode == LayerwiseBuckets::kSoftMinimum ? "soft-min" : "fixed";
 }
 
 LayerwiseTp parse_layerwise_tp(const std::string& name) {

@@ -248,6 +248,7 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
   j["strategy"] = plan::to_string(p.options.strategy);
   j["planner"] = plan::to_string(p.options.variant);
   j["layerwise_tp"] = plan::to_string(p.options.layerwise_tp);
+  j["layerwise_buckets"] = plan::to_string(p.options.layerwise_buckets);
   j["bucket_order"] = p.options.reorder_buckets ? "free" : "keep";
   j["optimizer"] = p.options.cost.matrix_optimizer;
   j["cost"] = cost::to_string(p.options.cost.kind);

@@ -67,6 +67,7 @@ plan::PlanOptions plan_options(const RunOptions& o, plan::Strategy strategy) {
   p.strategy = strategy;
   p.variant = o.planner;
   p.layerwise_tp = o.layerwise_tp;
+  p.layerwise_buckets = o.layerwise_buckets;
   p.reorder_buckets = o.reorder_buckets;
   p.dp = o.dp;
   p.tp = o.tp;

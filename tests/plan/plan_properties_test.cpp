@@ -249,6 +249,9 @@ TEST(PlanOptionsErrors, StrategyListsParseOrSayWhatIsWrong) {
   EXPECT_EQ(parse_layerwise_tp("layer-sharded"), LayerwiseTp::kLayerSharded);
   EXPECT_THROW(parse_variant("megatron"), UsageError);
   EXPECT_THROW(parse_layerwise_tp("sharded"), UsageError);
+  EXPECT_EQ(parse_layerwise_buckets("soft-min"), LayerwiseBuckets::kSoftMinimum);
+  EXPECT_EQ(parse_layerwise_buckets("fixed"), LayerwiseBuckets::kFixed);
+  EXPECT_THROW(parse_layerwise_buckets("soft"), UsageError);
   EXPECT_THROW(parse_bucket_order("any"), UsageError);
   EXPECT_EQ(parse_strategy_list("lb-asc,sc"),
             (std::vector<Strategy>{Strategy::kLbAsc, Strategy::kSc}));

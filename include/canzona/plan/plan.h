@@ -35,6 +35,11 @@ enum class PlannerVariant { kPaper, kCanzona, kMegatronCanzona };
 // runs the full update) and kLayerSharded (each weight has one home TP rank; one fused
 // All-to-All each way per DP rank).
 enum class LayerwiseTp { kDuplicated, kLayerSharded };
+// Megatron layer-wise buckets: kSoftMinimum (upstream today, NVIDIA/Megatron-LM #5415 and #4771:
+// Muon params in soft-minimum shard-aligned buckets, the rest in the distributed optimizer's
+// buffer) or kFixed (the earlier rule: one buffer of Megatron's fixed buckets, re-laid in padded
+// shards).
+enum class LayerwiseBuckets { kSoftMinimum, kFixed };
 
 // "sc" | "layerwise" | "layerwise-paper" | "asc" | "lb-asc"
 Strategy parse_strategy(const std::string& name);
@@ -44,6 +49,8 @@ const char* to_string(Strategy strategy);
 PlannerVariant parse_variant(const std::string& name);  // "paper" | "megatron-canzona" | "canzona"
 const char* to_string(PlannerVariant variant);
 LayerwiseTp parse_layerwise_tp(const std::string& name);  // "duplicated" | "layer-sharded"
+LayerwiseBuckets parse_layerwise_buckets(const std::string& name);  // "soft-min" | "fixed"
+const char* to_string(LayerwiseBuckets mode);
 const char* to_string(LayerwiseTp mode);
 bool parse_bucket_order(const std::string& name);  // "free" -> true | "keep" -> false
 
@@ -68,7 +75,8 @@ struct PlanOptions {
   double alpha = 1.0;       // Algorithm 1 blend of even split (0) and deficit fill (1)
   double cmax_mb = 512.0;   // fused All-to-All capacity, MiB received per host per group
   int asc_group_tasks = 0;  // asc: tasks per fixed-count group; 0 = tp
-  LayerwiseTp layerwise_tp = LayerwiseTp::kDuplicated;  // layerwise: TP mode
+  LayerwiseTp layerwise_tp = LayerwiseTp::kDuplicated;                  // layerwise: TP mode
+  LayerwiseBuckets layerwise_buckets = LayerwiseBuckets::kSoftMinimum;  // layerwise: buckets
   // lb-asc with our planner: may lay each bucket's params out by owner (design.md section 3,
   // "order inside a bucket is free"); re-laid candidates are kept when they win the selection.
   bool reorder_buckets = true;

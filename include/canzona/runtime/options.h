@@ -33,6 +33,7 @@ struct RunOptions {
 
   plan::PlannerVariant planner = plan::PlannerVariant::kCanzona;
   plan::LayerwiseTp layerwise_tp = plan::LayerwiseTp::kDuplicated;  // layerwise's TP mode
+  plan::LayerwiseBuckets layerwise_buckets = plan::LayerwiseBuckets::kSoftMinimum;
   bool reorder_buckets = true;  // lb-asc (canzona): params of a bucket may be laid out by owner
   double alpha = 1.0;           // Algorithm 1 blend
   double cmax_mb = 512.0;       // micro-group capacity, MiB per host

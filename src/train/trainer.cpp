@@ -1,6 +1,7 @@
 // The training loop on the distributed-optimizer engine (trainer.h).
 #include "canzona/train/trainer.h"
 
+#include <malloc.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
@@ -411,9 +413,23 @@ model::ModelSpec training_spec(const model::TransformerConfig& config,
   return spec;
 }
 
+void keep_freed_memory() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // glibc serves blocks over its mmap threshold (128 KiB, rising to 32 MiB at most) with a
+    // fresh mmap and unmaps them on free, and trims the heap top past 128 KiB: every step's
+    // activations (hundreds of MiB) were faulted in and zeroed by the kernel again, about 20% of
+    // a step. From the heap, never trimmed, a step reuses the previous step's pages.
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, -1);
+    mallopt(M_TOP_PAD, 64 << 20);
+  });
+}
+
 std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig& config,
                                const model::ModelSpec& spec, const TrainOptions& options,
                                const Corpus& corpus, const Progress& progress) {
+  keep_freed_memory();
   std::vector<StrategyRun> runs;
   const StopSignals stop_signals;
   const bool reporter = grid.world().rank() == 0;

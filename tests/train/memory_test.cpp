@@ -5,10 +5,14 @@
 #include "canzona/train/memory.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "canzona/model/load.h"
+#include "canzona/train/trainer.h"
 
 namespace canzona::train {
 namespace {
@@ -60,3 +64,39 @@ TEST(MemoryEstimate, Dp2ScComputesEverythingAndReducesInPlace) {
 
 }  // namespace
 }  // namespace canzona::train
+
+// keep_freed_memory (trainer.h): a freed large block is reused, so a second step's activations
+// of the same size fault in no new pages. Without it glibc unmaps the 64 MiB block on free and
+// the second block is faulted in (and zeroed by the kernel) page by page again.
+namespace {
+
+long minor_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+// Faults taken to allocate and write one block of `bytes`, which is then freed.
+long faults_of_one_block(std::size_t bytes) {
+  const long before = minor_faults();
+  char* block = static_cast<char*>(std::malloc(bytes));
+  std::memset(block, 1, bytes);
+  asm volatile("" : : "r"(block) : "memory");  // the writes and the block stay observable
+  const long after = minor_faults();
+  std::free(block);
+  return after - before;
+}
+
+}  // namespace
+
+TEST(KeepFreedMemory, ASecondLargeBlockReusesTheFirstBlocksPages) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's allocator replaces glibc malloc, whose options this sets";
+#endif
+  canzona::train::keep_freed_memory();
+  constexpr std::size_t kBytes = std::size_t{64} << 20;
+  const long first = faults_of_one_block(kBytes);
+  const long second = faults_of_one_block(kBytes);
+  EXPECT_GT(first, 0);
+  EXPECT_LE(second * 8, first) << "first block " << first << " faults, second " << second;
+}

@@ -142,6 +142,12 @@ class NonFiniteLoss : public Error {
 // of the step, so nothing else is needed), bitwise as the uninterrupted run would have. Throws
 // runtime::PlanAgreementError (plan mismatch), NonFiniteLoss, UsageError (a checkpoint that is
 // corrupt or does not fit), or Error.
+// Sets glibc malloc, process-wide and once, to keep freed memory for reuse (no mmap per large
+// block, no heap trimming): a training step then reuses the previous step's pages instead of
+// faulting in and zeroing its activations again. train() calls it first; the peak resident
+// size stays the peak of one step.
+void keep_freed_memory();
+
 std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig& config,
                                const model::ModelSpec& spec, const TrainOptions& options,
                                const Corpus& corpus, const Progress& progress);

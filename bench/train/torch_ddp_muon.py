@@ -5,15 +5,25 @@ What a user would run instead of Canzona: a Qwen3-architecture decoder (preset `
 trained data-parallel with torch.nn.parallel.DistributedDataParallel over gloo, optimised by
 the usual distributed Muon (Keller Jordan's recipe):
 
-  * matrix params (every 2-D weight inside the decoder layers) use Muon: momentum 0.95 with
-    Nesterov, 5 Newton-Schulz iterations with the (3.4445, -4.7750, 2.0315) coefficients in
-    fp32, update scaled by max(1, rows/cols)^0.5. The matrix params are put in a fixed order
-    and grouped by shape; within a group rank r orthogonalises params r, r+N, r+2N, ... and each
-    block of N params is then all-gathered (the last block padded with scratch tensors), so all
-    ranks end with the same weights;
-  * the non-matrix params (embedding, lm_head, RMSNorm weights) use torch.optim.AdamW.
+  * the same matrices as `canzona train`: Q, K and V in one projection and gate and up in one
+    (Megatron's linear_qkv and linear_fc1), so Muon orthogonalises the same shapes;
+  * matrix params (every 2-D weight inside the decoder layers) use Muon with canzona's
+    defaults: lr 0.02, momentum 0.95 with Nesterov, 5 Newton-Schulz iterations with the
+    (3.4445, -4.7750, 2.0315) coefficients in fp32, update scaled by 0.2 sqrt(max(rows, cols))
+    (`--muon-scale aspect` gives Keller Jordan's sqrt(max(1, rows/cols))). The matrix params are
+    put in a fixed order and grouped by shape; within a group rank r orthogonalises params r,
+    r+N, r+2N, ... and each block of N params is then all-gathered (the last block padded with
+    scratch tensors), so all ranks end with the same weights;
+  * the non-matrix params (embedding, lm_head, RMSNorm weights) use torch.optim.AdamW (lr 1e-3,
+    betas 0.9 / 0.999, eps 1e-8, weight decay 0.01, as canzona's);
+  * both learning rates follow canzona's schedule: linear warmup over min(10, steps) steps,
+    then cosine to 0.1 x the base lr.
 
-DDP averages the gradients (all-reduce overlapped with backward) before the optimizer runs.
+DDP averages the gradients (all-reduce overlapped with backward, gradient_as_bucket_view,
+static_graph) before the optimizer runs. The Newton-Schulz products use addmm, as Keller
+Jordan's code does. The timing is the wall clock of each step (forward, backward, both
+optimizers) after --warmup-steps-excluded steps, as `canzona train` times its steps; the
+optimizer phase is split into its Newton-Schulz compute and its wait for the all-gathers.
 
 Runs on Debian's python3-torch 1.13: invoke it with /usr/bin/python3.
 
@@ -128,18 +138,19 @@ class Attention(nn.Module):
         self.kv_heads = c["kv_heads"]
         self.head_dim = c["head_dim"]
         h = c["hidden"]
-        self.q_proj = nn.Linear(h, self.heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=False)
+        self.q_size = self.heads * self.head_dim
+        self.kv_size = self.kv_heads * self.head_dim
+        self.qkv_proj = nn.Linear(h, self.q_size + 2 * self.kv_size, bias=False)
         self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=False)
         self.q_norm = RMSNorm(self.head_dim, c["rms_eps"])
         self.k_norm = RMSNorm(self.head_dim, c["rms_eps"])
 
     def forward(self, x, cos, sin, mask):
         b, t, _ = x.shape
-        q = self.q_norm(self.q_proj(x).view(b, t, self.heads, self.head_dim)).transpose(1, 2)
-        k = self.k_norm(self.k_proj(x).view(b, t, self.kv_heads, self.head_dim)).transpose(1, 2)
-        v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = self.q_norm(q.reshape(b, t, self.heads, self.head_dim)).transpose(1, 2)
+        k = self.k_norm(k.reshape(b, t, self.kv_heads, self.head_dim)).transpose(1, 2)
+        v = v.reshape(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         groups = self.heads // self.kv_heads
@@ -157,12 +168,12 @@ class Attention(nn.Module):
 class Mlp(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.gate_proj = nn.Linear(c["hidden"], c["intermediate"], bias=False)
-        self.up_proj = nn.Linear(c["hidden"], c["intermediate"], bias=False)
+        self.gate_up_proj = nn.Linear(c["hidden"], 2 * c["intermediate"], bias=False)
         self.down_proj = nn.Linear(c["intermediate"], c["hidden"], bias=False)
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):
@@ -216,8 +227,8 @@ def newton_schulz5(g, steps=5, eps=1e-7):
     x = x / (x.norm() + eps)
     for _ in range(steps):
         s = x @ x.t()
-        poly = b * s + c * (s @ s)
-        x = a * x + poly @ x
+        poly = torch.addmm(s, s, s, beta=b, alpha=c)  # b s + c s s
+        x = torch.addmm(x, poly, x, beta=a)  # a x + poly x
     if transposed:
         x = x.t()
     return x
@@ -228,7 +239,7 @@ class DistMuon(torch.optim.Optimizer):
     the updated params are all-gathered block by block."""
 
     def __init__(self, params, lr=0.02, momentum=0.95, nesterov=True, ns_steps=5,
-                 weight_decay=0.0, rank=0, world=1):
+                 weight_decay=0.0, rank=0, world=1, scale="spectral"):
         params = list(params)
         defaults = dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps,
                         weight_decay=weight_decay)
@@ -241,9 +252,12 @@ class DistMuon(torch.optim.Optimizer):
         self.rank = rank
         self.world = world
         self._pad = {}  # shape -> scratch tensors for padding the last block
+        self.scale_rule = scale
+        self.compute_s = 0.0  # this step's momentum + Newton-Schulz + update time
 
     @torch.no_grad()
     def step(self):
+        t_start = time.perf_counter()
         handles = []
         n = self.world
         for group in self.param_groups:
@@ -257,7 +271,10 @@ class DistMuon(torch.optim.Optimizer):
             else:
                 padded = ps
             rows, cols = shape
-            scale = max(1.0, rows / cols) ** 0.5
+            if self.scale_rule == "spectral":
+                scale = 0.2 * max(rows, cols) ** 0.5
+            else:
+                scale = max(1.0, rows / cols) ** 0.5
             for base in range(0, len(padded), n):
                 mine = padded[base + self.rank]
                 if base + self.rank < len(ps):
@@ -277,6 +294,7 @@ class DistMuon(torch.optim.Optimizer):
                     # is on, so hand it plain tensors rather than leaves that require grad.
                     outs = [q.data for q in padded[base:base + n]]
                     handles.append(dist.all_gather(outs, mine.data, async_op=True))
+        self.compute_s = time.perf_counter() - t_start
         for h in handles:
             h.wait()
 
@@ -312,10 +330,10 @@ def worker(rank, args, init_method, result_q):
     torch.manual_seed(args.seed)  # same init on every rank (DDP also broadcasts rank 0's)
     cfg = dict(QWEN3_CPU)
     model = Qwen3(cfg)
-    ddp = DDP(model, broadcast_buffers=False)
+    ddp = DDP(model, broadcast_buffers=False, gradient_as_bucket_view=True, static_graph=True)
     matrix, other = split_params(model)
     muon = DistMuon(matrix, lr=args.lr, momentum=0.95, nesterov=True, ns_steps=5,
-                    weight_decay=0.0, rank=rank, world=world)
+                    weight_decay=0.0, rank=rank, world=world, scale=args.muon_scale)
     adamw = torch.optim.AdamW(other, lr=args.adamw_lr, betas=(0.9, 0.999), eps=1e-8,
                               weight_decay=0.01)
 
@@ -325,8 +343,21 @@ def worker(rank, args, init_method, result_q):
     max_start = tokens.numel() - window
     offsets = torch.arange(window)
 
-    step_ms, fb_ms, opt_ms, losses = [], [], [], []
+    warmup = min(10, args.steps)
+
+    def lr_factor(step):  # canzona's schedule (src/train/schedule.cpp): warmup, then cosine
+        if step <= warmup:
+            return step / warmup
+        if args.steps == warmup:
+            return 1.0
+        q = (step - warmup) / (args.steps - warmup)
+        return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * q))
+
+    step_ms, fb_ms, opt_ms, ns_ms, losses = [], [], [], [], []
     for step in range(1, args.steps + 1):
+        for opt, base in ((muon, args.lr), (adamw, args.adamw_lr)):
+            for group in opt.param_groups:
+                group["lr"] = base * lr_factor(step)
         starts = torch.randint(0, max_start + 1, (args.micro_batch,), generator=gen)
         batch = tokens[starts[:, None] + offsets[None, :]]
         inp, tgt = batch[:, :-1].contiguous(), batch[:, 1:].contiguous()
@@ -337,13 +368,14 @@ def worker(rank, args, init_method, result_q):
         t1 = time.perf_counter()
         muon.step()
         adamw.step()
-        muon.zero_grad(set_to_none=True)
-        adamw.zero_grad(set_to_none=True)
+        # The grads are views into DDP's buckets (gradient_as_bucket_view): zero them in place.
+        muon.zero_grad(set_to_none=False)
+        adamw.zero_grad(set_to_none=False)
         t2 = time.perf_counter()
 
         # Bookkeeping outside the timed region: mean loss over ranks, slowest rank's times.
         stats = torch.tensor([loss.item() / world, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
-                              (t2 - t0) * 1e3], dtype=torch.float64)
+                              (t2 - t0) * 1e3, muon.compute_s * 1e3], dtype=torch.float64)
         mean_loss = stats[:1].clone()
         dist.all_reduce(mean_loss, op=dist.ReduceOp.SUM)
         times = stats[1:].clone()
@@ -352,10 +384,12 @@ def worker(rank, args, init_method, result_q):
         fb_ms.append(float(times[0]))
         opt_ms.append(float(times[1]))
         step_ms.append(float(times[2]))
+        ns_ms.append(float(times[3]))
         if rank == 0:
             tag = "" if step > args.warmup_steps_excluded else "  (warmup)"
             print(f"step {step:4d}  loss {losses[-1]:.4f}  ms {step_ms[-1]:8.1f}  "
-                  f"(fwd+bwd {fb_ms[-1]:.1f}, opt {opt_ms[-1]:.1f}){tag}", flush=True)
+                  f"(fwd+bwd {fb_ms[-1]:.1f}, opt {opt_ms[-1]:.1f} of which Muon compute "
+                  f"{ns_ms[-1]:.1f}){tag}", flush=True)
 
     # Sanity check (untimed): Muon's all-gather must leave every rank with the same weights.
     with torch.no_grad():
@@ -367,7 +401,8 @@ def worker(rank, args, init_method, result_q):
     in_sync = all(torch.equal(sigs[0], x) for x in sigs)
 
     if rank == 0:
-        result_q.put(dict(step_ms=step_ms, fwd_bwd_ms=fb_ms, opt_ms=opt_ms, loss=losses,
+        result_q.put(dict(step_ms=step_ms, fwd_bwd_ms=fb_ms, opt_ms=opt_ms, muon_compute_ms=ns_ms,
+                          loss=losses,
                           params_in_sync=in_sync,
                           n_params=sum(p.numel() for p in model.parameters()),
                           n_matrix=len(matrix), n_other=len(other)))
@@ -391,6 +426,9 @@ def main():
     ap.add_argument("--micro-batch", type=int, default=4)
     ap.add_argument("--lr", type=float, default=0.02, help="Muon learning rate")
     ap.add_argument("--adamw-lr", type=float, default=1e-3)
+    ap.add_argument("--muon-scale", choices=["spectral", "aspect"], default="spectral",
+                    help="spectral: 0.2 sqrt(max(rows, cols)) (canzona's default); aspect: "
+                         "sqrt(max(1, rows/cols)) (Keller Jordan)")
     ap.add_argument("--data", default=None,
                     help=f"plain-text file (default: the fortunes files in {FORTUNES_DIR})")
     ap.add_argument("--seed", type=int, default=0)
@@ -423,10 +461,12 @@ def main():
         step_ms_median=statistics.median(res["step_ms"][timed]),
         fwd_bwd_ms_median=statistics.median(res["fwd_bwd_ms"][timed]),
         opt_ms_median=statistics.median(res["opt_ms"][timed]),
+        muon_compute_ms_median=statistics.median(res["muon_compute_ms"][timed]),
     )
     print(f"timed steps {len(tps)}: median step {summary['step_ms_median']:.1f} ms "
           f"(fwd+bwd {summary['fwd_bwd_ms_median']:.1f} ms, "
-          f"optimizer {summary['opt_ms_median']:.1f} ms)")
+          f"optimizer {summary['opt_ms_median']:.1f} ms, of which Muon compute "
+          f"{summary['muon_compute_ms_median']:.1f} ms)")
     print(f"tokens/s median: {summary['tokens_per_s_median']:.1f}")
     if not res["params_in_sync"]:
         print("error: ranks ended with different weights", file=sys.stderr)
@@ -438,6 +478,7 @@ def main():
             step_ms=res["step_ms"],
             fwd_bwd_ms=res["fwd_bwd_ms"],
             opt_ms=res["opt_ms"],
+            muon_compute_ms=res["muon_compute_ms"],
             loss=res["loss"],
             config=dict(
                 framework=f"pytorch {torch.__version__} DDP gloo",
@@ -450,7 +491,9 @@ def main():
                 seq_len=args.seq_len, micro_batch=args.micro_batch,
                 tokens_per_step=tokens_per_step,
                 lr=args.lr, momentum=0.95, nesterov=True, ns_steps=5,
-                ns_coefficients=[3.4445, -4.7750, 2.0315], muon_scale="sqrt(max(1,rows/cols))",
+                ns_coefficients=[3.4445, -4.7750, 2.0315], muon_scale=args.muon_scale,
+                schedule="warmup min(10, steps), cosine to 0.1",
+                ddp="gloo, gradient_as_bucket_view, static_graph",
                 muon_weight_decay=0.0,
                 adamw_lr=args.adamw_lr, adamw_betas=[0.9, 0.999], adamw_eps=1e-8,
                 adamw_weight_decay=0.01,

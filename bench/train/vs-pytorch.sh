@@ -1,35 +1,46 @@
 #!/usr/bin/env bash
-# Training throughput, Canzona vs PyTorch, on the same ranks and data.
+# Training throughput, Canzona vs PyTorch, on the same ranks, model, data and steps.
 #
 #   ours:   mpirun -np N build/apps/canzona train --model qwen3-cpu --dp N --tp 1
-#             --optimizer muon --strategy lb-asc ...
-#   theirs: bench/train/torch_ddp_muon.py (DDP over gloo + distributed Muon / AdamW)
+#             --optimizer muon --strategy lb-asc --seq-len L --micro-batch B ...
+#   theirs: bench/train/torch_ddp_muon.py (DDP over gloo + distributed Muon / AdamW, the same
+#           matrices, Muon scaling, learning rates and schedule), once with glibc malloc and
+#           once with tcmalloc (Debian's libtcmalloc.so.4, LD_PRELOAD), the allocator PyTorch's
+#           CPU tuning guides recommend; the faster of the two is the baseline.
 #
-# The two sides run alternately, --repeats times each, one thread per rank. Every run is
-# printed, then the median tokens/s of each side and the ratio ours / theirs.
+# Shapes (qwen3-cpu, 22M params):
+#   preset     seq 256,  micro-batch 8  (the CPU training preset's shape)
+#   attention  seq 1024, micro-batch 2  (attention's share of fwd-bwd is largest)
+#   optimizer  seq 64,   micro-batch 1  (the Muon step is most of the step)
 #
-# Usage: bench/train/vs-pytorch.sh [--ranks N] [--steps S] [--seq-len L] [--micro-batch B]
-#                                  [--repeats R] [--only ours|torch|both] [--canzona PATH]
-#                                  [--keep DIR]
-# Run from anywhere; paths are taken relative to the repository root.
+# Both sides run one thread per rank, with the same OpenBLAS core (--coretype, default: the
+# environment's), and are timed the same way: the median over steps --warmup+1 .. --steps of the
+# step's wall time (max over ranks; forward, backward, gradient sync, both optimizers, param
+# sync). The sides run alternately, --repeats times each. Every run is printed, then per shape
+# the medians and the ratio ours / the faster PyTorch.
+#
+# Usage: bench/train/vs-pytorch.sh [--ranks N] [--steps S] [--warmup W] [--repeats R]
+#                                  [--shapes preset,attention,optimizer] [--coretype CORE]
+#                                  [--canzona PATH] [--keep DIR]
 set -euo pipefail
 
-usage() { echo "usage: $0 [--ranks N] [--steps S] [--seq-len L] [--micro-batch B] [--repeats R] [--only ours|torch|both] [--canzona PATH] [--keep DIR]" >&2; exit 2; }
+usage() { echo "usage: $0 [--ranks N] [--steps S] [--warmup W] [--repeats R] [--shapes LIST] [--coretype CORE] [--canzona PATH] [--keep DIR]" >&2; exit 2; }
 die2() { echo "$0: $*" >&2; exit 2; }
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-N=2 S=20 L=128 B=4 R=3 ONLY=both KEEP=""
+N=2 S=8 W=3 R=3 SHAPES=preset,attention,optimizer CORE="" KEEP=""
 CANZONA="$ROOT/build/apps/canzona"
 PY=/usr/bin/python3  # Debian's python3-torch loads only in the system interpreter
+TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4
 
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) [ $# -ge 2 ] || usage; N=$2; shift 2 ;;
     --steps) [ $# -ge 2 ] || usage; S=$2; shift 2 ;;
-    --seq-len) [ $# -ge 2 ] || usage; L=$2; shift 2 ;;
-    --micro-batch) [ $# -ge 2 ] || usage; B=$2; shift 2 ;;
+    --warmup) [ $# -ge 2 ] || usage; W=$2; shift 2 ;;
     --repeats) [ $# -ge 2 ] || usage; R=$2; shift 2 ;;
-    --only) [ $# -ge 2 ] || usage; ONLY=$2; shift 2 ;;
+    --shapes) [ $# -ge 2 ] || usage; SHAPES=$2; shift 2 ;;
+    --coretype) [ $# -ge 2 ] || usage; CORE=$2; shift 2 ;;
     --canzona) [ $# -ge 2 ] || usage; CANZONA=$2; shift 2 ;;
     --keep) [ $# -ge 2 ] || usage; KEEP=$2; shift 2 ;;
     -h|--help) usage ;;
@@ -37,19 +48,34 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-for pair in "ranks:$N" "steps:$S" "seq-len:$L" "micro-batch:$B" "repeats:$R"; do
+for pair in "ranks:$N" "steps:$S" "repeats:$R"; do
   v=${pair#*:}
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die2 "--${pair%%:*} must be a positive integer, got '$v'"
 done
-case "$ONLY" in ours|torch|both) ;; *) die2 "--only must be ours, torch or both, got '$ONLY'" ;; esac
-[ "$S" -ge 3 ] || die2 "--steps must be >= 3 (the first 2 are timing warmup)"
-if [ "$ONLY" != torch ]; then
-  [ -x "$CANZONA" ] || die2 "$CANZONA not built (cmake --build build)"
-  command -v mpirun >/dev/null || die2 "mpirun not found"
-fi
-[ "$ONLY" = ours ] || [ -x "$PY" ] || die2 "$PY not found (apt-get install python3-torch)"
+[[ "$W" =~ ^[0-9]+$ ]] || die2 "--warmup must be a non-negative integer, got '$W'"
+[ "$S" -gt "$W" ] || die2 "--steps ($S) must exceed --warmup ($W)"
+shape_args() {  # $1 = shape; prints "seq micro-batch"
+  case "$1" in
+    preset) echo "256 8" ;;
+    attention) echo "1024 2" ;;
+    optimizer) echo "64 1" ;;
+    *) return 1 ;;
+  esac
+}
+IFS=, read -r -a shapes <<<"$SHAPES"
+for shape in "${shapes[@]}"; do
+  shape_args "$shape" >/dev/null || die2 "--shapes: unknown shape '$shape' (preset, attention, optimizer)"
+done
+[ -x "$CANZONA" ] || die2 "$CANZONA not built (make build)"
+command -v mpirun >/dev/null || die2 "mpirun not found"
+[ -x "$PY" ] || die2 "$PY not found (scripts/install-deps.sh)"
+[ -r "$TCMALLOC" ] || die2 "$TCMALLOC not found (scripts/install-deps.sh installs libgoogle-perftools4)"
 
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+if [ -n "$CORE" ]; then  # another core for this benchmark alone, the same for every side
+  unset OPENBLAS_L2_SIZE
+  export OPENBLAS_CORETYPE=$CORE
+fi
 
 if [ -n "$KEEP" ]; then
   mkdir -p "$KEEP"; OUT=$KEEP
@@ -57,50 +83,63 @@ else
   OUT=$(mktemp -d); trap 'rm -rf "$OUT"' EXIT
 fi
 
-# json_get FILE EXPR: print EXPR evaluated on the loaded JSON object `d`.
-json_get() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
-
-run_ours() {  # $1 = repeat index; prints tokens/s
-  local js="$OUT/ours-$1.json" log="$OUT/ours-$1.log"
-  if ! mpirun --allow-run-as-root --oversubscribe -np "$N" "$CANZONA" train --model qwen3-cpu \
-      --dp "$N" --tp 1 --optimizer muon --strategy lb-asc --steps "$S" --seq-len "$L" \
-      --micro-batch "$B" --json "$js" >"$log" 2>&1; then
-    echo "ours run $1 failed; last lines of $log:" >&2; tail -n 15 "$log" >&2; return 1
-  fi
-  json_get "$js" '"%.1f" % d["runs"][0]["median_tokens_per_s"]' 2>/dev/null || {
-    echo "ours run $1: no runs[0].median_tokens_per_s in $js" >&2; return 1; }
-}
-
-run_torch() {  # $1 = repeat index; prints tokens/s
-  local js="$OUT/torch-$1.json" log="$OUT/torch-$1.log"
-  if ! "$PY" "$ROOT/bench/train/torch_ddp_muon.py" --ranks "$N" --steps "$S" \
-      --warmup-steps-excluded 2 --seq-len "$L" --micro-batch "$B" --json "$js" >"$log" 2>&1; then
-    echo "torch run $1 failed; last lines of $log:" >&2; tail -n 15 "$log" >&2; return 1
-  fi
-  json_get "$js" '"%.1f  (step %.1f ms: fwd+bwd %.1f, optimizer %.1f; loss %.3f -> %.3f)" % (d["tokens_per_s_median"], d["step_ms_median"], d["fwd_bwd_ms_median"], d["opt_ms_median"], d["loss"][0], d["loss"][-1])'
-}
-
-echo "qwen3-cpu, ranks $N, steps $S, seq-len $L, micro-batch $B, repeats $R, 1 thread per rank"
-ours=() theirs=()
-for ((i = 1; i <= R; i++)); do
-  if [ "$ONLY" != torch ]; then
-    line=$(run_ours "$i") || exit 1
-    ours+=("${line%% *}"); printf 'run %d  canzona  tokens/s %s\n' "$i" "$line"
-  fi
-  if [ "$ONLY" != ours ]; then
-    line=$(run_torch "$i") || exit 1
-    theirs+=("${line%% *}"); printf 'run %d  pytorch  tokens/s %s\n' "$i" "$line"
-  fi
-done
-
-"$PY" - "${#ours[@]}" "${ours[@]}" "${theirs[@]}" <<'EOF'
-import statistics, sys
-n = int(sys.argv[1]); vals = [float(x) for x in sys.argv[2:]]
-ours, theirs = vals[:n], vals[n:]
-mo = statistics.median(ours) if ours else None
-mt = statistics.median(theirs) if theirs else None
-print("median tokens/s:  canzona %s   pytorch %s" % (
-    "%.1f" % mo if mo is not None else "-", "%.1f" % mt if mt is not None else "-"))
-if mo is not None and mt is not None:
-    print("ratio canzona / pytorch: %.2fx" % (mo / mt))
+# Median over steps W+1..S of a JSON's per-step records; prints tokens/s and a breakdown.
+summarise_ours() {
+  "$PY" - "$1" "$W" <<'EOF'
+import json, statistics, sys
+d = json.load(open(sys.argv[1])); w = int(sys.argv[2])
+steps = d["runs"][0]["steps"][w:]
+med = lambda k: statistics.median(s["ms"][k] for s in steps)
+step = med("step")
+print("%.1f  (step %.1f ms: fwd-bwd %.1f, grad-sync %.1f, optimizer %.1f, param-sync %.1f; "
+      "core %s; loss %.3f -> %.3f)" % (d["tokens_per_step"] / (step / 1e3), step, med("fwd_bwd"),
+      med("grad_sync"), med("optimizer"), med("param_sync"), d["blas_core"],
+      d["runs"][0]["steps"][0]["loss"], d["runs"][0]["steps"][-1]["loss"]))
 EOF
+}
+
+run_ours() {  # $1 = shape, $2 = repeat; prints tokens/s and details
+  local seq mb js="$OUT/ours-$1-$2.json" log="$OUT/ours-$1-$2.log"
+  read -r seq mb <<<"$(shape_args "$1")"
+  if ! mpirun --allow-run-as-root --oversubscribe -np "$N" "$CANZONA" train --model qwen3-cpu \
+      --dp "$N" --tp 1 --optimizer muon --strategy lb-asc --steps "$S" --seq-len "$seq" \
+      --micro-batch "$mb" --json "$js" >"$log" 2>&1; then
+    echo "ours run $2 ($1) failed; last lines of $log:" >&2; tail -n 15 "$log" >&2; return 1
+  fi
+  summarise_ours "$js"
+}
+
+run_torch() {  # $1 = shape, $2 = repeat, $3 = glibc | tcmalloc; prints tokens/s and details
+  local seq mb js="$OUT/torch-$3-$1-$2.json" log="$OUT/torch-$3-$1-$2.log" preload=""
+  read -r seq mb <<<"$(shape_args "$1")"
+  [ "$3" = tcmalloc ] && preload=$TCMALLOC
+  if ! LD_PRELOAD=$preload "$PY" "$ROOT/bench/train/torch_ddp_muon.py" --ranks "$N" \
+      --steps "$S" --warmup-steps-excluded "$W" --seq-len "$seq" --micro-batch "$mb" \
+      --json "$js" >"$log" 2>&1; then
+    echo "torch run $2 ($1, $3) failed; last lines of $log:" >&2; tail -n 15 "$log" >&2; return 1
+  fi
+  "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.1f  (step %.1f ms: fwd+bwd %.1f, optimizer %.1f of which Muon compute %.1f; loss %.3f -> %.3f)" % (d["tokens_per_s_median"], d["step_ms_median"], d["fwd_bwd_ms_median"], d["opt_ms_median"], d["muon_compute_ms_median"], d["loss"][0], d["loss"][-1]))' "$js"
+}
+
+echo "qwen3-cpu, ranks $N, steps $S (median over steps $((W + 1))..$S), repeats $R, 1 thread per rank, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+for shape in "${shapes[@]}"; do
+  read -r seq mb <<<"$(shape_args "$shape")"
+  echo "== shape $shape: seq $seq, micro-batch $mb"
+  ours=() glibc=() tcm=()
+  for ((i = 1; i <= R; i++)); do
+    line=$(run_ours "$shape" "$i") || exit 1
+    ours+=("${line%% *}"); printf 'run %d  canzona          tokens/s %s\n' "$i" "$line"
+    line=$(run_torch "$shape" "$i" glibc) || exit 1
+    glibc+=("${line%% *}"); printf 'run %d  pytorch glibc    tokens/s %s\n' "$i" "$line"
+    line=$(run_torch "$shape" "$i" tcmalloc) || exit 1
+    tcm+=("${line%% *}"); printf 'run %d  pytorch tcmalloc tokens/s %s\n' "$i" "$line"
+  done
+  "$PY" - "$R" "${ours[@]}" "${glibc[@]}" "${tcm[@]}" <<'EOF'
+import statistics, sys
+r = int(sys.argv[1]); v = [float(x) for x in sys.argv[2:]]
+ours, glibc, tcm = (statistics.median(v[k * r:(k + 1) * r]) for k in range(3))
+best, name = max((glibc, "glibc"), (tcm, "tcmalloc"))
+print("median tokens/s:  canzona %.1f   pytorch glibc %.1f   pytorch tcmalloc %.1f" % (ours, glibc, tcm))
+print("ratio canzona / pytorch (%s, the faster): %.2fx" % (name, ours / best))
+EOF
+done

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "canzona/common/error.h"
+#include "canzona/train/attention.h"
 
 namespace canzona::train {
 namespace {
@@ -187,12 +188,8 @@ struct Qwen3Model::Impl {
     q = rope(q.transpose(1, 2));  // [B, heads, S, d]
     k = rope(k.transpose(1, 2)).repeat_interleave(per_group, 1);
     v = v.transpose(1, 2).repeat_interleave(per_group, 1);
-    torch::Tensor scores =
-        torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
-    const torch::Tensor future = torch::ones({s, s}, torch::kBool).triu(1);
-    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
     const torch::Tensor context =
-        torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({b, s, heads * d});
+        causal_attention(q, k, v).transpose(1, 2).reshape({b, s, heads * d});
     return row_parallel_linear(context, use(p + "self_attention.linear_proj.weight"), tp);
   }
 

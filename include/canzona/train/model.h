@@ -3,9 +3,9 @@
 //
 // Architecture (HF Qwen3): token embedding; per layer: RMSNorm -> attention (fused QKV,
 // grouped-query heads, per-head RMSNorm of q and k, RoPE with theta from the config, causal
-// softmax, output projection) -> residual; RMSNorm -> SwiGLU MLP (down(silu(gate) * up)) ->
-// residual; final RMSNorm; output layer (or the embedding when tied). Qwen2-style QKV bias is
-// supported; no other biases.
+// softmax in query blocks (attention.h), output projection) -> residual; RMSNorm -> SwiGLU MLP
+// (down(silu(gate) * up)) -> residual; final RMSNorm; output layer (or the embedding when tied).
+// Qwen2-style QKV bias is supported; no other biases.
 //
 // Params are the ModelSpec's, by Megatron name and TP-local shape (model/transformer.cpp):
 // `embedding.word_embeddings.weight` [V/T, h] and `output_layer.weight` [V/T, h] vocabulary

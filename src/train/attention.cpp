@@ -1,0 +1,40 @@
+// Causal attention in query blocks (attention.h).
+#include "canzona/train/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "canzona/common/error.h"
+
+namespace canzona::train {
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, std::int64_t block) {
+  CANZONA_REQUIRE(block >= 1, "attention block ", block, " must be at least 1");
+  CANZONA_REQUIRE(q.dim() == 4 && k.sizes() == q.sizes() && v.sizes() == q.sizes(),
+                  "causal_attention takes q, k, v of one shape [B, heads, S, d]");
+  const std::int64_t batch = q.size(0) * q.size(1), s = q.size(2), d = q.size(3);
+  // Scaling q (S x d) instead of the scores (about S x S / 2) is the same product up to rounding.
+  // [B, heads] merge into one batch dim of views: a block of rows of each slice stays a view.
+  const torch::Tensor scaled = (q / std::sqrt(static_cast<double>(d))).reshape({batch, s, d});
+  const torch::Tensor k3 = k.reshape({batch, s, d}), v3 = v.reshape({batch, s, d});
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  std::vector<torch::Tensor> blocks;
+  for (std::int64_t i0 = 0; i0 < s; i0 += block) {
+    const std::int64_t n = std::min(block, s - i0), end = i0 + n;
+    // Keys [0, end): query i0 + r sees keys 0 .. i0 + r, so column j is masked when j > i0 + r.
+    // The mask enters as an additive bias of 0 / -inf that the product accumulates onto
+    // (baddbmm): no pass over the scores for it, forward or backward.
+    const torch::Tensor mask = torch::zeros({n, end}).masked_fill_(
+        torch::ones({n, end}, torch::kBool).triu(i0 + 1), minus_inf);
+    const torch::Tensor scores =
+        torch::baddbmm(mask, scaled.narrow(1, i0, n), k3.narrow(1, 0, end).transpose(1, 2));
+    blocks.push_back(torch::bmm(torch::softmax(scores, -1), v3.narrow(1, 0, end)));
+  }
+  const torch::Tensor out = blocks.size() == 1 ? blocks.front() : torch::cat(blocks, 1);
+  return out.view(q.sizes());
+}
+
+}  // namespace canzona::train

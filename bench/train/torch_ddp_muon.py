@@ -131,9 +131,32 @@ class Rope(nn.Module):
         return self._cache[1], self._cache[2]
 
 
+def blocked_causal_attention(q, k, v, block):
+    """Causal attention over query blocks: block [i0, i0+n) multiplies keys [0, i0+n) only.
+
+    The same algorithm `canzona train` runs (its src/train/attention.cpp), written here for the
+    baseline: every later key is masked for the whole block, so skipping it changes nothing but
+    the work (about half of the two attention matmuls) and the scores kept for the backward. The
+    mask is an additive 0 / -inf bias the score product accumulates onto (baddbmm).
+    """
+    b, h, t, d = q.shape
+    qs = (q / math.sqrt(d)).reshape(b * h, t, d)
+    k3, v3 = k.reshape(b * h, t, d), v.reshape(b * h, t, d)
+    outs = []
+    for i0 in range(0, t, block):
+        n = min(block, t - i0)
+        end = i0 + n
+        future = torch.ones(n, end, dtype=torch.bool).triu(i0 + 1)
+        mask = torch.zeros(n, end).masked_fill_(future, float("-inf"))
+        scores = torch.baddbmm(mask, qs[:, i0:end], k3[:, :end].transpose(1, 2))
+        outs.append(torch.bmm(torch.softmax(scores, dim=-1), v3[:, :end]))
+    return (outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)).view(b, h, t, d)
+
+
 class Attention(nn.Module):
     def __init__(self, c):
         super().__init__()
+        self.block = c["attention_block"]
         self.heads = c["heads"]
         self.kv_heads = c["kv_heads"]
         self.head_dim = c["head_dim"]
@@ -157,10 +180,13 @@ class Attention(nn.Module):
         if groups > 1:  # grouped-query attention: each KV head serves `groups` query heads
             k = k.repeat_interleave(groups, dim=1)
             v = v.repeat_interleave(groups, dim=1)
-        scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(self.head_dim))
-        scores = scores + mask
-        probs = torch.softmax(scores, dim=-1)
-        out = torch.matmul(probs, v)  # (b, heads, t, head_dim)
+        if self.block:
+            out = blocked_causal_attention(q, k, v, self.block)
+        else:
+            scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(self.head_dim))
+            scores = scores + mask
+            probs = torch.softmax(scores, dim=-1)
+            out = torch.matmul(probs, v)  # (b, heads, t, head_dim)
         out = out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)
         return self.o_proj(out)
 
@@ -328,7 +354,7 @@ def worker(rank, args, init_method, result_q):
     tokens = torch.frombuffer(bytearray(corpus), dtype=torch.uint8).to(torch.long)
 
     torch.manual_seed(args.seed)  # same init on every rank (DDP also broadcasts rank 0's)
-    cfg = dict(QWEN3_CPU)
+    cfg = dict(QWEN3_CPU, attention_block=128 if args.attention == "blocked" else 0)
     model = Qwen3(cfg)
     ddp = DDP(model, broadcast_buffers=False, gradient_as_bucket_view=True, static_graph=True)
     matrix, other = split_params(model)
@@ -429,6 +455,10 @@ def main():
     ap.add_argument("--muon-scale", choices=["spectral", "aspect"], default="spectral",
                     help="spectral: 0.2 sqrt(max(rows, cols)) (canzona's default); aspect: "
                          "sqrt(max(1, rows/cols)) (Keller Jordan)")
+    ap.add_argument("--attention", choices=["blocked", "full"], default="blocked",
+                    help="blocked: causal attention in query blocks of 128, the algorithm "
+                         "`canzona train` runs (default); full: the whole masked S x S scores, "
+                         "as HF's eager attention computes them")
     ap.add_argument("--data", default=None,
                     help=f"plain-text file (default: the fortunes files in {FORTUNES_DIR})")
     ap.add_argument("--seed", type=int, default=0)
@@ -488,7 +518,7 @@ def main():
                 other_params=res["n_other"],
                 ranks=args.ranks, steps=args.steps,
                 warmup_steps_excluded=args.warmup_steps_excluded,
-                seq_len=args.seq_len, micro_batch=args.micro_batch,
+                seq_len=args.seq_len, micro_batch=args.micro_batch, attention=args.attention,
                 tokens_per_step=tokens_per_step,
                 lr=args.lr, momentum=0.95, nesterov=True, ns_steps=5,
                 ns_coefficients=[3.4445, -4.7750, 2.0315], muon_scale=args.muon_scale,

@@ -4,9 +4,9 @@
 #   ours:   mpirun -np N build/apps/canzona train --model qwen3-cpu --dp N --tp 1
 #             --optimizer muon --strategy lb-asc --seq-len L --micro-batch B ...
 #   theirs: bench/train/torch_ddp_muon.py (DDP over gloo + distributed Muon / AdamW, the same
-#           matrices, Muon scaling, learning rates and schedule), once with glibc malloc and
-#           once with tcmalloc (Debian's libtcmalloc.so.4, LD_PRELOAD), the allocator PyTorch's
-#           CPU tuning guides recommend; the faster of the two is the baseline.
+#           matrices, Muon scaling, learning rates, schedule and block-causal attention), once
+#           with glibc malloc and once with tcmalloc (Debian's libtcmalloc.so.4, LD_PRELOAD), the
+#           allocator PyTorch's CPU tuning guides recommend; the faster of the two is the baseline.
 #
 # Shapes (qwen3-cpu, 22M params):
 #   preset     seq 256,  micro-batch 8  (the CPU training preset's shape)

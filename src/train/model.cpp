@@ -6,6 +6,7 @@
 
 #include "canzona/common/error.h"
 #include "canzona/train/attention.h"
+#include "canzona/train/fused.h"
 
 namespace canzona::train {
 namespace {
@@ -141,7 +142,7 @@ struct Qwen3Model::Impl {
   }
 
   torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight) const {
-    return x * torch::rsqrt(x.pow(2).mean(-1, true) + config.rms_norm_eps) * weight;
+    return fused_rms_norm(x, weight, config.rms_norm_eps);
   }
 
   void build_rope(std::int64_t seq_len) {
@@ -158,38 +159,27 @@ struct Qwen3Model::Impl {
     rope_len = seq_len;
   }
 
-  // x [B, heads, S, d]
-  torch::Tensor rope(const torch::Tensor& x) const {
-    const std::int64_t half = config.head_dim / 2;
-    const torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
-    const torch::Tensor rotated = torch::cat({-x2, x1}, -1);
-    return x * rope_cos + rotated * rope_sin;
-  }
-
   torch::Tensor attention(const torch::Tensor& x, const std::string& p) {
     const std::int64_t b = x.size(0), s = x.size(1), d = config.head_dim;
     const std::int64_t groups = config.num_query_groups / tp.size;
     const std::int64_t per_group = config.num_heads / config.num_query_groups;
-    const std::int64_t heads = groups * per_group;
     const torch::Tensor normed =
         rms_norm(x, use(p + "self_attention.linear_qkv.layer_norm_weight"));
     const torch::Tensor bias =
         config.qkv_bias ? use(p + "self_attention.linear_qkv.bias") : torch::Tensor();
     const torch::Tensor qkv =
         column_parallel_linear(normed, use(p + "self_attention.linear_qkv.weight"), bias, tp);
-    const torch::Tensor grouped = qkv.view({b, s, groups, per_group + 2, d});
-    torch::Tensor q = grouped.narrow(3, 0, per_group).reshape({b, s, heads, d});
-    torch::Tensor k = grouped.select(3, per_group);
-    torch::Tensor v = grouped.select(3, per_group + 1);
+    torch::Tensor q_norm, k_norm;
     if (config.qk_norm) {
-      q = rms_norm(q, copy_to_tp(use(p + "self_attention.q_layernorm.weight"), tp));
-      k = rms_norm(k, copy_to_tp(use(p + "self_attention.k_layernorm.weight"), tp));
+      q_norm = copy_to_tp(use(p + "self_attention.q_layernorm.weight"), tp);
+      k_norm = copy_to_tp(use(p + "self_attention.k_layernorm.weight"), tp);
     }
-    q = rope(q.transpose(1, 2));  // [B, heads, S, d]
-    k = rope(k.transpose(1, 2)).repeat_interleave(per_group, 1);
-    v = v.transpose(1, 2).repeat_interleave(per_group, 1);
-    const torch::Tensor context =
-        causal_attention(q, k, v).transpose(1, 2).reshape({b, s, heads * d});
+    // q [B, G, S, P, d], k and v [B, G, S, d]: split, qk-norm and RoPE in one pass.
+    const AttentionHeads heads = fused_attention_heads(qkv, groups, per_group, d, q_norm, k_norm,
+                                                       config.rms_norm_eps, rope_cos, rope_sin);
+    const torch::Tensor context = causal_attention(heads.q, heads.k, heads.v)
+                                      .permute({0, 2, 1, 3, 4})
+                                      .reshape({b, s, groups * per_group * d});
     return row_parallel_linear(context, use(p + "self_attention.linear_proj.weight"), tp);
   }
 
@@ -197,9 +187,7 @@ struct Qwen3Model::Impl {
     const torch::Tensor normed = rms_norm(x, use(p + "mlp.linear_fc1.layer_norm_weight"));
     const torch::Tensor fc1 =
         column_parallel_linear(normed, use(p + "mlp.linear_fc1.weight"), torch::Tensor(), tp);
-    const std::int64_t half = fc1.size(-1) / 2;
-    const torch::Tensor hidden = torch::silu(fc1.narrow(-1, 0, half)) * fc1.narrow(-1, half, half);
-    return row_parallel_linear(hidden, use(p + "mlp.linear_fc2.weight"), tp);
+    return row_parallel_linear(fused_swiglu(fc1), use(p + "mlp.linear_fc2.weight"), tp);
   }
 
   torch::Tensor logits(const torch::Tensor& inputs) {

@@ -8,7 +8,8 @@
 // costs no pass of its own. Each block's rows are an exact softmax over the keys they can see, so
 // the result equals the full masked computation up to float rounding; it is causal exactly (a
 // query's output never reads a later key or value), which the model's last-token test checks
-// bitwise.
+// bitwise. The P query heads of a group share one product with their key and value head, so the
+// key and value heads are never repeated (no copy forward, no sum backward).
 #pragma once
 #include <torch/torch.h>
 
@@ -22,8 +23,9 @@ namespace canzona::train {
 // 40.0 / 113 ms under tcmalloc).
 inline constexpr std::int64_t kAttentionBlock = 128;
 
-// q, k, v: [B, heads, S, d] (k and v already repeated to every query head). Returns [B, heads, S,
-// d]. block >= 1 (a block >= S is the plain full computation).
+// Grouped-query layout: q [B, G, S, P, d] (query head g * P + p of position s), k and v
+// [B, G, S, d] (the one key and value head of group g, not repeated). Returns [B, G, S, P, d].
+// block >= 1 (a block >= S is the plain full computation). Multi-head attention is P = 1.
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, std::int64_t block = kAttentionBlock);
 

@@ -86,8 +86,9 @@ fi
 # at TP 2); the file keeps its state in the logical [gate; up] order. For Muon, Shampoo and SOAP:
 # a TP=2 checkpoint reloaded at TP=1 saves byte-identically, and the fc1 state a TP=2 run saves
 # after 2 steps agrees with a TP=1 run's (same batches; TP rounding, which Shampoo's first update
-# amplifies to ~3e-3: bound 1e-2 of the largest element) while the same state in TP 2's task
-# order is off by more than 0.1 (observed 0.6-0.7), so the check tells the orders apart.
+# amplifies: observed up to 3e-3 with the unfused model, 1.2e-2 with the fused kernels' rounding;
+# bound 3e-2 of the largest element) while the same state in TP 2's task order is off by more
+# than 0.3 (observed 0.44-0.89), so the check tells the orders apart.
 for opt in muon shampoo soap; do
   if expect_ok "fused_tp2_$opt" run 2 --tp 2 --steps 2 --optimizer "$opt" \
     --save-dir "$work/fused2_$opt" &&
@@ -123,7 +124,7 @@ for name, a in tp2.items():
     wrong = np.triu(b[np.ix_(order, order)]) if name.endswith(("factor_left", "GG_left")) else b[order]
     err_wrong = float(np.abs(a - wrong).max()) / scale
     print(f"{name}: relative difference {err:.2e} (in TP 2's task order {err_wrong:.2e})")
-    if not (err <= 1e-2 and err_wrong > 1e-1):
+    if not (err <= 3e-2 and err_wrong > 3e-1):
         sys.exit(1)
     checked += 1
 sys.exit(0 if checked > 0 else 1)

@@ -1,9 +1,9 @@
 // The DP gradient sync of the engine (engine_core.h): one collective per bucket, posted when its
 // last param is ready, after the bucket is scaled by 1/DP (Megatron's gradient_scaling_factor).
-//   All-Reduce      (sc, layerwise): every rank ends with the whole reduced bucket, in place.
-//   Reduce-Scatter  (asc, lb-asc): variable counts from the plan's cuts (plan::BucketShards);
-//                   rank r receives the reduced elements [cuts[r], cuts[r + 1]) of each bucket
-//                   into its shard buffer.
+//   All-Reduce      (sc, layerwise-paper): every rank ends with the whole reduced bucket, in place.
+//   Reduce-Scatter  (asc, lb-asc, layerwise): variable counts from the plan's cuts
+//                   (plan::BucketShards); rank r receives the reduced elements
+//                   [cuts[r], cuts[r + 1]) of each bucket into its shard buffer.
 #include "canzona/common/error.h"
 #include "canzona/runtime/synthetic.h"
 #include "engine_core.h"

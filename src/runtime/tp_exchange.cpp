@@ -1,7 +1,8 @@
 // The TP exchange of the engine's optimizer step (engine_core.h; design.md section 4, TP step).
 //
-// Redundant TP gather (sc / layerwise): one fused All-Gather on the TP communicator of the local
-// gradient shards of every TP-split matrix param this DP rank computes; every TP rank rebuilds
+// Redundant TP gather (sc, layerwise-paper, layerwise `duplicated`): one fused All-Gather on the
+// TP communicator of the local gradient shards of every TP-split matrix param this DP rank
+// computes; every TP rank rebuilds
 // each full task gradient and computes the update redundantly, keeping its own rows.
 //
 // Micro-group pipeline (asc / lb-asc). Per micro group k of this DP rank (plan::RankGroup), in

@@ -9,7 +9,11 @@
 // (design.md section 1 table) differ only in the engine's parts (plan::strategy_parts):
 //   sc          All-Reduce; every rank computes every task; TP-split tasks: one fused TP
 //               All-Gather of the gradient shards, every TP rank computes the full update.
-//   layerwise   All-Reduce; the owning DP rank computes (TP as sc); then one All-Gather-v over DP
+//   layerwise   Megatron-LM's layer-wise optimizer: Reduce-Scatter of shard-aligned buckets; each
+//               param's owner computes it (TP `duplicated` as sc, `layer-sharded` through the
+//               micro groups); then one All-Gather per bucket, as asc.
+//   layerwise-paper
+//               All-Reduce; the owning DP rank computes (TP as sc); then one All-Gather-v over DP
 //               of each rank's owned params' local shards, inside the step.
 //   asc/lb-asc  variable Reduce-Scatter with the plan's cuts; each rank updates what its shard
 //               holds (whole matrix params; element-wise params slice by slice); TP-split tasks go
@@ -38,7 +42,7 @@ namespace canzona::runtime {
 // grad_sync: the backward window and the gradient-sync wait (Reduce-Scatter / All-Reduce, both
 // phases of the deterministic All-Reduce); optimizer: the optimizer step (TP All-Gather of
 // gradient shards, micro-group All-to-Alls); param_sync: the parameter sync (asc/lb-asc bucket
-// All-Gathers, layerwise All-Gather-v).
+// All-Gathers, layerwise-paper All-Gather-v).
 struct PhaseBytes {
   std::int64_t grad_sync = 0;
   std::int64_t optimizer = 0;

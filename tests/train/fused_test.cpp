@@ -16,7 +16,8 @@
 
 #include "canzona/common/error.h"
 
-namespace canzona::train {
+// A named namespace: the sanitizer build compiles this file in one unit with attention_test.cpp.
+namespace canzona::train::fused_test {
 namespace {
 
 constexpr double kEps = 1e-6;
@@ -172,4 +173,4 @@ TEST(FusedSwiGlu, RejectsAnOddWidth) {
 }
 
 }  // namespace
-}  // namespace canzona::train
+}  // namespace canzona::train::fused_test

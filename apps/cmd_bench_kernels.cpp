@@ -4,7 +4,7 @@
 //   sgemm          C (s x l) = A (s x s) B (s x l), s = min(rows, cols), l = max: Newton–Schulz's
 //                  update GEMM in the wide orientation it runs on
 //   newton_schulz  Newton–Schulz (default 5 simple steps), nominal FLOPs steps (4 s^2 l + 2 s^3);
-//                  the rate is also given for the FLOPs executed (ssyrk does half of X X^T)
+//                  the rate is also given for the FLOPs executed (ssyrk: half of X X^T, of A A)
 //   muon, shampoo, soap, adamw   full optimizer steps from the registry (Shampoo/SOAP: steady,
 //                                refresh and amortised over the preconditioning frequency); their
 //                                rates use cost::optimizer_flops, the planner's FLOP model

@@ -68,7 +68,7 @@ double newton_schulz_flops(std::int64_t rows, std::int64_t cols, int steps) {
 double newton_schulz_executed_flops(std::int64_t rows, std::int64_t cols, int steps) {
   const double s = static_cast<double>(std::min(rows, cols));
   const double l = static_cast<double>(std::max(rows, cols));
-  return steps * (3.0 * s * s * l + 2.0 * s * s * s);
+  return steps * (3.0 * s * s * l + s * s * s);
 }
 
 void newton_schulz(ConstMatrixView u, MatrixView out, const NewtonSchulzOptions& options) {
@@ -109,7 +109,9 @@ void newton_schulz(ConstMatrixView u, MatrixView out, const NewtonSchulzOptions&
     const NsTriple t = set[std::min<std::size_t>(static_cast<std::size_t>(i), set.size() - 1)];
     syrk_upper(Trans::kNo, 1.0f, x, 0.0f, a);
     mirror_upper_to_lower(a);
-    gemm(Trans::kNo, Trans::kNo, t.c, a, a, 0.0f, b);
+    // A is symmetric, so A A = A A^T: a second symmetric rank-k product (half of gemm's s^3).
+    syrk_upper(Trans::kNo, t.c, a, 0.0f, b);
+    mirror_upper_to_lower(b);
     for (std::int64_t r = 0; r < s; ++r) {
       float* brow = b.row(r);
       const float* arow = a.row(r);

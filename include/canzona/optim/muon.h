@@ -62,7 +62,8 @@ void newton_schulz(ConstMatrixView u, MatrixView out, const NewtonSchulzOptions&
 
 // FLOPs of newton_schulz as usually counted: steps * (4 s^2 l + 2 s^3).
 double newton_schulz_flops(std::int64_t rows, std::int64_t cols, int steps);
-// FLOPs this implementation executes: steps * (3 s^2 l + 2 s^3) (ssyrk computes one triangle).
+// FLOPs this implementation executes: steps * (3 s^2 l + s^3) (ssyrk computes one triangle of
+// X X^T and of A A).
 double newton_schulz_executed_flops(std::int64_t rows, std::int64_t cols, int steps);
 
 enum class MuonScale {

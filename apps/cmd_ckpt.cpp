@@ -19,6 +19,7 @@
 #include "canzona/ckpt/safetensors.h"
 #include "canzona/ckpt/sha256.h"
 #include "canzona/common/error.h"
+#include "canzona/common/hex.h"
 #include "canzona/common/json_io.h"
 #include "command.h"
 
@@ -156,9 +157,7 @@ void verify_file(const std::string& dir, const FileCheck& check) {
 // plan.json's hash (a number as `canzona plan --json` writes it, or a hex string) in 16 hex.
 std::string plan_hash_hex(const json& value) {
   if (value.is_number_unsigned() || value.is_number_integer()) {
-    char text[20];
-    std::snprintf(text, sizeof(text), "%016" PRIx64, value.get<std::uint64_t>());
-    return text;
+    return hex64(value.get<std::uint64_t>());
   }
   return value.is_string() ? value.get<std::string>() : value.dump();
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "canzona/common/error.h"
+#include "canzona/common/hex.h"
 
 namespace canzona::apps {
 namespace {
@@ -21,12 +22,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string hex(std::uint64_t value) {
-  char buffer[20];
-  std::snprintf(buffer, sizeof buffer, "%016llx", static_cast<unsigned long long>(value));
-  return buffer;
 }
 
 }  // namespace
@@ -123,7 +118,7 @@ std::string format_summary(const TrainHeader& h, const train::TrainOptions& o,
   for (const train::StrategyRun& r : runs) {
     if (r.steps.empty() && r.val.empty()) {
       std::snprintf(line, sizeof line, "%-9s no steps run (resumed at the last step)  %s\n",
-                    plan::to_string(r.strategy), hex(r.params_hash).c_str());
+                    plan::to_string(r.strategy), hex64(r.params_hash).c_str());
       out << line;
       continue;
     }
@@ -133,7 +128,7 @@ std::string format_summary(const TrainHeader& h, const train::TrainOptions& o,
                   "%-9s %9.1f %9.1f %9.1f %9.1f %10.1f %9.0f %6.1f%% %10.4f  %s\n",
                   plan::to_string(r.strategy), m.step_ms, m.fwd_bwd_ms, m.grad_sync_ms, m.opt_ms,
                   m.param_sync_ms, m.tokens_per_s, 100.0 * mfu(h, o, m), final_loss,
-                  hex(r.params_hash).c_str());
+                  hex64(r.params_hash).c_str());
     out << line;
   }
   if (runs.size() > 1)
@@ -175,8 +170,8 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
   for (const train::StrategyRun& r : runs) {
     nlohmann::json run;
     run["strategy"] = plan::to_string(r.strategy);
-    run["plan_hash"] = hex(r.plan_hash);
-    run["params_hash"] = hex(r.params_hash);
+    run["plan_hash"] = hex64(r.plan_hash);
+    run["params_hash"] = hex64(r.params_hash);
     run["first_step"] = r.first_step;
     run["steps"] = nlohmann::json::array();
     for (const train::StepRecord& s : r.steps)

@@ -7,6 +7,7 @@
 
 #include "canzona/common/error.h"
 #include "canzona/common/fnv.h"
+#include "canzona/common/hex.h"
 #include "canzona/optim/optimizer.h"
 
 namespace canzona::runtime {
@@ -25,12 +26,6 @@ std::uint64_t hash_text(const std::string& s) {
   std::uint64_t h = kFnvOffset;
   mix(h, s);
   return h;
-}
-
-std::string hex(std::uint64_t v) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(v));
-  return text;
 }
 
 std::string real(double v) {
@@ -134,7 +129,7 @@ Settings launch_settings(const RunOptions& o, const SessionOptions& session,
   const auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
   Settings settings{
       {"--model", o.model},
-      {"model spec", hex(model_hash(model))},
+      {"model spec", hex64(model_hash(model))},
       {"--split-qkv", qkv_name(o.qkv_split)},
       {"--split-fc1", flag(o.split_fc1)},
       {"--dp", std::to_string(o.dp)},

@@ -5,10 +5,13 @@
 //                   (plan::BucketShards); rank r receives the reduced elements
 //                   [cuts[r], cuts[r + 1]) of each bucket into its shard buffer.
 #include "canzona/common/error.h"
-#include "canzona/runtime/synthetic.h"
 #include "engine_core.h"
 
 namespace canzona::runtime {
+
+float grad_scale(int dp) {
+  return 1.0f / static_cast<float>(dp);
+}
 namespace {
 
 // Shared by both: scaling, the per-bucket Pending list, progress and waits.

@@ -7,13 +7,13 @@
 
 #include "canzona/common/error.h"
 #include "canzona/common/fnv.h"
-#include "canzona/runtime/reference.h"
+#include "canzona/runtime/optimizer_factory.h"
 #include "engine_core.h"
 
 namespace canzona::runtime {
 
 Engine::Core::Core(comm::Grid& grid_, const model::ModelSpec& model_, const plan::Plan& plan_,
-                   const RunOptions& options_, Trace& trace_)
+                   const EngineOptions& options_, Trace& trace_)
     : grid(grid_),
       model(model_),
       stage(plan_.stages.at(0)),
@@ -112,7 +112,7 @@ void build_elementwise(Engine::Core& c) {
 }  // namespace
 
 Engine::Engine(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
-               const RunOptions& options, Trace& trace)
+               const EngineOptions& options, Trace& trace)
     : core_(std::make_unique<Core>(grid, model, plan, options, trace)) {
   CANZONA_CHECK(plan.stages.size() == 1, "the engine executes one pipeline stage");
   Core& c = *core_;

@@ -62,7 +62,7 @@ struct Engine::Core {
   comm::Grid& grid;
   const model::ModelSpec& model;
   const plan::StagePlan& stage;
-  RunOptions options;
+  EngineOptions options;
   Trace& trace;
   plan::RankPlan work;  // what this rank does (plan::decode_rank)
   int dp_rank, tp_rank, dp, tp;
@@ -85,7 +85,7 @@ struct Engine::Core {
   std::unique_ptr<ParamSyncPart> param_sync;
 
   Core(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
-       const RunOptions& options, Trace& trace);
+       const EngineOptions& options, Trace& trace);
   ~Core();
 
   float* local_param(int param) { return params.data() + place[param].offset; }

@@ -62,6 +62,15 @@ model::ModelSpec load_model(const RunOptions& o) {
   return model::load_model(o.model, build);
 }
 
+EngineOptions engine_options(const RunOptions& o) {
+  EngineOptions e;
+  e.optimizer = o.optimizer;
+  e.optimizer_options = o.optimizer_options;
+  e.adamw_options = o.adamw_options;
+  e.pipeline = o.pipeline;
+  return e;
+}
+
 plan::PlanOptions plan_options(const RunOptions& o, plan::Strategy strategy) {
   plan::PlanOptions p;
   p.strategy = strategy;

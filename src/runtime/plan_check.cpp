@@ -1,10 +1,11 @@
-// Checks made before the first collective of a strategy (session.h): the plan fits the model and
-// the grid, and every rank computed the same plan.
+// Checks made before the first collective of a strategy (plan_check.h): the plan fits the model
+// and the grid, and every rank computed the same plan.
+#include "canzona/runtime/plan_check.h"
+
 #include <algorithm>
 #include <cstdio>
 
 #include "canzona/plan/rank_plan.h"
-#include "canzona/runtime/session.h"
 #include "canzona/runtime/shard.h"
 
 namespace canzona::runtime {

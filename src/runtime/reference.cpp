@@ -5,46 +5,11 @@
 #include "canzona/common/error.h"
 #include "canzona/cost/cost.h"
 #include "canzona/optim/registry.h"
+#include "canzona/runtime/optimizer_factory.h"
 #include "canzona/runtime/shard.h"
 #include "canzona/runtime/synthetic.h"
 
 namespace canzona::runtime {
-
-optim::ParamInfo task_info(const model::ParamSpec& param, int piece) {
-  optim::ParamInfo info;
-  if (!param.is_matrix()) {
-    info.name = param.name;
-    info.rows = 1;
-    info.cols = param.numel();
-    return info;
-  }
-  const ShardMap whole = shard_map(param, piece, 1, 0);
-  info.name = piece < 0 ? param.name : param.name + ":" + param.pieces[piece].name;
-  info.rows = whole.task_rows;
-  info.cols = whole.task_cols;
-  info.full_rows = param.rows();
-  info.full_cols = param.cols();
-  return info;
-}
-
-std::unique_ptr<optim::Optimizer> make_matrix_optimizer(const RunOptions& options,
-                                                        const model::ParamSpec& param, int piece) {
-  const optim::OptimizerDescriptor& d = optim::find_optimizer(options.optimizer);
-  CANZONA_REQUIRE(d.shape == optim::OptimizerShape::kMatrix, "optimizer '", options.optimizer,
-                  "' is element-wise, not a matrix optimizer");
-  return d.make(task_info(param, piece), options.optimizer_options, nullptr);
-}
-
-std::unique_ptr<optim::Optimizer> make_elementwise_optimizer(const RunOptions& options,
-                                                             const model::ParamSpec& param,
-                                                             std::int64_t begin,
-                                                             std::int64_t numel) {
-  optim::ParamInfo info;
-  info.name = str(param.name, "[", begin, ":", begin + numel, "]");
-  info.rows = 1;
-  info.cols = numel;
-  return optim::create_optimizer(cost::kElementwiseOptimizer, info, options.adamw_options);
-}
 
 struct ReferenceOptimizer::TaskState {
   int param = 0;
@@ -54,7 +19,7 @@ struct ReferenceOptimizer::TaskState {
   std::vector<float> grad;  // (rows, cols)
 };
 
-ReferenceOptimizer::ReferenceOptimizer(const model::ModelSpec& model, const RunOptions& options,
+ReferenceOptimizer::ReferenceOptimizer(const model::ModelSpec& model, const EngineOptions& options,
                                        const std::vector<std::vector<float>>& params) {
   CANZONA_CHECK_EQ(params.size(), model.params.size());
   elementwise_.resize(model.params.size());
@@ -113,7 +78,7 @@ Reference::Reference(const model::ModelSpec& model, const RunOptions& options)
     params_[p].resize(static_cast<std::size_t>(spec.numel()));
     fill_init(spec, static_cast<int>(p), 1, 0, options.seed, params_[p]);
   }
-  optimizer_ = std::make_unique<ReferenceOptimizer>(model, options, params_);
+  optimizer_ = std::make_unique<ReferenceOptimizer>(model, engine_options(options), params_);
 }
 
 Reference::~Reference() = default;

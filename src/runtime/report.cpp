@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <numeric>
 
+#include "canzona/common/hex.h"
+
 namespace canzona::runtime {
 namespace {
 
@@ -143,10 +145,7 @@ nlohmann::json report_json(const CompareResult& r) {
   nlohmann::json strategies = nlohmann::json::object();
   for (const StrategyResult& s : r.strategies) {
     const StepTimes& m = s.median;
-    char hash[20], params_hash[20];
-    std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(s.plan_hash));
-    std::snprintf(params_hash, sizeof(params_hash), "%016llx",
-                  static_cast<unsigned long long>(s.params_hash));
+    const std::string hash = hex64(s.plan_hash), params_hash = hex64(s.params_hash);
     strategies[plan::to_string(s.strategy)] = {{"step_ms", m.step},
                                                {"forward_ms", m.forward},
                                                {"backward_ms", m.backward},

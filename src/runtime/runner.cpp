@@ -31,7 +31,7 @@ StrategyRunner::StrategyRunner(comm::Grid& grid, const model::ModelSpec& model,
       trace_(trace) {
   CANZONA_CHECK(plan.stages.size() == 1, "runner executes one pipeline stage");
   TraceScope span(trace, "setup", str("setup ", plan::to_string(strategy_)));
-  engine_ = std::make_unique<Engine>(grid, model, plan, options, trace);
+  engine_ = std::make_unique<Engine>(grid, model, plan, engine_options(options), trace);
   compute_ = std::make_unique<Compute>();
   for (const layout::Bucket& bucket : engine_->stage().layout.buckets) {
     std::int64_t numel = 0;

@@ -34,13 +34,6 @@ void for_each_local(const model::ParamSpec& p, int tp, int t, F&& value) {
 
 }  // namespace
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 std::uint64_t init_key(std::uint64_t seed, int param) {
   return splitmix64(splitmix64(splitmix64(seed) ^ kInitStream) ^ static_cast<std::uint64_t>(param));
 }
@@ -56,10 +49,6 @@ float unit_value(std::uint64_t key, std::int64_t element) {
   const std::uint64_t h = splitmix64(key ^ static_cast<std::uint64_t>(element));
   const std::int64_t k = static_cast<std::int64_t>(h >> 40);  // 24 bits
   return static_cast<float>(k - (1 << 23)) * (1.0f / static_cast<float>(1 << 23));
-}
-
-float grad_scale(int dp) {
-  return 1.0f / static_cast<float>(dp);
 }
 
 void fill_init(const model::ParamSpec& param, int param_index, int tp, int tp_rank,

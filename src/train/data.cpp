@@ -24,6 +24,7 @@
 #include <memory>
 
 #include "canzona/common/error.h"
+#include "canzona/common/splitmix.h"
 
 namespace canzona::train {
 namespace {
@@ -321,14 +322,6 @@ std::int64_t max_token_plus_one(const Corpus& c) {
   for (const std::int32_t t : c.train) max_token = std::max(max_token, t);
   for (const std::int32_t t : c.val) max_token = std::max(max_token, t);
   return std::int64_t{max_token} + 1;
-}
-
-// splitmix64's finalizer (Steele, Lea, Flood 2014): a bijective 64-bit mix.
-std::uint64_t splitmix64(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 // Uniform integer in [0, n) (n > 0) from the counter stream splitmix64(key + k), k = 0, 1, ...:

@@ -5,6 +5,8 @@
 #include <map>
 
 #include "canzona/common/error.h"
+#include "canzona/common/fnv.h"
+#include "canzona/common/splitmix.h"
 #include "canzona/train/attention.h"
 #include "canzona/train/fused.h"
 
@@ -49,17 +51,8 @@ bool ends_with(const std::string& s, const char* suffix) {
 }
 
 // Counter-based N(0, 1): splitmix64 of (seed, name hash, index), Box-Muller.
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 std::uint64_t name_hash(const std::string& name) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ULL;
-  return h;
+  return fnv1a(name.data(), name.size());
 }
 
 double normal(std::uint64_t key, std::uint64_t index) {

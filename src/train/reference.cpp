@@ -30,7 +30,7 @@ ReferenceRun run_reference(const model::TransformerConfig& config, const model::
     init_param(whole.params[p], config, 1, 0, options.run.seed, params[p]);
     model.bind(static_cast<int>(p), params[p], local[p]);
   }
-  runtime::ReferenceOptimizer optimizer(whole, options.run, params);
+  runtime::ReferenceOptimizer optimizer(whole, runtime::engine_options(options.run), params);
   const Sampler sampler(corpus.train, options.seq_len, options.micro_batch, options.run.seed);
   // Megatron's gradient_scaling_factor, 1/DP in fp32, and the loss average, written here
   // independently of the engine and the trainer.

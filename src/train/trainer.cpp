@@ -19,9 +19,11 @@
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/common/fnv.h"
+#include "canzona/common/hex.h"
 #include "canzona/optim/optimizer.h"
 #include "canzona/runtime/engine.h"
-#include "canzona/runtime/session.h"
+#include "canzona/runtime/options.h"
+#include "canzona/runtime/plan_check.h"
 #include "canzona/runtime/trace.h"
 #include "canzona/train/model.h"
 
@@ -137,7 +139,8 @@ class Run {
     runtime::check_plan_agreement(grid.world(), plan_);
     result_.strategy = strategy;
     result_.plan_hash = plan::plan_hash(plan_);
-    engine_ = std::make_unique<runtime::Engine>(grid, spec, plan_, options.run, trace);
+    engine_ = std::make_unique<runtime::Engine>(grid, spec, plan_,
+                                                runtime::engine_options(options.run), trace);
     const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
     model_ = std::make_unique<Qwen3Model>(config, spec, TpGroup{&grid.tp(), tp, tp_rank},
                                           Qwen3Model::Storage::kBound);
@@ -307,12 +310,6 @@ std::string checkpoint_optimizer(const TrainOptions& o) {
   return o.all_adamw ? "adamw" : o.run.optimizer;
 }
 
-std::string hex16(std::uint64_t value) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(value));
-  return buf;
-}
-
 // trainer.json of a save after `step`: the data position and RNG are the step (the sampler is
 // counter-based on (seed, step, DP rank, micro-batch, row)), the lr schedule position too.
 ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan::Strategy strategy,
@@ -323,7 +320,7 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
   m.dp = o.run.dp;
   m.tp = o.run.tp;
   m.optimizer = checkpoint_optimizer(o);
-  m.plan_hash = hex16(plan_hash);
+  m.plan_hash = hex64(plan_hash);
   const double next_lr = step < o.schedule.total ? lr_factor(o.schedule, step + 1) : 0.0;
   m.run = {{"model", model},
            {"seed", o.run.seed},

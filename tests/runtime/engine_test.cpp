@@ -100,7 +100,7 @@ TEST(EngineThreads, LastParamOfABucketPostsItsScaledCollective) {
     const float expected = ((1.0f * s) + (2.0f * s)) + (3.0f * s);
     testing::run_on_thread_grid({3, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
       Trace trace(false);
-      Engine engine(g, m, plan, o, trace);
+      Engine engine(g, m, plan, engine_options(o), trace);
       engine.init_main_params();
       const float mine = static_cast<float>(g.coord().dp + 1);
       const auto& buckets = engine.stage().layout.buckets;
@@ -139,7 +139,7 @@ TEST(EngineThreads, StepOrFinishOutOfOrderIsAnError) {
   const plan::Plan plan = make(m, o, Strategy::kLbAsc);
   testing::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
     Trace trace(false);
-    Engine engine(g, m, plan, o, trace);
+    Engine engine(g, m, plan, engine_options(o), trace);
     EXPECT_THROW(engine.step(), Error);  // main params not loaded
     engine.init_main_params();
     EXPECT_THROW(engine.step(), Error);  // gradients not synced
@@ -156,7 +156,7 @@ TEST(EngineThreads, MainParamStateIsReadAndWrittenByName) {
   const plan::Plan plan = make(m, o, Strategy::kSc);
   testing::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
     Trace trace(false);
-    Engine engine(g, m, plan, o, trace);
+    Engine engine(g, m, plan, engine_options(o), trace);
     for (int p : engine.stage().params) fill_init(m.params[p], p, 1, 0, o.seed, engine.param(p));
     engine.init_main_params();
     std::vector<StateTensor> all;
@@ -255,7 +255,7 @@ TEST(EngineThreads, StateNamesAndShapes) {
   const plan::Plan plan = make(m, o, Strategy::kSc);
   testing::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
     Trace trace(false);
-    Engine engine(g, m, plan, o, trace);
+    Engine engine(g, m, plan, engine_options(o), trace);
     std::set<std::string> names;
     for (const StateTensor& t : engine.optimizer_state()) {
       names.insert(t.state);

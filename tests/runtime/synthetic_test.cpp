@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "canzona/runtime/engine.h"
 #include "toy_model.h"
 
 namespace canzona::runtime {

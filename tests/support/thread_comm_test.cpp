@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "canzona/common/splitmix.h"
+
 namespace canzona::testing {
 namespace {
 
@@ -61,10 +63,7 @@ std::vector<int> members(const GridShape& s, int w, Axis axis) {
 float input(int world_rank, int salt, std::int64_t j) {
   std::uint64_t x =
       (std::uint64_t(world_rank) << 48) ^ (std::uint64_t(salt) << 32) ^ std::uint64_t(j);
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  x ^= x >> 31;
+  x = splitmix64(x);
   const float mantissa = 1.0f + static_cast<float>(x & 0x7fffff) / 8388608.0f;
   const int exponent = static_cast<int>((x >> 23) % 25) - 12;
   return ((x >> 40) & 1 ? -1.0f : 1.0f) * std::ldexp(mantissa, exponent);

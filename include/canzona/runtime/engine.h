@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,10 +36,22 @@
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
 #include "canzona/plan/rank_plan.h"
-#include "canzona/runtime/options.h"
 #include "canzona/runtime/trace.h"
 
 namespace canzona::runtime {
+
+// What the engine itself needs to know; the rest of a launch's options (steps, data, the
+// synthetic workload) belong to its client.
+struct EngineOptions {
+  std::string optimizer = "muon";  // matrix optimizer: a registered optim::OptimizerShape::kMatrix
+  nlohmann::json optimizer_options = nlohmann::json::object();  // its options (registry keys)
+  nlohmann::json adamw_options = nlohmann::json::object();      // element-wise params
+  bool pipeline = true;  // TP micro groups: post group k+1's gather before computing group k
+};
+
+// The factor every local gradient is multiplied by before its DP collective: float(1 / dp)
+// (Megatron's gradient_scaling_factor; the only place gradients are averaged).
+float grad_scale(int dp);
 
 // Milliseconds on one rank for one step. The engine fills the optimizer fields (step()), the
 // exposed waits it does (finish_grad_sync, start/wait_param_sync return them); the training loop
@@ -83,7 +96,7 @@ class Engine {
   // model with pp == 1 and the grid's dp and tp (validate_plan). Allocates the buffers and the
   // optimizer instances of what this rank computes. Trace is borrowed.
   Engine(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
-         const RunOptions& options, Trace& trace);
+         const EngineOptions& options, Trace& trace);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -16,6 +16,7 @@
 #include "canzona/cost/cost.h"
 #include "canzona/model/load.h"
 #include "canzona/plan/plan.h"
+#include "canzona/runtime/engine.h"
 
 namespace canzona::runtime {
 
@@ -85,6 +86,9 @@ model::ModelSpec load_model(const RunOptions& options);
 // The plan options of `strategy` for this run: grid, planner knobs, cost in options.cost for the
 // matrix optimizer with its optimizer_options (the registry descriptor prices them), bucket size.
 plan::PlanOptions plan_options(const RunOptions& options, plan::Strategy strategy);
+
+// The engine's share of the options: optimizer, its options, AdamW's, the micro-group pipeline.
+EngineOptions engine_options(const RunOptions& options);
 
 // "deterministic" | "native"; throws UsageError otherwise.
 comm::ReduceMode parse_reduce_mode(const std::string& name);

@@ -14,22 +14,10 @@
 
 #include "canzona/model/spec.h"
 #include "canzona/optim/optimizer.h"
+#include "canzona/runtime/optimizer_factory.h"
 #include "canzona/runtime/options.h"
 
 namespace canzona::runtime {
-
-// The ParamInfo of a matrix task (param, piece; -1 = whole) or, with piece = -1 and an
-// element-wise param, of the whole param as a 1 x numel slice.
-optim::ParamInfo task_info(const model::ParamSpec& param, int piece);
-
-// The optimizer of a matrix task, from options.optimizer and options.optimizer_options.
-std::unique_ptr<optim::Optimizer> make_matrix_optimizer(const RunOptions& options,
-                                                        const model::ParamSpec& param, int piece);
-// AdamW for `numel` elements of an element-wise param (name suffixed with the slice).
-std::unique_ptr<optim::Optimizer> make_elementwise_optimizer(const RunOptions& options,
-                                                             const model::ParamSpec& param,
-                                                             std::int64_t begin,
-                                                             std::int64_t numel);
 
 // The optimizer half of the reference: every matrix task and element-wise param of a model at
 // global shape (tp = 1), updated from whole reduced gradients. Shared by Reference (synthetic
@@ -37,7 +25,7 @@ std::unique_ptr<optim::Optimizer> make_elementwise_optimizer(const RunOptions& o
 class ReferenceOptimizer {
  public:
   // Main params start from `params` ([param] global row-major, numel each).
-  ReferenceOptimizer(const model::ModelSpec& model, const RunOptions& options,
+  ReferenceOptimizer(const model::ModelSpec& model, const EngineOptions& options,
                      const std::vector<std::vector<float>>& params);
   ~ReferenceOptimizer();
   ReferenceOptimizer(const ReferenceOptimizer&) = delete;

@@ -18,27 +18,10 @@
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
 #include "canzona/runtime/options.h"
+#include "canzona/runtime/plan_check.h"
 #include "canzona/runtime/runner.h"
 
 namespace canzona::runtime {
-
-// A usage error every rank raises identically (report it once).
-class PlanAgreementError : public UsageError {
- public:
-  using UsageError::UsageError;
-};
-
-// Throws PlanAgreementError naming the rule when the plan does not fit the model or the grid:
-// pp != 1, dp/tp differing from the grid, a layout slot whose size is not the param's TP-local
-// size, cuts that are not monotone or split a matrix param, owners or hosts out of range, matrix
-// params without tasks, micro groups that do not list exactly the hosted tasks.
-void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
-                   const comm::GridShape& grid);
-
-// Collective over `world` (control traffic only): every rank contributes plan_hash(plan).
-// Throws PlanAgreementError "ranks disagree on the plan: rank R has plan hash H1, rank 0 has H0
-// ..." naming the lowest disagreeing rank.
-void check_plan_agreement(comm::Communicator& world, const plan::Plan& plan);
 
 struct SessionOptions {
   bool verify = false;             // compare final params and last reduced gradients (below)

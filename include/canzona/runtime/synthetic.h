@@ -9,20 +9,19 @@
 //   init value:     0.02 u (2-D params) or 1 + 0.02 u (1-D params, norm weights), step 0
 //   gradient value: u for (step >= 1, DP rank d): the local gradient before any averaging
 //
-// Averaging by 1/DP is not done here: the runtime multiplies each bucket by grad_scale(DP) right
-// before posting its collective (Megatron's gradient_scaling_factor), so the reduced gradient is
-// sum_d (u_d * float(1/DP)) summed in rank order d = 0..DP-1 in fp32, which is what
-// ReduceMode::kDeterministic forms and what the reference computes on its own.
+// Averaging by 1/DP is not done here: the engine multiplies each bucket by grad_scale(DP)
+// (engine.h) right before posting its collective (Megatron's gradient_scaling_factor), so the
+// reduced gradient is sum_d (u_d * float(1/DP)) summed in rank order d = 0..DP-1 in fp32, which
+// is what ReduceMode::kDeterministic forms and what the reference computes on its own.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
+#include "canzona/common/splitmix.h"
 #include "canzona/model/spec.h"
 
 namespace canzona::runtime {
-
-std::uint64_t splitmix64(std::uint64_t x);
 
 // Key of one stream of values (one param's init, or its gradient on one DP rank at one step).
 std::uint64_t init_key(std::uint64_t seed, int param);
@@ -30,9 +29,6 @@ std::uint64_t grad_key(std::uint64_t seed, int step, int dp_rank, int param);
 
 // u in [-1, 1) for global element `element` of the stream `key`.
 float unit_value(std::uint64_t key, std::int64_t element);
-
-// The factor every local gradient is multiplied by: float(1 / dp).
-float grad_scale(int dp);
 
 // Fills `out` (param.local_numel(tp) floats, TP rank tp_rank's shard, local row-major) with the
 // init values of the elements it holds. tp = 1 gives the whole global tensor.

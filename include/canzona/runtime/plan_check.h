@@ -1,0 +1,33 @@
+// Checks made before the first collective of a strategy, shared by every launch (`canzona
+// run`/`compare` and `canzona train`): the plan fits the model and the grid (validate_plan), and
+// every rank computed the same plan (check_plan_agreement). Both throw PlanAgreementError,
+// identically on every rank, so the caller can report it once and end the job without an abort.
+#pragma once
+
+#include "canzona/comm/communicator.h"
+#include "canzona/comm/grid.h"
+#include "canzona/common/error.h"
+#include "canzona/model/spec.h"
+#include "canzona/plan/plan.h"
+
+namespace canzona::runtime {
+
+// A usage error every rank raises identically (report it once).
+class PlanAgreementError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
+// Throws PlanAgreementError naming the rule when the plan does not fit the model or the grid:
+// pp != 1, dp/tp differing from the grid, a layout slot whose size is not the param's TP-local
+// size, cuts that are not monotone or split a matrix param, owners or hosts out of range, matrix
+// params without tasks, micro groups that do not list exactly the hosted tasks.
+void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
+                   const comm::GridShape& grid);
+
+// Collective over `world` (control traffic only): every rank contributes plan_hash(plan).
+// Throws PlanAgreementError "ranks disagree on the plan: rank R has plan hash H1, rank 0 has H0
+// ..." naming the lowest disagreeing rank.
+void check_plan_agreement(comm::Communicator& world, const plan::Plan& plan);
+
+}  // namespace canzona::runtime

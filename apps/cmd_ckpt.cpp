@@ -1,5 +1,5 @@
 // `canzona ckpt inspect DIR`: checks and describes a checkpoint directory without loading
-// libtorch or starting MPI (docs/ckpt-inspect.md). A checkpoint holds model.safetensors,
+// libtorch or starting MPI (docs/checkpoints.md). A checkpoint holds model.safetensors,
 // optimizer.safetensors, config.json, plan.json (the `canzona plan --json` document of the plan it
 // was saved under) and trainer.json, whose "files" records each file's size and SHA-256. Inspect
 // validates trainer.json, verifies every recorded file's size and checksum, cross-checks plan.json

@@ -1,7 +1,7 @@
 # Test helpers shared by tests/<layer>/CMakeLists.txt.
 include(GoogleTest)
 
-# Environment for every test: one BLAS thread per rank (design.md section 5).
+# Environment for every test: one BLAS thread per rank (docs/design.md section 5).
 set(CANZONA_TEST_ENV "OPENBLAS_NUM_THREADS=1")
 
 # canzona_scale_timeout(<var>): triples a timeout in seconds in sanitizer builds (ASan + UBSan

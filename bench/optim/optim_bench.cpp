@@ -1,6 +1,7 @@
 // Google Benchmark runs of the optimizer kernels on Qwen3-like shapes, one BLAS thread.
 // Counters (shown as rates): GFLOP=x/s is nominal FLOPs per second; peak_GFLOP=y/s is that rate
-// as a fraction of 147.2 GFLOP/s, the fp32 peak per core of design.md section 6. Example:
+// as a fraction of 147.2 GFLOP/s, a fixed nominal fp32 peak per core kept so runs on different
+// days compare (`canzona bench-kernels` measures the peak of the core it runs on). Example:
 // canzona_bench_optim --benchmark_filter=NewtonSchulz
 #include <benchmark/benchmark.h>
 

@@ -1,5 +1,5 @@
-// Hugging Face config.json import (reference.md, "Hugging Face config.json keys"). Defaults follow
-// transformers: num_key_value_heads = num_attention_heads, head_dim = hidden / heads,
+// Hugging Face config.json import (docs/references.md, "Hugging Face config.json keys"). Defaults
+// follow transformers: num_key_value_heads = num_attention_heads, head_dim = hidden / heads,
 // tie_word_embeddings = false. model_type picks the family: qwen3 (per-head q/k norm), qwen2
 // (QKV bias), llama / mistral (neither, unless "attention_bias": true; the o_proj bias that flag
 // also adds is not modelled, TransformerConfig has no field for it).

@@ -1,5 +1,5 @@
-// Built-in models. Qwen3 dense shapes from reference.md ("Qwen3 dense configurations"); the tiny
-// and mini presets keep the Qwen3 architecture at sizes that run for real on a 2-core machine.
+// Built-in models. Qwen3 dense shapes from docs/references.md ("Qwen3 dense configurations"); the
+// tiny and mini presets keep the Qwen3 architecture at sizes that run for real on a 2-core machine.
 #include <algorithm>
 
 #include "canzona/common/error.h"

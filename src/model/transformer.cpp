@@ -1,4 +1,4 @@
-// Megatron-LM GPT model params of a dense decoder (reference.md, "Megatron TP layout").
+// Megatron-LM GPT model params of a dense decoder (docs/references.md, "Megatron TP layout").
 //
 // Terms: h = hidden, f = ffn_hidden, H = attention heads, G = query groups (KV heads),
 // d = head_dim, V_pad = padded vocabulary. The *global matrix* of a TP-split param is the

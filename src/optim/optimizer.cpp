@@ -10,7 +10,7 @@ namespace canzona::optim {
 namespace {
 
 // One BLAS thread in every program that uses the optimizers, unless the user set
-// OPENBLAS_NUM_THREADS (design.md section 5): Shampoo's and SOAP's bits change with the thread
+// OPENBLAS_NUM_THREADS (docs/design.md section 5): Shampoo's and SOAP's bits change with the thread
 // count. Runs at program start-up, after OpenBLAS has loaded.
 [[maybe_unused]] const bool kOneBlasThread = [] {
   if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) set_blas_threads(1);

@@ -1,5 +1,5 @@
 // DP planners (include/canzona/plan/dp.h). The paper's Algorithm 1 and the start-index rule are
-// implemented exactly as published; balanced_cuts is our improvement (design.md section 3).
+// implemented exactly as published; balanced_cuts is our improvement (docs/design.md section 3).
 #include <algorithm>
 #include <cmath>
 #include <numeric>

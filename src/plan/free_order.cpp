@@ -1,6 +1,6 @@
 // Free-order DP candidates (include/canzona/plan/dp.h, free_order_candidates): owners chosen
 // without the monotone-cut limit, then each bucket laid out by owner so the cuts stay on param
-// boundaries (design.md section 3, "order inside a bucket is free").
+// boundaries (docs/design.md section 3, "order inside a bucket is free").
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -438,7 +438,7 @@ double grid_score(const Metrics& m) {
                    m.grid.memory / m.lower_bound_grid.memory});
 }
 
-// What ours must not be behind (design.md section 1: baselines at their strongest), as the
+// What ours must not be behind (docs/design.md section 1: baselines at their strongest), as the
 // smallest value any peer reaches on each metric: the authors' Megatron-Canzona plan and
 // Megatron-LM's layer-wise plan with one home rank per weight (layer-sharded) on the five max/mean
 // metrics and the busiest rank's FLOPs and memory; Megatron-LM's default layer-wise plan

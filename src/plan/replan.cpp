@@ -1,4 +1,4 @@
-// Minimum-movement re-planning (replan.h). Notation as there and in design.md section 3: R DP
+// Minimum-movement re-planning (replan.h). Notation as there and in docs/design.md section 3: R DP
 // ranks; per bucket, *positions* q_0 < ... < q_m are the element offsets a cut may take and
 // *atom* j is [q_j, q_{j+1}); T, M and S are prefix sums of the atoms' DP load, DP memory and
 // state bytes; K_r the prefix sums of the state bytes old DP rank r already holds in each atom.

@@ -1,4 +1,5 @@
-// The TP exchange of the engine's optimizer step (engine_core.h; design.md section 4, TP step).
+// The TP exchange of the engine's optimizer step (engine_core.h; docs/design.md section 4, TP
+// step).
 //
 // Redundant TP gather (sc, layerwise-paper, layerwise `duplicated`): one fused All-Gather on the
 // TP communicator of the local gradient shards of every TP-split matrix param this DP rank

@@ -1,5 +1,5 @@
 // Cost models against hand-computed values (the calibrated model is tested in tests/optim), and
-// the defaults pinned to the published settings (reference.md: 5 Newton–Schulz steps, SOAP's
+// the defaults pinned to the published settings (docs/references.md: 5 Newton–Schulz steps, SOAP's
 // precondition_frequency 10 and max_precond_dim 10000, the paper's numel cost), and the CLI's
 // cost flags feeding the optimizer's options.
 #include "canzona/cost/cost.h"
@@ -25,7 +25,7 @@ TEST(Cost, MuonFlopsCountTheThreeNewtonSchulzGemms) {
 }
 
 // The options the cost model prices by default are the optimizers' own defaults, which are the
-// published ones (reference.md): 5 Newton-Schulz steps, frequency 10, max_precond_dim 10000.
+// published ones (docs/references.md): 5 Newton-Schulz steps, frequency 10, max_precond_dim 10000.
 TEST(Cost, DefaultsAreThePublishedOnes) {
   const CostOptions o;
   EXPECT_EQ(o.kind, CostKind::kNumel);

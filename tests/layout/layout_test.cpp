@@ -1,6 +1,6 @@
 // Megatron buffer rules: reverse order, 64-element param alignment, a bucket closes right after
 // the param that makes it reach the bucket size, bucket ends padded to lcm(dp, 128), local shapes.
-// The constants (64, 128, max(40,000,000, 1,000,000 dp)) are written here from reference.md
+// The constants (64, 128, max(40,000,000, 1,000,000 dp)) are written here from docs/references.md
 // ("Megatron bucket rule") and the expected offsets computed by hand from them.
 #include "canzona/layout/layout.h"
 
@@ -196,7 +196,7 @@ TEST(Layout, BucketEndRoundsUpToLcmOfDpAnd128) {
 }
 
 // Qwen3-32B at TP = 8, DP = 32 with the default bucket size (40,000,000), by hand from
-// reference.md: V_pad = ceil(151936 / 1024) * 1024 = 152576. Reverse order: the output layer
+// docs/references.md: V_pad = ceil(151936 / 1024) * 1024 = 152576. Reverse order: the output layer
 // (152576 / 8 x 5120 = 97,648,640) fills bucket 0 alone; bucket 1 is the final norm (5120),
 // layer 63's fc2 (5120 x 3200 = 16,384,000, at 5120) and fc1 (6400 x 5120 = 32,768,000, at
 // 16,389,120), ending at 49,157,120 >= 40,000,000; bucket 2 is the rest of layer 63 and

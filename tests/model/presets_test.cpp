@@ -1,4 +1,4 @@
-// Built-in presets: names, the Qwen3 shapes of reference.md's table (hidden, intermediate,
+// Built-in presets: names, the Qwen3 shapes of docs/references.md's table (hidden, intermediate,
 // layers, heads, 8 KV heads, head_dim 128, vocab 151936, tied or not) and parameter counts
 // (Qwen3-32B's published 32,762,123,264, and with the TP-padded vocabulary) written literally.
 #include <gmock/gmock.h>
@@ -70,7 +70,7 @@ TEST(Presets, SmallPresetsHaveRequestedShapes) {
   EXPECT_TRUE(mini.qk_norm);
 }
 
-// reference.md: 32,762,123,264 params with V = 151936. By hand: per layer proj 5120 x 8192 =
+// docs/references.md: 32,762,123,264 params with V = 151936. By hand: per layer proj 5120 x 8192 =
 // 41,943,040, qkv 10240 x 5120 = 52,428,800, fc1 51200 x 5120 = 262,144,000, fc2 5120 x 25600 =
 // 131,072,000, norms 2 x 5120 + 2 x 128 = 10,496, so 487,598,336 x 64 = 31,206,293,504; plus
 // embedding and output 2 x 151936 x 5120 = 1,555,824,640 and the final norm 5120.
@@ -81,7 +81,7 @@ TEST(Presets, Qwen3_32bHasPaperParamCount) {
   EXPECT_EQ(m.arch.padded_vocab_size, 151936);  // already a multiple of 128
 }
 
-// At TP = 8 the vocabulary pads to ceil(151936 / 1024) * 1024 = 152576 (reference.md V_pad),
+// At TP = 8 the vocabulary pads to ceil(151936 / 1024) * 1024 = 152576 (docs/references.md V_pad),
 // adding 2 x 640 x 5120 = 6,553,600 params to embedding and output layer.
 TEST(Presets, Qwen3_32bAtTp8CountsThePaddedVocabulary) {
   const ModelSpec m = build_transformer(preset("qwen3-32b"), {.tp = 8});

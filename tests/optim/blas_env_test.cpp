@@ -192,8 +192,8 @@ TEST(BlasCore, EveryAvailableCoreSgemmMatchesTripleLoop) {
   }
 }
 
-// Same inputs, same bits in another process (design.md section 5): every optimizer's result in a
-// child process (same BLAS core, one thread) equals this process's, byte for byte.
+// Same inputs, same bits in another process (docs/design.md section 5): every optimizer's result in
+// a child process (same BLAS core, one thread) equals this process's, byte for byte.
 TEST(Determinism, SameBitsInAnotherProcess) {
   set_blas_threads(1);
   const std::string here = test::optimizer_digest();

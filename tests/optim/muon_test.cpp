@@ -19,7 +19,7 @@ namespace {
 
 using test::DMat;
 
-// NS(U) exactly as reference.md states it, in double, on the published coefficient tables.
+// NS(U) exactly as docs/references.md states it, in double, on the published coefficient tables.
 DMat reference_newton_schulz(DMat u, const NewtonSchulzOptions& o) {
   const bool tall = u.rows > u.cols;
   if (tall) u = test::transposed(u);
@@ -39,7 +39,7 @@ DMat reference_newton_schulz(DMat u, const NewtonSchulzOptions& o) {
   return tall ? test::transposed(x) : x;
 }
 
-// reference.md "Muon": 0.2 sqrt(max(rows, cols)) of the full (un-split) shape, or Keller
+// docs/references.md "Muon": 0.2 sqrt(max(rows, cols)) of the full (un-split) shape, or Keller
 // Jordan's sqrt(max(1, rows / cols)).
 double reference_update_scale(const ParamInfo& p, MuonScale scale) {
   const double full_rows = static_cast<double>(p.full_rows > 0 ? p.full_rows : p.rows);
@@ -403,7 +403,7 @@ TEST(Muon, DefaultStepIsThePublishedAlgorithm) {
   EXPECT_LE(run_against_reference(*registry, published::muon_options(), 3, 80), 1e-5);
 }
 
-// reference.md: 0.2 sqrt(max(rows, cols)) of the full (un-split-by-TP) shape by default, or
+// docs/references.md: 0.2 sqrt(max(rows, cols)) of the full (un-split-by-TP) shape by default, or
 // sqrt(max(1, rows / cols)) (Keller Jordan). A 64 x 100 shard of a 64 x 400 row-parallel weight
 // (TP = 4) scales by 0.2 sqrt(400) = 4, not 0.2 sqrt(100) = 2.
 TEST(Muon, UpdateScaleConventions) {

@@ -1,6 +1,6 @@
 // Published coefficients and defaults of the optimizers, written by hand from their sources
-// (reference.md and the papers / reference code it names), never read from the code under test.
-// Tests compare the library's tables and option structs with these, and the plain-loop
+// (docs/references.md and the papers / reference code it names), never read from the code under
+// test. Tests compare the library's tables and option structs with these, and the plain-loop
 // references run on them, so a changed constant in src/ or include/ fails a test.
 #pragma once
 
@@ -24,14 +24,14 @@ struct Triple {
 // Keller Jordan's Muon (zeropower_via_newtonschulz5): one triple for every iteration.
 inline constexpr Triple kSimple[] = {{3.4445, -4.7750, 2.0315}};
 
-// The per-step tuned quintic set of reference.md "Muon": triple i for iteration i of five.
+// The per-step tuned quintic set of docs/references.md "Muon": triple i for iteration i of five.
 inline constexpr Triple kQuintic[] = {{4.0848, -6.8946, 2.9270},
                                       {3.9505, -6.3029, 2.6377},
                                       {3.7418, -5.5913, 2.3037},
                                       {2.8769, -3.1427, 1.2046},
                                       {2.8366, -3.0525, 1.2012}};
 
-// Polar Express (Amsel et al. 2025), the 8-step table of reference.md "Muon".
+// Polar Express (Amsel et al. 2025), the 8-step table of docs/references.md "Muon".
 inline constexpr Triple kPolarExpress[] = {{8.2051, -22.9019, 16.4607}, {4.0664, -2.8612, 0.5184},
                                            {3.9096, -2.8234, 0.5250},   {3.2856, -2.4153, 0.4853},
                                            {2.2779, -1.6198, 0.3985},   {1.8726, -1.2307, 0.3585},
@@ -49,7 +49,7 @@ inline std::span<const Triple> table(NsCoefficients set) {
   return {};
 }
 
-// "Past the end of a set, repeat its last triple" (reference.md "Muon").
+// "Past the end of a set, repeat its last triple" (docs/references.md "Muon").
 inline const Triple& triple(std::span<const Triple> set, int iteration) {
   const std::size_t i = static_cast<std::size_t>(iteration);
   return set[i < set.size() ? i : set.size() - 1];
@@ -57,7 +57,7 @@ inline const Triple& triple(std::span<const Triple> set, int iteration) {
 
 // Muon (Keller Jordan's reference code: lr 0.02, momentum 0.95, Nesterov on, 5 Newton–Schulz
 // steps of the simple triple, eps 1e-7 in the normalisation, no weight decay) with the
-// Moonlight/Canzona update scale 0.2 sqrt(max(rows, cols)) of the full shape (reference.md).
+// Moonlight/Canzona update scale 0.2 sqrt(max(rows, cols)) of the full shape (docs/references.md).
 inline constexpr double kMuonLr = 0.02;
 inline constexpr double kMuonMomentum = 0.95;
 inline constexpr bool kMuonNesterov = true;
@@ -93,11 +93,11 @@ inline AdamWOptions adamw_options() {
   return o;
 }
 
-// Shampoo: reference.md fixes the algorithm (statistics GG^T / G^T G, roots L^(-1/4) and
+// Shampoo: docs/references.md fixes the algorithm (statistics GG^T / G^T G, roots L^(-1/4) and
 // R^(-1/4), grafting to Adam or SGD, identity above max_precond_dim), not numbers; these are
 // the values shampoo.h documents: Adam's betas (0.9, 0.999) and grafting Adam (eps 1e-8),
 // eps 1e-12 on the eigenvalues (Distributed Shampoo's epsilon), and the SOAP settings of
-// reference.md for the frequency (10) and max_precond_dim (10000).
+// docs/references.md for the frequency (10) and max_precond_dim (10000).
 inline ShampooOptions shampoo_options() {
   ShampooOptions o;
   o.lr = 1e-3;
@@ -115,7 +115,7 @@ inline ShampooOptions shampoo_options() {
 
 // SOAP (Vyas et al. 2024, reference code soap.py): lr 3e-3, betas (0.95, 0.95), shampoo_beta
 // = beta2 (0.95), eps 1e-8, weight_decay 0.01, precondition_frequency 10, max_precond_dim
-// 10000, correct_bias on. reference.md "SOAP": eps 1e-8, frequency 10, max_precond_dim 10000.
+// 10000, correct_bias on. docs/references.md "SOAP": eps 1e-8, frequency 10, max_precond_dim 10000.
 inline SoapOptions soap_options() {
   SoapOptions o;
   o.lr = 3e-3;

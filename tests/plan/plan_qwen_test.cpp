@@ -1,7 +1,7 @@
 // Plans of real Qwen3 shapes: deterministic outputs of the planner checked against the paper's
 // published balance (Figure 3) as regression guards; the plan's defaults (α = 1, C_max 512 MiB,
 // lb-asc, Megatron layout) and the Megatron buckets of a default Qwen3-32B plan pinned by hand
-// from reference.md. No timing here.
+// from docs/references.md. No timing here.
 #include <gtest/gtest.h>
 
 #include "canzona/model/load.h"

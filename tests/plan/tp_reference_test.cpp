@@ -1,5 +1,5 @@
 // The TP planners (src/plan/tp_planners.cpp) against plain reference implementations written
-// here as the paper and design.md state them, without the incremental shortcuts: Algorithm 2
+// here as the paper and docs/design.md state them, without the incremental shortcuts: Algorithm 2
 // re-solves the whole candidate group with LPT from zero loads for every added task, and first
 // fit scans the groups from the first for every task. Random inputs with fixed seeds, including
 // ties in cost, zero bytes, tasks over capacity and more hosts than tasks; the results must be

@@ -1,8 +1,8 @@
 // The four strategies on real ranks: every optimizer, every grid shape, bitwise equal to the
 // single-process reference and to each other, final params and last reduced gradients alike
-// (design.md section 5). Suites are named for the grid they need (Dp2Tp1, Dp1Tp2, Dp2Tp2, Dp3Tp1,
-// Dp3Tp2, Dp4Tp2); CMakeLists runs each at its world size with a filter, and a wrong world size
-// fails the test. DP >= 3 matters: a sum of two floats has the same bits in either order, so
+// (docs/design.md section 5). Suites are named for the grid they need (Dp2Tp1, Dp1Tp2, Dp2Tp2,
+// Dp3Tp1, Dp3Tp2, Dp4Tp2); CMakeLists runs each at its world size with a filter, and a wrong world
+// size fails the test. DP >= 3 matters: a sum of two floats has the same bits in either order, so
 // rank-order bugs in the reductions only show from three summands on.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// A training checkpoint (issue 12; docs/checkpoints.md): a directory in model space, so nothing in
+// A training checkpoint (docs/checkpoints.md): a directory in model space, so nothing in
 // it depends on which rank owned what and any DP x TP x strategy can resume from it.
 //
 //   model.safetensors      every weight under its Hugging Face name, full shape, F32 (hf_names.h)

@@ -1,4 +1,4 @@
-// The collectives the runtime needs, over one group of ranks (design.md sections 2 and 4).
+// The collectives the runtime needs, over one group of ranks (docs/design.md sections 2 and 4).
 //
 // Terms. A Communicator spans `size()` ranks; this process is `rank()` in 0..size()-1. Buffers are
 // fp32 spans; *counts* and *displacements* (displs) are in elements, one entry per rank of this
@@ -8,7 +8,7 @@
 // requests may then be waited in any order, on each rank independently. "Sum" is fp32 addition; in
 // ReduceMode::kNative its order is the backend's, in ReduceMode::kDeterministic every element is
 // summed in rank order, ((x_0 + x_1) + x_2) + ... + x_{P-1}, so reduce_scatter and all_reduce give
-// bitwise identical results for the same inputs (design.md section 5).
+// bitwise identical results for the same inputs (docs/design.md section 5).
 //
 // Argument errors the calling rank can see (a count array of the wrong length, a negative count,
 // a buffer of the wrong size, overlapping send and receive buffers) throw canzona::Error before

@@ -1,4 +1,4 @@
-// Process grid DP x TP x PP in Megatron order (design.md section 2).
+// Process grid DP x TP x PP in Megatron order (docs/design.md section 2).
 //
 // Terms. The world's ranks form a grid of shape (pp, dp, tp) with tp varying fastest:
 // world rank = (pp_index * DP + dp_index) * TP + tp_index. A rank's *coordinates* are those three

@@ -1,5 +1,5 @@
-// Starting, using and stopping MPI from a `main` (design.md section 4, "Fatal errors"): the public
-// entry points of the MPI backend (src/comm/mpi/); callers need no <mpi.h>.
+// Starting, using and stopping MPI from a `main` (docs/design.md section 4, "Errors"): the
+// public entry points of the MPI backend (src/comm/mpi/); callers need no <mpi.h>.
 //
 // Terms. The *caller* (an application's main or a test main) owns MPI's lifetime through one
 // MpiSession; everything MPI-backed (Grid, MpiCommunicator) must be destroyed before it. A *fatal

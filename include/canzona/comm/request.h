@@ -1,4 +1,4 @@
-// Handle to one nonblocking collective (design.md section 4).
+// Handle to one nonblocking collective (docs/design.md section 4).
 //
 // Terms. A collective is *posted* when a Communicator call returns its Request; it is *pending*
 // until wait() returns. While pending, the caller may compute, but must not write the call's send

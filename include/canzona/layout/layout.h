@@ -1,4 +1,5 @@
-// Megatron-style contiguous buffer of one pipeline stage (reference.md, "Megatron bucket rule").
+// Megatron-style contiguous buffer of one pipeline stage (docs/references.md, "Megatron bucket
+// rule").
 //
 // Terms. The *buffer* holds every param of the stage, TP-local shapes, in reverse registration
 // order. Each param starts at a multiple of `param_align` elements (its *slot*; the gap before it
@@ -58,8 +59,8 @@ std::int64_t effective_bucket_size(const LayoutOptions& options);
 Layout build_layout(const model::ModelSpec& model, const std::vector<int>& params,
                     const LayoutOptions& options);
 
-// The order inside a bucket is free (design.md section 3): a bucket's collective starts when its
-// last param's gradient is ready, wherever the params sit in it. Both functions keep every
+// The order inside a bucket is free (docs/design.md section 3): a bucket's collective starts when
+// its last param's gradient is ready, wherever the params sit in it. Both functions keep every
 // bucket's params and re-lay them; order[b] lists indices into layout.buckets[b].slots in their
 // new buffer order (a permutation). Bucket offsets and the buffer size follow the new sizes.
 //

@@ -56,12 +56,12 @@ TransformerConfig preset(const std::string& name);
 // the file and the key when a key is missing, has the wrong type, or is inconsistent.
 TransformerConfig read_hf_config(const std::string& path);
 
-// Megatron params of the transformer in registration order (reference.md, "Megatron TP layout"),
-// with optimizer classes assigned and pieces per `options`. Piece rows index the global matrix,
-// which is the concatenation of the TP shards along dim 0 (see transformer.cpp for what that
-// means for fc1). Throws UsageError when a size is not positive or exceeds its limit (limits.h:
-// kMaxHidden, kMaxFfnHidden, kMaxLayers, kMaxHeads, kMaxHeadDim, kMaxVocab), when the params,
-// pieces or piece row ranges it would build exceed kMaxParams, kMaxPieces or kMaxRowRanges
+// Megatron params of the transformer in registration order (docs/references.md, "Megatron TP
+// layout"), with optimizer classes assigned and pieces per `options`. Piece rows index the global
+// matrix, which is the concatenation of the TP shards along dim 0 (see transformer.cpp for what
+// that means for fc1). Throws UsageError when a size is not positive or exceeds its limit
+// (limits.h: kMaxHidden, kMaxFfnHidden, kMaxLayers, kMaxHeads, kMaxHeadDim, kMaxVocab), when the
+// params, pieces or piece row ranges it would build exceed kMaxParams, kMaxPieces or kMaxRowRanges
 // (checked before anything is allocated), or when tp does not divide heads, query groups or
 // ffn_hidden, or query groups do not divide heads.
 ModelSpec build_transformer(const TransformerConfig& config, const BuildOptions& options);

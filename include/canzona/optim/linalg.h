@@ -4,7 +4,7 @@
 // Contract for every function: views are row-major (matrix.h); shapes are checked and a mismatch
 // throws Error naming the operation and both shapes; a LAPACK `info` != 0 throws Error naming the
 // routine, the matrix size and the code. Results are deterministic for a fixed BLAS core and
-// thread count: same inputs -> same bits (design.md section 5; run with one BLAS thread).
+// thread count: same inputs -> same bits (docs/design.md section 5; run with one BLAS thread).
 #pragma once
 
 #include <cstdint>

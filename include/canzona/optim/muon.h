@@ -1,4 +1,4 @@
-// Muon: momentum orthogonalised by a Newton–Schulz iteration (reference.md "Muon").
+// Muon: momentum orthogonalised by a Newton–Schulz iteration (docs/references.md "Muon").
 //
 // Terms. G is the gradient, B the momentum buffer (state), beta the momentum coefficient, U the
 // matrix that is orthogonalised, X the Newton–Schulz iterate, s = min(rows, cols) and
@@ -43,7 +43,7 @@ struct NsTriple {
   float c = 0.0f;
 };
 
-// The triples of a set (reference.md). Iteration i uses triple min(i, size - 1).
+// The triples of a set (docs/references.md). Iteration i uses triple min(i, size - 1).
 std::span<const NsTriple> ns_coefficients(NsCoefficients set);
 // "simple" | "quintic" | "polar_express"; throws UsageError otherwise.
 NsCoefficients parse_ns_coefficients(const std::string& name);

@@ -5,7 +5,7 @@
 // element-wise one (AdamW) can hold any contiguous slice, seen as a 1 x numel matrix. `step`
 // applies one update in place. Instances are independent: the runtime creates one per owned task
 // and calls them in any order, on any rank, with the same bits as a single-process run
-// (design.md section 5).
+// (docs/design.md section 5).
 //
 // Errors. Shape mismatches throw UsageError; a gradient with NaN or Inf throws Error naming the
 // parameter, its shape and the first bad element, and leaves param and state untouched (the

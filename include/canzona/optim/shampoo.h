@@ -1,4 +1,4 @@
-// Shampoo (Gupta et al. 2018) with Adam grafting (reference.md "Shampoo").
+// Shampoo (Gupta et al. 2018) with Adam grafting (docs/references.md "Shampoo").
 //
 // Terms. G gradient (m x n), L (m x m) and R (n x n) the left and right statistics, beta2 their
 // decay, f the preconditioning frequency, M the momentum of G, t the 1-based step. A side whose

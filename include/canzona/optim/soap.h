@@ -1,4 +1,4 @@
-// SOAP: Adam in Shampoo's eigenbasis (Vyas et al. 2024; reference.md "SOAP"), following the
+// SOAP: Adam in Shampoo's eigenbasis (Vyas et al. 2024; docs/references.md "SOAP"), following the
 // authors' reference implementation.
 //
 // Terms. G gradient (m x n); L (m x m), R (n x n) the statistics with decay shampoo_beta; Q_L, Q_R

@@ -1,4 +1,4 @@
-// DP planners: where each bucket is cut among the R data-parallel ranks (design.md section 3).
+// DP planners: where each bucket is cut among the R data-parallel ranks (docs/design.md section 3).
 //
 // Terms. A bucket is seen as an ordered list of n *items* (its params, buffer order) with a cost
 // each. An *item cut* is a vector u of R+1 monotone item indices, u[0] = 0, u[R] = n; DP rank r
@@ -69,7 +69,7 @@ DpCuts balanced_cuts(const std::vector<std::vector<DpItem>>& items,
                      const std::vector<std::vector<std::int64_t>>& starts,
                      const std::vector<std::int64_t>& bucket_numel, int ranks);
 
-// Free order (design.md section 3, "order inside a bucket is free"): our planner's re-laid
+// Free order (docs/design.md section 3, "order inside a bucket is free"): our planner's re-laid
 // candidates. The atomic items of every bucket are placed regardless of their position, largest
 // time first: (0) by LPT on time (ties: lower memory, then lower rank); (1) by LPT on time among
 // the ranks whose memory stays within 1.1x, 1.3x the mean (the least-memory rank when none does;

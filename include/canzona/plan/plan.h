@@ -1,9 +1,9 @@
 // The Plan: who updates which param (DP), which TP rank hosts each matrix task and in which micro
 // group, for every pipeline stage. Pure: data in, Plan out; deterministic to the byte.
 //
-// Terms (design.md section 3). R = DP ranks. Each stage's buffer is cut into buckets (layout.h).
-// A bucket's *cuts* are R+1 monotone element offsets, cuts[0] = 0 and cuts[R] = bucket numel;
-// DP rank r holds the shard [cuts[r], cuts[r+1]) of the bucket (Reduce-Scatter / All-Gather
+// Terms (docs/design.md section 3). R = DP ranks. Each stage's buffer is cut into buckets
+// (layout.h). A bucket's *cuts* are R+1 monotone element offsets, cuts[0] = 0 and cuts[R] = bucket
+// numel; DP rank r holds the shard [cuts[r], cuts[r+1]) of the bucket (Reduce-Scatter / All-Gather
 // counts). A matrix param is *owned* by the DP rank whose shard holds its whole slot; an
 // element-wise param may be *divided* (each rank updates the part inside its shard). A *task* is
 // one matrix the matrix optimizer updates (a whole matrix param or one of its pieces); with TP > 1
@@ -21,15 +21,16 @@
 
 namespace canzona::plan {
 
-// design.md section 1: the strategies that run side by side. kLayerwise is NVIDIA Megatron-LM's
-// layer-wise optimizer as it ships today (megatron/core/optimizer/layer_wise_optimizer.py: each
-// bucket re-laid by LPT, padded equal shards, standard Reduce-Scatter / All-Gather);
-// kLayerwisePaper is the paper-era baseline (ping-pong owners, All-Reduce, All-Gather-v).
-// (kLayerwisePaper is last so the older values, which plan_hash mixes in, keep their numbers.)
+// docs/design.md section 1: the strategies that run side by side. kLayerwise is NVIDIA
+// Megatron-LM's layer-wise optimizer as it ships today
+// (megatron/core/optimizer/layer_wise_optimizer.py: each bucket re-laid by LPT, padded equal
+// shards, standard Reduce-Scatter / All-Gather); kLayerwisePaper is the paper-era baseline
+// (ping-pong owners, All-Reduce, All-Gather-v). (kLayerwisePaper is last so the older values, which
+// plan_hash mixes in, keep their numbers.)
 enum class Strategy { kSc, kLayerwise, kAsc, kLbAsc, kLayerwisePaper };
 // lb-asc's planners. kPaper: Algorithms 1 and 2 as the paper's text states them.
 // kMegatronCanzona: the authors' published code as it behaves (liangyuwang/Megatron-Canzona,
-// megatron/core/optimizer/matrix_based_optimizer/). kCanzona: ours (design.md section 3).
+// megatron/core/optimizer/matrix_based_optimizer/). kCanzona: ours (docs/design.md section 3).
 enum class PlannerVariant { kPaper, kCanzona, kMegatronCanzona };
 // Megatron layer-wise TP modes: kDuplicated (its default: every TP rank gathers the shards and
 // runs the full update) and kLayerSharded (each weight has one home TP rank; one fused
@@ -77,7 +78,7 @@ struct PlanOptions {
   int asc_group_tasks = 0;  // asc: tasks per fixed-count group; 0 = tp
   LayerwiseTp layerwise_tp = LayerwiseTp::kDuplicated;                  // layerwise: TP mode
   LayerwiseBuckets layerwise_buckets = LayerwiseBuckets::kSoftMinimum;  // layerwise: buckets
-  // lb-asc with our planner: may lay each bucket's params out by owner (design.md section 3,
+  // lb-asc with our planner: may lay each bucket's params out by owner (docs/design.md section 3,
   // "order inside a bucket is free"); re-laid candidates are kept when they win the selection.
   bool reorder_buckets = true;
   cost::CostOptions cost;        // cost.kind is the unit the DP and TP planners balance

@@ -1,4 +1,4 @@
-// What one grid rank does, decoded from a StagePlan (design.md sections 1, 3 and 4).
+// What one grid rank does, decoded from a StagePlan (docs/design.md sections 1, 3 and 4).
 //
 // The plan records decisions compactly with sentinels (plan.h: owner kEveryone / kDivided, host
 // kAllTp, cuts per bucket). This file is the one place they are decoded: the per-task and

@@ -1,5 +1,5 @@
 // TP planners: which TP rank hosts each matrix task and how tasks are packed into micro groups
-// (design.md section 3, paper Algorithm 2).
+// (docs/design.md section 3, paper Algorithm 2).
 //
 // Terms. A *task* has a cost (planner unit) and gather bytes (the fp32 gradient bytes its host
 // receives in the fused All-to-All). A micro group's *capacity* C_max bounds, per host, the bytes

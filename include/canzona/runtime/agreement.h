@@ -1,4 +1,4 @@
-// Agreement on the launch configuration before the first collective (design.md section 4).
+// Agreement on the launch configuration before the first collective (docs/design.md section 4).
 //
 // Terms. A *setting* is one (key, value) pair of the effective configuration of a `canzona run` /
 // `canzona compare` launch: the key is the CLI flag that sets it ("--steps"), the value its

@@ -1,5 +1,5 @@
 // The distributed-optimizer engine: what a training loop drives, in the shape of Megatron-LM's
-// DistributedDataParallel + DistributedOptimizer (design.md sections 1 and 4;
+// DistributedDataParallel + DistributedOptimizer (docs/design.md sections 1 and 4;
 // docs/architecture.md).
 //
 // Buffers (pipeline stage 0 only; the Megatron layout of the TP-local shapes, layout.h): one fp32
@@ -108,7 +108,7 @@ class Engine {
   // writes into. Params not in the stage have empty views.
   std::span<const float> params() const;
   // FNV-1a of this rank's params in model param order, padding excluded: equal for equal values
-  // under any layout (the order inside a bucket is free, design.md section 3).
+  // under any layout (the order inside a bucket is free, docs/design.md section 3).
   std::uint64_t params_fnv() const;
   std::span<float> param(int p);
   std::span<float> grad(int p);

@@ -1,5 +1,5 @@
 // What one `canzona run` / `canzona compare` launch executes: the model, the grid, the optimizer,
-// the planner knobs and the synthetic training loop (design.md sections 1 and 4).
+// the planner knobs and the synthetic training loop (docs/design.md sections 1 and 4).
 //
 // Terms. A *step* is one training iteration: a simulated forward and backward pass over the
 // buckets (real compute, sized below), the DP gradient sync, the optimizer step and the parameter

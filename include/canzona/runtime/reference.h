@@ -1,4 +1,4 @@
-// The single-process reference every strategy is checked against (design.md section 5).
+// The single-process reference every strategy is checked against (docs/design.md section 5).
 //
 // It holds every param at its global shape, starts from the synthetic init, and per step forms
 // the reduced gradient sum_d (u_d * float(1/DP)) in rank order d = 0..DP-1 in fp32 (synthetic.h),

@@ -1,12 +1,12 @@
 // The synthetic training workload of `canzona run` / `compare`: one client of the Engine
-// (engine.h) driving one strategy on one rank (design.md sections 1 and 4).
+// (engine.h) driving one strategy on one rank (docs/design.md sections 1 and 4).
 //
 // One step, in order: forward (per bucket in forward order: Engine::wait_param_sync, then
 // simulated compute), backward (per bucket in buffer order: synthetic gradients written into the
 // engine's gradient views, simulated compute while the engine's collectives in flight progress,
 // then Engine::grad_ready for each param of the bucket, which posts the bucket's collective),
 // Engine::finish_grad_sync, Engine::step (the optimizer), Engine::start_param_sync. Strategies
-// (design.md section 1 table) differ only in the engine's parts (plan::strategy_parts):
+// (docs/design.md section 1 table) differ only in the engine's parts (plan::strategy_parts):
 //   sc          All-Reduce; every rank computes every task; TP-split tasks: one fused TP
 //               All-Gather of the gradient shards, every TP rank computes the full update.
 //   layerwise   Megatron-LM's layer-wise optimizer: Reduce-Scatter of shard-aligned buckets; each

@@ -1,5 +1,6 @@
 // Copies between the layouts of plan/shard_map.h: a TP-local shard, the packed form and a task
-// matrix (design.md section 4, TP step). The geometry (ShardMap, shard_map) is the plan layer's.
+// matrix (docs/design.md section 4, TP step). The geometry (ShardMap, shard_map) is the plan
+// layer's.
 #pragma once
 
 #include "canzona/plan/shard_map.h"

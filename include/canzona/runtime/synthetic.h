@@ -1,4 +1,4 @@
-// Deterministic synthetic parameters and gradients (issue 4, item 3).
+// Deterministic synthetic parameters and gradients.
 //
 // Terms. Every value is a pure function of a counter: the *global element index* e of a param
 // (row-major index into its global, un-split shape) plus the param index, step, DP rank and seed.

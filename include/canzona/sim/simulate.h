@@ -41,7 +41,7 @@ struct Workload {
                                           // write fp32 param, m, v, read fp32 grad, write bf16
   bool attention_flops = true;  // add causal attention FLOPs (6 * seq * heads * head_dim per
                                 // token per layer, fwd+bwd) to 6 * matmul params per token
-  bool tp_pipeline = true;      // overlap gather k+1 with compute k (design.md section 4)
+  bool tp_pipeline = true;      // overlap gather k+1 with compute k (docs/design.md section 4)
   VarCollective var_collective = VarCollective::kGrouped;  // uneven Reduce-Scatter / All-Gather
 };
 

@@ -40,7 +40,7 @@ struct TpTimeline {
 };
 
 // Runs the micro groups in order on tp ranks. Sequential (the official code): gather k, compute k,
-// scatter k, then group k+1. Pipelined (design.md section 4): each rank posts gather k+1 just
+// scatter k, then group k+1. Pipelined (docs/design.md section 4): each rank posts gather k+1 just
 // before it starts computing group k, and scatter k when it finishes group k; collectives keep
 // posting order G1, G2, S1, G3, S2, ..., GK, S(K-1), SK. Requires every compute_s to have the same
 // size; an empty list gives zeros.

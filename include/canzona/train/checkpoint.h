@@ -1,4 +1,4 @@
-// Parallel, atomic checkpoint save and load of a training run on the engine (issue 12; the
+// Parallel, atomic checkpoint save and load of a training run on the engine (the
 // directory format is ckpt/checkpoint.h, the names ckpt/hf_names.h; docs/checkpoints.md).
 //
 // Save (collective over the world): every rank lists the optimizer state it holds; the lists are

@@ -1,4 +1,4 @@
-// Training data for `canzona train` (issue 11): where tokens come from, the held-out split and the
+// Training data for `canzona train`: where tokens come from, the held-out split and the
 // deterministic batch sampler. No libtorch here: the trainer turns a Batch into tensors.
 //
 // Terms. A *corpus* is one token stream split into a *train* part and a held-out *val* part. A

@@ -1,5 +1,5 @@
-// The Qwen3 decoder in libtorch with Megatron-style tensor parallelism (issue 11; design.md §2
-// `train`), built from the same ModelSpec the planner uses.
+// The Qwen3 decoder in libtorch with Megatron-style tensor parallelism (docs/design.md
+// section 2 `train`), built from the same ModelSpec the planner uses.
 //
 // Architecture (HF Qwen3): token embedding; per layer: RMSNorm -> attention (fused QKV,
 // grouped-query heads, per-head RMSNorm of q and k, RoPE with theta from the config, causal

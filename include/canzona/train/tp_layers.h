@@ -1,5 +1,6 @@
 // Megatron-style tensor-parallel building blocks in libtorch, over a canzona Communicator
-// (Megatron-LM megatron/core/tensor_parallel/{mappings,layers,cross_entropy}.py; design.md §2).
+// (Megatron-LM megatron/core/tensor_parallel/{mappings,layers,cross_entropy}.py; docs/design.md
+// section 2).
 //
 // Terms. A *TP group* of size T: rank t holds shard t of every TP-split weight. Column-parallel
 // weights [out/T, in] are split on dim 0 (QKV, gate/up, output layer), row-parallel ones

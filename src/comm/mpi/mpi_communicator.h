@@ -1,4 +1,4 @@
-// Communicator over an MPI communicator (design.md section 4).
+// Communicator over an MPI communicator (docs/design.md section 4).
 //
 // Terms. The MpiCommunicator duplicates the MPI communicator it is given (so its collectives never
 // match anyone else's), sets MPI_ERRORS_RETURN on the duplicate and converts every MPI return code

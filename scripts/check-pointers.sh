@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Every pointer to a file of the repository, in any tracked file, resolves inside it: paths that
+# start with docs/, src/, include/, tests/, apps/, bench/, scripts/, fuzz/ or cmake/ must exist,
+# and nothing points to a design or reference page outside the repository. Prints each broken
+# pointer with the file that holds it; exits 1 when there is one.
+#
+# Not checked: paths under a build directory (build/..., build-fuzz/...: outputs), and the worked
+# example of docs/optimizers.md (files a reader would create for a new optimizer, "lion").
+# Usage: scripts/check-pointers.sh [REPO_ROOT]
+set -euo pipefail
+cd "${1:-$(dirname "$0")/..}"
+status=0
+while IFS= read -r f; do
+  case "$f" in data/* | fuzz/corpus/* | fuzz/crashes/* | *.svg | *.png | *.safetensors | *.bin) continue ;; esac
+  [ -f "$f" ] || continue
+  while IFS= read -r p; do
+    case "$p" in *lion*) continue ;; esac
+    p=${p%.}
+    [ -e "$p" ] && continue
+    echo "$f: $p does not exist"
+    status=1
+  done < <(grep -ohE "(^|[^A-Za-z0-9_/.-])(docs|src|include|tests|apps|bench|scripts|fuzz|cmake)/[A-Za-z0-9_./+-]*[A-Za-z0-9_]" "$f" |
+    sed -E 's/^[^a-z]//' | sort -u)
+  if grep -nE "(^|[^A-Za-z0-9_/.-])(design|reference)\.md" "$f" >/dev/null; then
+    echo "$f: names a design.md / reference.md outside docs/ ($(grep -nE "(^|[^A-Za-z0-9_/.-])(design|reference)\.md" "$f" | head -1 | cut -c1-80))"
+    status=1
+  fi
+done < <(git ls-files)
+exit $status

@@ -123,6 +123,18 @@ QkvSplit parse_qkv_split(const std::string& name) {
   throw UsageError(str("--split-qkv must be none, qkv or head (got '", name, "')"));
 }
 
+const char* to_string(QkvSplit split) {
+  switch (split) {
+    case QkvSplit::kNone:
+      return "none";
+    case QkvSplit::kQkv:
+      return "qkv";
+    case QkvSplit::kPerHead:
+      return "head";
+  }
+  return "?";
+}
+
 std::int64_t padded_vocab_size(std::int64_t vocab_size, int tp) {
   CANZONA_REQUIRE(tp > 0, "tp must be positive, got tp=", tp);
   CANZONA_REQUIRE(vocab_size >= 0, "vocab_size must be >= 0, got ", vocab_size);

@@ -34,18 +34,6 @@ std::string real(double v) {
   return text;
 }
 
-std::string qkv_name(model::QkvSplit split) {
-  switch (split) {
-    case model::QkvSplit::kNone:
-      return "none";
-    case model::QkvSplit::kQkv:
-      return "qkv";
-    case model::QkvSplit::kPerHead:
-      return "head";
-  }
-  return "?";
-}
-
 std::string line(const Setting& s) {
   return s.key + "=" + s.value;
 }
@@ -130,7 +118,7 @@ Settings launch_settings(const RunOptions& o, const SessionOptions& session,
   Settings settings{
       {"--model", o.model},
       {"model spec", hex64(model_hash(model))},
-      {"--split-qkv", qkv_name(o.qkv_split)},
+      {"--split-qkv", model::to_string(o.qkv_split)},
       {"--split-fc1", flag(o.split_fc1)},
       {"--dp", std::to_string(o.dp)},
       {"--tp", std::to_string(o.tp)},

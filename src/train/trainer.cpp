@@ -341,12 +341,9 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
             o.all_adamw ? nlohmann::json::object()
                         : optim::effective_options(o.run.optimizer, o.run.optimizer_options)},
            {"adamw_options", optim::effective_options("adamw", o.run.adamw_options)},
-           {"split_qkv", o.run.qkv_split == model::QkvSplit::kNone  ? "none"
-                         : o.run.qkv_split == model::QkvSplit::kQkv ? "qkv"
-                                                                    : "head"},
+           {"split_qkv", model::to_string(o.run.qkv_split)},
            {"split_fc1", o.run.split_fc1},
-           {"reduce_mode",
-            o.run.reduce_mode == comm::ReduceMode::kDeterministic ? "deterministic" : "native"}};
+           {"reduce_mode", runtime::to_string(o.run.reduce_mode)}};
   return m;
 }
 

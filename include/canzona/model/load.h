@@ -36,6 +36,8 @@ enum class QkvSplit { kNone, kQkv, kPerHead };
 
 // "none" | "qkv" | "head" (the --split-qkv flag); throws UsageError otherwise.
 QkvSplit parse_qkv_split(const std::string& name);
+// The flag text of a split: "none" | "qkv" | "head".
+const char* to_string(QkvSplit split);
 
 struct BuildOptions {
   int tp = 1;                            // pads the vocabulary to a multiple of 128 * tp

@@ -14,7 +14,7 @@
 # and lw-shard, 1 against lw-dup, B and M against all three (make_plan's never-behind selection,
 # src/plan/plan.cpp, compares the same). `dup` marks lw-dup's metrics 2-5 that are lower than
 # ours; duplicated TP computes and stores every TP-split update on every TP rank, so its TP and
-# grid ratios are 1 and its memory ratios are over a mean inflated tp x (README).
+# grid ratios are 1 and its memory ratios are over a mean inflated tp x (docs/results.md).
 # Usage: scripts/plan-sweep.sh [canzona binary]
 # SWEEP_MODELS and SWEEP_GRIDS (space-separated; grids as dp:tp) narrow the sweep, e.g.
 # SWEEP_MODELS="qwen3-8b llama-3.1-8b" SWEEP_GRIDS="32:8". Exit status 0 (the count is printed).

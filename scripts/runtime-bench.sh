@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Repeats one `canzona compare` launch and reports every run plus the range and median of each
-# figure the README quotes: optimizer step wall time (sc, lb-asc) and their ratio, busiest-rank
+# figure docs/results.md quotes: optimizer step wall time (sc, lb-asc) and their ratio, busiest-rank
 # optimizer CPU ratio, lb-asc's critical path against the plan, and DP/TP bytes per step.
 # Usage: scripts/runtime-bench.sh RUNS NP [canzona compare flags...]
 #   e.g. scripts/runtime-bench.sh 5 2 --model qwen3-mini --dp 2 --steps 7 --warmup 1

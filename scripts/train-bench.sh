@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The training benchmark of README's Results (issue 11 targets): end-to-end step time of every
+# The training benchmark of docs/results.md: end-to-end step time of every
 # strategy on the CPU training preset, broken down like the paper's Figure 4, on 2 and 4 ranks
 # (DP = NP), and the optimizer-step ratio lb-asc : sc that `canzona compare` measures on
 # synthetic gradients for the same model and grid, each launch repeated RUNS times, alternating,

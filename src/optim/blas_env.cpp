@@ -49,7 +49,7 @@ std::string recommended_blas_core() {
   // Measured on AMD EPYC Zen 4, one thread, OpenBLAS 0.3.21: sgemm 1024x3072 / 2048^2 / 4096x1024
   // at 105-108 GFLOP/s with ZEN against 98-102 with SKYLAKEX/COOPERLAKE kernels. On Zen 5
   // (family 1Ah) the SKYLAKEX kernels run 1.7-1.9x faster than HASWELL and match a double loop
-  // (README, "BLAS core").
+  // (docs/cli.md, "OpenBLAS kernel selection").
   if (avx2 && amd_family() == 0x19) return "ZEN";
   if (avx512) return "SKYLAKEX";
   if (avx2) return amd_family() != 0 ? "ZEN" : "HASWELL";

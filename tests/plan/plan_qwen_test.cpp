@@ -66,8 +66,9 @@ TEST(QwenPlans, DefaultPlanUsesMegatronBuckets) {
 }
 
 TEST(QwenPlans, Qwen3_32bCanzonaBeatsThePapersBalance) {
-  // Paper, Figure 3: DP FLOPs 1.43, memory 1.11. Ours (README, `canzona plan --model qwen3-32b
-  // --dp 32 --tp 8`): 1.036 and 1.001; the guards leave 0.5% for planner changes.
+  // Paper, Figure 3: DP FLOPs 1.43, memory 1.11. Ours (docs/results.md,
+  // `canzona plan --model qwen3-32b --dp 32 --tp 8`): 1.036 and 1.001; the guards leave 0.5% for
+  // planner changes.
   const Metrics m = plan_metrics("qwen3-32b", 32, 8, Strategy::kLbAsc, PlannerVariant::kCanzona);
   EXPECT_LE(m.dp.flops, 1.041);
   EXPECT_LE(m.dp.memory, 1.006);

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Pins the simulator's published numbers: README.md's table "Simulator: the paper's 256-GPU
+# Pins the simulator's published numbers: docs/results.md's table "Simulator: the paper's 256-GPU
 # experiments, projected" and, in docs/simulator.md, the tables "Figure 4: Qwen3-32B + Muon, 256
 # GPUs, DP=32, TP=8" and "Shampoo and SOAP: Qwen3-14B, PP=2, DP=32, TP=4".
-# Usage: published_numbers_test.sh <canzona> <canzona_check_output> <README.md> <docs/simulator.md>
+# Usage: published_numbers_test.sh <canzona> <canzona_check_output> <docs/results.md> <docs/simulator.md>
 #
 # Runs the commands those sections give (each with --json added), checks that each exits with 0
 # and that the table it prints equals its JSON, then reads every "ours" cell of the pinned rows
-# from the README/doc text itself and checks each number in it, to the digits printed there,
+# from the docs' text itself and checks each number in it, to the digits printed there,
 # against the JSON value it names (see `pin` below). A stale published number, a reworded row
 # (which no longer matches) or a simulator change fails with the cell, the value and the command.
 # shellcheck disable=SC1091,SC2125,SC2206,SC2086,SC2046,SC2154 # sourced lib, set -f there
@@ -16,7 +16,7 @@ doc=$4
 source "$(dirname "$0")/../tools/cli_test_lib.sh"
 cli_init "$2"
 
-# The commands of the sections (docs/simulator.md lists them; README's table quotes the first two
+# The commands of the sections (docs/simulator.md lists them; docs/results.md's table quotes the first two
 # as its columns and the Shampoo one as its last row).
 declare -A commands=(
   [default]="simulate"
@@ -79,7 +79,7 @@ fb_lb="sum($L/fwd_bwd_s,$L/dp_comm_exposed_s)"
 fb_lw="sum($W/fwd_bwd_s,$W/dp_comm_exposed_s)"
 sc_over_lb="ratio($S/optimizer_step_s,$L/optimizer_step_s)"
 
-# README: | | paper | ours, default tasks | ours, --split-qkv qkv --split-fc1 |
+# docs/results.md: | | paper | ours, default tasks | ours, --split-qkv qkv --split-fc1 |
 for column in 3:default 4:split; do
   pin "$readme" "| iteration, lb-asc / layerwise-paper |" "${column%%:*}" "${column#*:}" \
     $L/iteration_s $W/iteration_s "$ratio_it"

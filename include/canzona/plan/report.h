@@ -32,7 +32,7 @@ void require_finite(const PlanRun& run);
 // lower bounds, groups, split tensors and planning time.
 std::string balance_table(const model::ModelSpec& model, const std::vector<PlanRun>& runs);
 
-// The stable JSON document of one run (keys documented in README, "canzona plan --json").
+// The stable JSON document of one run (keys documented in docs/cli.md, "`canzona plan`").
 nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run);
 
 // Per-rank FLOPs and memory bars of `before` and `after` with mean and lower-bound lines.

@@ -1,4 +1,5 @@
-// Loss curves as a standalone SVG (README's convergence figure): no dependency, one file.
+// Loss curves as a standalone SVG (the convergence figure of docs/results.md): no dependency,
+// one file.
 #pragma once
 #include <string>
 #include <vector>

@@ -9,7 +9,7 @@
 //   3. divisible items: each run of adjacent ones, largest first, water-filled over the ranks its
 //      atomic neighbours allow, towards equal memory; cut points may fall on any element.
 // balanced_cuts keeps the candidate with the lowest max(time, memory) max/mean on the DP axis;
-// make_plan judges the candidates on the whole DP x TP grid instead (plan.cpp).
+// make_plan judges the candidates on the whole DP x TP grid instead (never_behind.cpp).
 #include <algorithm>
 #include <cmath>
 #include <numeric>

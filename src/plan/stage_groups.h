@@ -1,5 +1,5 @@
 // Internal to the plan layer: the two steps every TP host placement ends with (make_plan's
-// plan_tp in plan.cpp and replan's host_stage in replan_tp.cpp).
+// plan_tp in stage_common.cpp and replan's host_stage in replan_tp.cpp).
 #pragma once
 
 #include <vector>

@@ -19,7 +19,7 @@
 namespace canzona::plan {
 namespace {
 
-constexpr double kTolerance = 1.005;  // scripts/plan-sweep.sh and plan.cpp mark the same
+constexpr double kTolerance = 1.005;  // scripts/plan-sweep.sh and never_behind.cpp mark the same
 
 struct Grid {
   const char* preset;

@@ -12,19 +12,20 @@
 
 namespace canzona {
 
-// a * b; throws UsageError "<what>: a x b overflows a 64-bit integer" when it does not fit.
+// a * b; throws SizeOverflow (a UsageError) "<what>: a x b overflows a 64-bit integer" when it does
+// not fit.
 inline std::int64_t checked_mul(std::int64_t a, std::int64_t b, std::string_view what) {
   std::int64_t out = 0;
   if (__builtin_mul_overflow(a, b, &out))
-    throw UsageError(str(what, ": ", a, " x ", b, " overflows a 64-bit integer"));
+    throw SizeOverflow(str(what, ": ", a, " x ", b, " overflows a 64-bit integer"));
   return out;
 }
 
-// a + b; throws UsageError "<what>: a + b overflows a 64-bit integer" when it does not fit.
+// a + b; throws SizeOverflow "<what>: a + b overflows a 64-bit integer" when it does not fit.
 inline std::int64_t checked_add(std::int64_t a, std::int64_t b, std::string_view what) {
   std::int64_t out = 0;
   if (__builtin_add_overflow(a, b, &out))
-    throw UsageError(str(what, ": ", a, " + ", b, " overflows a 64-bit integer"));
+    throw SizeOverflow(str(what, ": ", a, " + ", b, " overflows a 64-bit integer"));
   return out;
 }
 
@@ -44,11 +45,11 @@ inline std::int64_t checked_add(std::int64_t a, std::int64_t b, const What& what
   return out;
 }
 
-// value as int; throws UsageError "<what>: value exceeds the int range" when it does not fit.
+// value as int; throws SizeOverflow "<what>: value exceeds the int range" when it does not fit.
 inline int checked_int(std::int64_t value, std::string_view what) {
   int out = 0;
   if (__builtin_add_overflow(value, 0, &out))
-    throw UsageError(str(what, ": ", value, " exceeds the int range"));
+    throw SizeOverflow(str(what, ": ", value, " exceeds the int range"));
   return out;
 }
 

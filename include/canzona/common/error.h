@@ -21,6 +21,14 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+// A size, count or byte total formed from the input does not fit a 64-bit integer (checked.h).
+// A UsageError like any other; its own type lets a planner that tries an optional candidate
+// (a peer's layout for comparison) skip one that is too large without hiding any other error.
+class SizeOverflow : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
 namespace detail {
 [[noreturn]] void throw_check_failure(const char* file, int line, const std::string& what);
 
@@ -43,25 +51,25 @@ std::string str(const Args&... args) {
 
 }  // namespace canzona
 
-#define CANZONA_CHECK(cond, ...)                                                      \
-  do {                                                                                \
-    if (!(cond))                                                                      \
-      ::canzona::detail::throw_check_failure(__FILE__, __LINE__,                      \
-                                             ::canzona::str("check failed: " #cond " " \
-                                                            __VA_OPT__(, ) __VA_ARGS__)); \
+#define CANZONA_CHECK(cond, ...)                                                  \
+  do {                                                                            \
+    if (!(cond))                                                                  \
+      ::canzona::detail::throw_check_failure(                                     \
+          __FILE__, __LINE__,                                                     \
+          ::canzona::str("check failed: " #cond " " __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)
 
-#define CANZONA_CHECK_EQ(a, b)                                                               \
-  do {                                                                                       \
-    const auto& canzona_a_ = (a);                                                            \
-    const auto& canzona_b_ = (b);                                                            \
-    if (!(canzona_a_ == canzona_b_))                                                         \
-      ::canzona::detail::throw_check_eq_failure(__FILE__, __LINE__, #a, #b, canzona_a_,     \
-                                                canzona_b_);                                 \
+#define CANZONA_CHECK_EQ(a, b)                                                          \
+  do {                                                                                  \
+    const auto& canzona_a_ = (a);                                                       \
+    const auto& canzona_b_ = (b);                                                       \
+    if (!(canzona_a_ == canzona_b_))                                                    \
+      ::canzona::detail::throw_check_eq_failure(__FILE__, __LINE__, #a, #b, canzona_a_, \
+                                                canzona_b_);                            \
   } while (0)
 
 // Validates user input: throws UsageError with the message when cond is false.
-#define CANZONA_REQUIRE(cond, ...)                                   \
-  do {                                                               \
+#define CANZONA_REQUIRE(cond, ...)                                         \
+  do {                                                                     \
     if (!(cond)) throw ::canzona::UsageError(::canzona::str(__VA_ARGS__)); \
   } while (0)

@@ -1,0 +1,35 @@
+// layerwise-paper: the paper's description of a layer-wise optimizer. All-Reduce, every param
+// whole on one DP owner by LPT on its optimizer cost, the redundant TP gather, and the owners'
+// updates All-Gathered (v) over DP.
+#include "canzona/common/error.h"
+#include "canzona/plan/dp.h"
+#include "strategies.h"
+
+namespace canzona::plan::detail {
+namespace {
+
+std::vector<TpGroup> paper_layerwise_no_groups(const StagePlan&, const std::vector<int>&,
+                                               const std::vector<TpTask>&, const PlanOptions&,
+                                               std::vector<double>&) {
+  CANZONA_CHECK(false, "layerwise-paper hosts no task on one TP rank");
+  return {};
+}
+
+}  // namespace
+
+StagePlan plan_layerwise_paper(const model::ModelSpec& model, StagePlan stage,
+                               const PlanOptions& o) {
+  std::vector<double> task_cost(model.params.size(), 0.0);
+  for (const Task& t : stage.tasks) task_cost[t.param] += t.cost;
+  std::vector<double> costs(stage.params.size(), 0.0);
+  for (std::size_t k = 0; k < stage.params.size(); ++k) {
+    const model::ParamSpec& p = model.params[stage.params[k]];
+    costs[k] = p.is_matrix() ? task_cost[stage.params[k]] : adam_cost(p.local_numel(o.tp), o);
+  }
+  const std::vector<int> owners = layerwise_owners(costs, o.dp);
+  for (std::size_t k = 0; k < stage.params.size(); ++k) stage.owner[stage.params[k]] = owners[k];
+  plan_tp(o, stage, model, paper_layerwise_no_groups);
+  return stage;
+}
+
+}  // namespace canzona::plan::detail

@@ -1,4 +1,4 @@
-// The Engine without MPI: every rank a thread of this process (tests/support/thread_comm.h),
+// The Engine without MPI: every rank a thread of this process (include/canzona/comm/thread.h),
 // each with its own Grid of in-process communicators. Checks the gradient-ready protocol (a
 // bucket's collective is posted when, and only when, its last param is ready; marking twice or
 // finishing early is an error), the 1/DP scaling of each bucket before its collective (against a
@@ -13,13 +13,13 @@
 #include <mutex>
 #include <set>
 
+#include "canzona/comm/thread.h"
 #include "canzona/common/error.h"
 #include "canzona/model/load.h"
 #include "canzona/runtime/options.h"
 #include "canzona/runtime/runner.h"
 #include "canzona/runtime/session.h"
 #include "canzona/runtime/synthetic.h"
-#include "support/thread_comm.h"
 
 namespace canzona::runtime {
 namespace {
@@ -54,7 +54,7 @@ void expect_bitwise(int dp, int tp, const std::string& optimizer,
   const model::ModelSpec m = load_model(o);
   std::mutex mutex;
   CompareResult result;
-  testing::run_on_thread_grid({dp, tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+  comm::run_on_thread_grid({dp, tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
     SessionOptions session;
     session.verify = true;
     CompareResult r = run_strategies(g, m, o,
@@ -98,7 +98,7 @@ TEST(EngineThreads, LastParamOfABucketPostsItsScaledCollective) {
     const plan::Plan plan = make(m, o, strategy);
     const float s = 1.0f / 3.0f;
     const float expected = ((1.0f * s) + (2.0f * s)) + (3.0f * s);
-    testing::run_on_thread_grid({3, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+    comm::run_on_thread_grid({3, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
       Trace trace(false);
       Engine engine(g, m, plan, engine_options(o), trace);
       engine.init_main_params();
@@ -137,7 +137,7 @@ TEST(EngineThreads, StepOrFinishOutOfOrderIsAnError) {
   const RunOptions o = quick(1, 1, "muon");
   const model::ModelSpec m = load_model(o);
   const plan::Plan plan = make(m, o, Strategy::kLbAsc);
-  testing::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+  comm::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
     Trace trace(false);
     Engine engine(g, m, plan, engine_options(o), trace);
     EXPECT_THROW(engine.step(), Error);  // main params not loaded
@@ -154,7 +154,7 @@ TEST(EngineThreads, MainParamStateIsReadAndWrittenByName) {
   const RunOptions o = quick(1, 1, "muon");
   const model::ModelSpec m = load_model(o);
   const plan::Plan plan = make(m, o, Strategy::kSc);
-  testing::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+  comm::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
     Trace trace(false);
     Engine engine(g, m, plan, engine_options(o), trace);
     for (int p : engine.stage().params) fill_init(m.params[p], p, 1, 0, o.seed, engine.param(p));
@@ -210,7 +210,7 @@ void expect_resume_exact(int dp, int tp, const std::string& optimizer, Strategy 
   const plan::Plan plan = make(m, o, strategy);
   std::mutex mutex;
   int exact = 0, differ = 0;
-  testing::run_on_thread_grid({dp, tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+  comm::run_on_thread_grid({dp, tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
     Trace trace(false);
     StrategyRunner a(g, m, plan, o, trace);
     a.step(1);
@@ -253,7 +253,7 @@ TEST(EngineThreads, StateNamesAndShapes) {
   const RunOptions o = quick(1, 1, "soap");
   const model::ModelSpec m = load_model(o);
   const plan::Plan plan = make(m, o, Strategy::kSc);
-  testing::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+  comm::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
     Trace trace(false);
     Engine engine(g, m, plan, engine_options(o), trace);
     std::set<std::string> names;

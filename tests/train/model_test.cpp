@@ -1,7 +1,7 @@
 // The Qwen3 training model (model.h) on preset qwen3-tiny (h 128, f 384, 2 layers, 4 heads in 2
 // query groups of head_dim 32, padded vocabulary 512, tied embeddings, qk-norm).
 //
-// TP = 2 runs as two threads of this process (tests/support/thread_comm.h, kDeterministic) and is
+// TP = 2 runs as two threads of this process (include/canzona/comm/thread.h, kDeterministic) and is
 // compared with one process at TP = 1 from the same init (init_param is TP-independent): per-token
 // losses, local logits and every param's gradient shard. Also checked: the init's sharding against
 // a hand slicing of the TP = 1 init (fc1's [gate_t; up_t] interleave included), the init's
@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "canzona/comm/grid.h"
+#include "canzona/comm/thread.h"
 #include "canzona/common/error.h"
 #include "canzona/model/load.h"
-#include "support/thread_comm.h"
 
 namespace canzona::train {
 namespace {
@@ -214,7 +214,7 @@ TEST_F(Qwen3ModelTest, Tp2MatchesTp1LossesLogitsAndGradientShards) {
   const RunResult want = forward_backward(reference, batch);
 
   std::vector<RunResult> got(2);
-  testing::run_on_thread_grid({1, 2, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
+  comm::run_on_thread_grid({1, 2, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
     const TpGroup tp{&grid.tp(), 2, grid.tp().rank()};
     Qwen3Model m(tiny(), spec2, tp);
     init_all(m, spec2, 2, tp.rank);

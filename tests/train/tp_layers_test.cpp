@@ -1,10 +1,11 @@
 // The tensor-parallel building blocks (tp_layers.h) against a single process.
 //
-// Each TP test runs T = 2 and T = 4 ranks as threads of this process (tests/support/thread_comm.h,
-// ReduceMode::kDeterministic). The reference is the un-split op on the whole weight, written here
-// with plain libtorch ops; rank t's output, input gradient and weight-shard gradient must equal
-// the reference's, sliced as rank t holds them. Inputs and upstream gradients are drawn in the
-// main thread from fixed seeds; ranks only read them and report results back for checking here.
+// Each TP test runs T = 2 and T = 4 ranks as threads of this process
+// (include/canzona/comm/thread.h, ReduceMode::kDeterministic). The reference is the un-split op on
+// the whole weight, written here with plain libtorch ops; rank t's output, input gradient and
+// weight-shard gradient must equal the reference's, sliced as rank t holds them. Inputs and
+// upstream gradients are drawn in the main thread from fixed seeds; ranks only read them and report
+// results back for checking here.
 //
 // Tolerance (fp32). Splitting a layer changes only the order in which a dot product or a sum is
 // accumulated (T partial sums added by the communicator instead of one BLAS sum), so the TP and
@@ -27,7 +28,7 @@
 #include <vector>
 
 #include "canzona/comm/grid.h"
-#include "support/thread_comm.h"
+#include "canzona/comm/thread.h"
 
 namespace canzona::train {
 namespace {
@@ -36,11 +37,10 @@ constexpr double kRelTolerance = 1e-5;  // max abs diff / value scale, see the f
 
 // Runs body(tp) on `size` threads, rank t with TP group {comm, size, t}.
 void run_tp(int size, const std::function<void(const TpGroup&)>& body) {
-  testing::run_on_thread_grid({1, size, 1}, comm::ReduceMode::kDeterministic,
-                              [&](comm::Grid& grid) {
-                                const TpGroup tp{&grid.tp(), size, grid.tp().rank()};
-                                body(tp);
-                              });
+  comm::run_on_thread_grid({1, size, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
+    const TpGroup tp{&grid.tp(), size, grid.tp().rank()};
+    body(tp);
+  });
 }
 
 bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {

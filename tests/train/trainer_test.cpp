@@ -1,6 +1,7 @@
-// The training loop on the engine (trainer.h) with threads as ranks (tests/support/thread_comm.h):
-// every strategy against the single-process reference, the non-finite stop, the hooks that hand
-// gradients to the engine during backward, and the lr schedule reaching the optimizers.
+// The training loop on the engine (trainer.h) with threads as ranks
+// (include/canzona/comm/thread.h): every strategy against the single-process reference, the
+// non-finite stop, the hooks that hand gradients to the engine during backward, and the lr schedule
+// reaching the optimizers.
 #include "canzona/train/trainer.h"
 
 #include <gmock/gmock.h>
@@ -12,10 +13,10 @@
 #include <fstream>
 #include <mutex>
 
+#include "canzona/comm/thread.h"
 #include "canzona/common/error.h"
 #include "canzona/model/load.h"
 #include "canzona/train/model.h"
-#include "support/thread_comm.h"
 
 namespace canzona::train {
 namespace {
@@ -65,7 +66,7 @@ std::vector<StrategyRun> train_on_threads(const TrainOptions& o, const Corpus& c
   const model::ModelSpec spec = training_spec(config, o);
   std::vector<StrategyRun> rank0;
   std::mutex mutex;
-  canzona::testing::run_on_thread_grid(
+  comm::run_on_thread_grid(
       {o.run.dp, o.run.tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
         torch::set_num_threads(1);
         std::vector<StrategyRun> runs = train(grid, config, spec, o, corpus, Progress{});
@@ -181,16 +182,15 @@ TEST(TrainThreads, ANonFiniteGradientStopsEveryRankBeforeTheOptimizer) {
   const model::ModelSpec spec = training_spec(config, o);
   std::mutex mutex;
   std::vector<std::string> messages;
-  canzona::testing::run_on_thread_grid({2, 1, 1}, comm::ReduceMode::kDeterministic,
-                                       [&](comm::Grid& grid) {
-                                         torch::set_num_threads(1);
-                                         try {
-                                           train(grid, config, spec, o, corpus, Progress{});
-                                         } catch (const NonFiniteLoss& e) {
-                                           const std::lock_guard<std::mutex> lock(mutex);
-                                           messages.push_back(e.what());
-                                         }
-                                       });
+  comm::run_on_thread_grid({2, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
+    torch::set_num_threads(1);
+    try {
+      train(grid, config, spec, o, corpus, Progress{});
+    } catch (const NonFiniteLoss& e) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      messages.push_back(e.what());
+    }
+  });
   ASSERT_EQ(messages.size(), 2u) << "every rank stops";
   EXPECT_EQ(messages[0], messages[1]);
   EXPECT_THAT(messages[0], HasSubstr("step 2: non-finite"));

@@ -1,4 +1,5 @@
-// An in-process Communicator backend for tests: N threads of one process, each thread one rank.
+// The thread backend: an in-process Communicator, N threads of one process, each thread one rank.
+// It runs the engine without MPI (the engine tests use it) and links no MPI (canzona_comm_thread).
 //
 // Terms. A *thread group* is P ThreadCommunicators that talk to each other through shared memory;
 // communicator r of the group has rank r and belongs to exactly one thread. Each collective a rank
@@ -38,7 +39,7 @@
 #include "canzona/comm/communicator.h"
 #include "canzona/comm/grid.h"
 
-namespace canzona::testing {
+namespace canzona::comm {
 
 // A thread group of `size` ranks (>= 1): element r is rank r. Hand each communicator to its own
 // thread; a communicator is not thread-safe, but different ones of the group may be used
@@ -61,4 +62,4 @@ std::vector<std::unique_ptr<comm::Grid>> make_thread_grids(const comm::GridShape
 void run_on_thread_grid(const comm::GridShape& shape, comm::ReduceMode mode,
                         const std::function<void(comm::Grid&)>& body);
 
-}  // namespace canzona::testing
+}  // namespace canzona::comm

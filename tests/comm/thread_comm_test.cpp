@@ -1,8 +1,6 @@
 // The thread backend against plain loops: every collective on the world, DP and TP communicators
 // of a 2 x 3 grid, checked bitwise against expected values computed here from grid.h's definition
 // of the groups and communicator.h's definition of each collective.
-#include "support/thread_comm.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,16 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "canzona/comm/thread.h"
 #include "canzona/common/splitmix.h"
 
-namespace canzona::testing {
+namespace canzona::comm {
 namespace {
-
-using comm::Communicator;
-using comm::Grid;
-using comm::GridShape;
-using comm::ReduceMode;
-using comm::Request;
 
 const GridShape k2x3{/*dp=*/2, /*tp=*/3, /*pp=*/1};
 const ReduceMode kModes[] = {ReduceMode::kNative, ReduceMode::kDeterministic};
@@ -472,4 +465,4 @@ TEST(ThreadComm, ByteCountersMatchHandComputedValues) {
 }
 
 }  // namespace
-}  // namespace canzona::testing
+}  // namespace canzona::comm

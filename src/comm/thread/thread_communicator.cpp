@@ -1,5 +1,3 @@
-#include "thread_comm.h"
-
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -11,14 +9,11 @@
 #include <span>
 #include <thread>
 
+#include "canzona/comm/thread.h"
 #include "canzona/common/error.h"
 
-namespace canzona::testing {
+namespace canzona::comm {
 namespace {
-
-using comm::Communicator;
-using comm::ReduceMode;
-using comm::Request;
 
 constexpr std::int64_t kFloatBytes = sizeof(float);
 
@@ -383,4 +378,4 @@ void run_on_thread_grid(const comm::GridShape& shape, ReduceMode mode,
   if (first) std::rethrow_exception(first);
 }
 
-}  // namespace canzona::testing
+}  // namespace canzona::comm

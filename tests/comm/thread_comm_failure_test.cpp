@@ -6,16 +6,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "canzona/comm/thread.h"
 #include "canzona/common/error.h"
-#include "support/thread_comm.h"
 
-namespace canzona::testing {
+namespace canzona::comm {
 namespace {
-
-using comm::Grid;
-using comm::GridShape;
-using comm::ReduceMode;
-using comm::Request;
 
 const GridShape k2x3{/*dp=*/2, /*tp=*/3, /*pp=*/1};
 
@@ -81,4 +76,4 @@ TEST(ThreadCommGrid, BadShapeIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace canzona::testing
+}  // namespace canzona::comm

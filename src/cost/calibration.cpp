@@ -9,7 +9,7 @@
 
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
-#include "canzona/optim/registry.h"
+#include "canzona/optim/spec.h"
 
 namespace canzona::cost {
 namespace {
@@ -138,7 +138,7 @@ Calibration Calibration::read(const std::string& path) {
   for (const auto& [name, value] : optimizers.items()) {
     const std::string where = path + ": optimizers." + name;
     try {
-      optim::find_optimizer(name);
+      optim::find_optimizer_spec(name);
     } catch (const UsageError& e) {
       throw UsageError(str(where, ": ", e.what()));
     }

@@ -5,7 +5,7 @@
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/cost/calibration.h"
-#include "canzona/optim/registry.h"
+#include "canzona/optim/spec.h"
 
 namespace canzona::cost {
 std::string matrix_optimizer_list() {
@@ -16,7 +16,7 @@ std::string matrix_optimizer_list() {
 }
 
 void check_options(const CostOptions& options) {
-  const optim::OptimizerDescriptor& d = optim::find_optimizer(options.matrix_optimizer);
+  const optim::OptimizerSpec& d = optim::find_optimizer_spec(options.matrix_optimizer);
   CANZONA_REQUIRE(d.shape == optim::OptimizerShape::kMatrix,
                   "--optimizer must be a matrix optimizer (", matrix_optimizer_list(), "), got '",
                   options.matrix_optimizer, "'");
@@ -53,12 +53,13 @@ const char* to_string(CostKind kind) {
 
 double optimizer_flops(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                        const CostOptions& options) {
-  return optim::find_optimizer(optimizer).flops(rows, cols, options_for(optimizer, options));
+  return optim::find_optimizer_spec(optimizer).flops(rows, cols, options_for(optimizer, options));
 }
 
 double state_bytes(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                    const CostOptions& options) {
-  return optim::find_optimizer(optimizer).state_bytes(rows, cols, options_for(optimizer, options));
+  return optim::find_optimizer_spec(optimizer).state_bytes(rows, cols,
+                                                           options_for(optimizer, options));
 }
 
 ElementwiseRates elementwise_rates(const CostOptions& options) {
@@ -68,7 +69,7 @@ ElementwiseRates elementwise_rates(const CostOptions& options) {
 
 double factorization_flops(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                            const CostOptions& options) {
-  const optim::OptimizerDescriptor& d = optim::find_optimizer(optimizer);
+  const optim::OptimizerSpec& d = optim::find_optimizer_spec(optimizer);
   const nlohmann::json& o = options_for(optimizer, options);
   if (d.factorization_flops == nullptr) {
     d.flops(rows, cols, o);  // checks the options like every other cost function
@@ -105,7 +106,7 @@ void set_matrix_optimizer(CostOptions& options, const std::string& name,
   if (flags.max_precond_dim)
     require_in_range(*flags.max_precond_dim, 0, kMaxPrecondDim, "--max-precond-dim",
                      "kMaxPrecondDim");
-  optim::find_optimizer(name);
+  optim::find_optimizer_spec(name);
   const nlohmann::json known = optim::effective_options(name, nlohmann::json::object());
   nlohmann::json given = nlohmann::json::object();
   if (flags.ns_steps && known.contains("ns_steps")) given["ns_steps"] = *flags.ns_steps;

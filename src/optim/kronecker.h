@@ -11,7 +11,6 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "canzona/optim/matrix.h"
@@ -39,24 +38,5 @@ MatrixView side_view(std::vector<float>& buffer, bool kept, std::int64_t n);
 // triangles). `l` is rows x rows and `r` cols x cols; a 0 x 0 view (an identity side) is skipped.
 void accumulate_statistics(ConstMatrixView grad, float gain, float decay, MatrixView l,
                            MatrixView r);
-
-// Cost formulas. Adds per_side(s, other) to `total` for each kept side of a rows x cols matrix,
-// left (s = rows) then right (s = cols), in that order, so every formula rounds the same way
-// wherever it is evaluated.
-template <typename PerSide>
-double add_kept_sides(double total, std::int64_t rows, std::int64_t cols,
-                      std::int64_t max_precond_dim, PerSide per_side) {
-  const double m = static_cast<double>(rows);
-  const double n = static_cast<double>(cols);
-  for (auto [s, other] : {std::pair{m, n}, std::pair{n, m}}) {
-    if (static_cast<std::int64_t>(s) > max_precond_dim) continue;
-    total += per_side(s, other);
-  }
-  return total;
-}
-
-// State bytes of Shampoo and SOAP alike: two fp32 rows x cols buffers (momentum and a second
-// moment) plus a statistic and its companion (s x s fp32 each) per kept side.
-double two_sided_state_bytes(std::int64_t rows, std::int64_t cols, std::int64_t max_precond_dim);
 
 }  // namespace canzona::optim::detail

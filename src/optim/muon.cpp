@@ -3,21 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "builtin_specs.h"
 #include "canzona/common/error.h"
-#include "options_reader.h"
 #include "scratch.h"
 
 namespace canzona::optim {
-
-MuonScale parse_muon_scale(const std::string& name) {
-  if (name == "spectral") return MuonScale::kSpectral;
-  if (name == "aspect") return MuonScale::kAspect;
-  throw UsageError(str("unknown Muon update scale '", name, "' (known: spectral, aspect)"));
-}
-
-const char* to_string(MuonScale scale) {
-  return scale == MuonScale::kSpectral ? "spectral" : "aspect";
-}
 
 Muon::Muon(ParamInfo param, MuonOptions options) : Optimizer(std::move(param)), options_(options) {
   const std::string who = str("muon for ", this->param().describe());
@@ -79,49 +69,9 @@ void Muon::update(MatrixView param, ConstMatrixView grad, std::int64_t /*step*/)
   }
 }
 
-namespace {
-
-MuonOptions read_muon_options(const nlohmann::json& options, nlohmann::json* effective) {
-  MuonOptions o;
-  detail::OptionsReader reader("muon", options, effective != nullptr);
-  reader.read_in("lr", o.lr, 0.0, detail::kMaxRate, "kMaxRate");
-  reader.read_in("momentum", o.momentum, 0.0, detail::kMaxBeta, "kMaxBeta");
-  reader.read("nesterov", o.nesterov);
-  reader.read_enum("ns_coefficients", o.ns.coefficients, parse_ns_coefficients, to_string);
-  reader.read_in("ns_steps", o.ns.steps, 0, detail::kMaxNsSteps, "kMaxNsSteps");
-  reader.read_in("eps", o.ns.eps, detail::kMinEps, 1.0, "kMinEps");
-  reader.read_enum("scale", o.scale, parse_muon_scale, to_string);
-  reader.read_in("weight_decay", o.weight_decay, 0.0, detail::kMaxRate, "kMaxRate");
-  reader.finish();
-  if (effective != nullptr) *effective = reader.effective();
-  return o;
-}
-
-// Per Newton-Schulz step: A = X X^T (2 lo^2 hi), A A (2 lo^3), B' X (2 lo^2 hi).
-double muon_flops(std::int64_t rows, std::int64_t cols, const nlohmann::json& options) {
-  const MuonOptions o = read_muon_options(options, nullptr);
-  const double hi = static_cast<double>(std::max(rows, cols));
-  const double lo = static_cast<double>(std::min(rows, cols));
-  return o.ns.steps * (4.0 * hi * lo * lo + 2.0 * lo * lo * lo);
-}
-
-double muon_state_bytes(std::int64_t rows, std::int64_t cols, const nlohmann::json& options) {
-  read_muon_options(options, nullptr);
-  constexpr double kF32 = sizeof(float);
-  return kF32 * static_cast<double>(rows) * static_cast<double>(cols);
-}
-
-}  // namespace
-
 std::unique_ptr<Optimizer> make_muon(const ParamInfo& param, const nlohmann::json& options,
                                      nlohmann::json* effective) {
-  return std::make_unique<Muon>(param, read_muon_options(options, effective));
+  return std::make_unique<Muon>(param, detail::read_muon_options(options, effective));
 }
-
-constinit const OptimizerDescriptor kMuonDescriptor{.name = "muon",
-                                                    .shape = OptimizerShape::kMatrix,
-                                                    .make = make_muon,
-                                                    .flops = muon_flops,
-                                                    .state_bytes = muon_state_bytes};
 
 }  // namespace canzona::optim

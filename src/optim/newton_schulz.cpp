@@ -39,26 +39,6 @@ std::span<const NsTriple> ns_coefficients(NsCoefficients set) {
   throw Error("ns_coefficients: invalid coefficient set");
 }
 
-NsCoefficients parse_ns_coefficients(const std::string& name) {
-  if (name == "simple") return NsCoefficients::kSimple;
-  if (name == "quintic") return NsCoefficients::kQuintic;
-  if (name == "polar_express") return NsCoefficients::kPolarExpress;
-  throw UsageError(str("unknown Newton-Schulz coefficient set '", name,
-                       "' (known: simple, quintic, polar_express)"));
-}
-
-const char* to_string(NsCoefficients set) {
-  switch (set) {
-    case NsCoefficients::kSimple:
-      return "simple";
-    case NsCoefficients::kQuintic:
-      return "quintic";
-    case NsCoefficients::kPolarExpress:
-      return "polar_express";
-  }
-  return "?";
-}
-
 double newton_schulz_flops(std::int64_t rows, std::int64_t cols, int steps) {
   const double s = static_cast<double>(std::min(rows, cols));
   const double l = static_cast<double>(std::max(rows, cols));

@@ -1,7 +1,8 @@
-// The optimizer registry (registry.h): the built-in descriptors, one per optimizer file, then any
-// registered at run time.
+// The optimizer registry (registry.h): each optimizer's spec (spec.h) with its factory. The
+// built-in factories are listed here; register_optimizer adds one and its spec.
 #include "canzona/optim/registry.h"
 
+#include <array>
 #include <deque>
 #include <mutex>
 
@@ -14,36 +15,43 @@
 namespace canzona::optim {
 namespace {
 
-// One line per built-in optimizer; each descriptor lives in its optimizer's source file.
-const OptimizerDescriptor* const kBuiltins[] = {
-    &kMuonDescriptor,
-    &kShampooDescriptor,
-    &kSoapDescriptor,
-    &kAdamWDescriptor,
+// One line per built-in optimizer: its spec's name and its factory.
+struct BuiltinFactory {
+  const char* name;
+  OptimizerFactory make;
 };
+constexpr std::array<BuiltinFactory, 4> kBuiltinFactories{
+    {{"muon", make_muon}, {"shampoo", make_shampoo}, {"soap", make_soap}, {"adamw", make_adamw}}};
 
-// Descriptors added by register_optimizer, with their names owned here. A deque never moves its
-// elements, so references handed out stay valid.
-struct Registered {
-  std::string name;
-  OptimizerDescriptor descriptor;
-};
-
-struct Runtime {
-  std::mutex mutex;
-  std::deque<Registered> entries;
-};
-
-Runtime& runtime() {
-  static Runtime r;
-  return r;
+OptimizerDescriptor descriptor_of(const OptimizerSpec& spec, OptimizerFactory make) {
+  return {.name = spec.name.c_str(),
+          .shape = spec.shape,
+          .make = make,
+          .flops = spec.flops,
+          .state_bytes = spec.state_bytes,
+          .factorization_flops = spec.factorization_flops};
 }
 
-// Every descriptor in registry order; the caller holds runtime().mutex.
-std::vector<const OptimizerDescriptor*> all_locked() {
-  std::vector<const OptimizerDescriptor*> all(std::begin(kBuiltins), std::end(kBuiltins));
-  for (const Registered& r : runtime().entries) all.push_back(&r.descriptor);
-  return all;
+const std::vector<OptimizerDescriptor>& builtins() {
+  static const std::vector<OptimizerDescriptor> descriptors = [] {
+    std::vector<OptimizerDescriptor> out;
+    for (const BuiltinFactory& b : kBuiltinFactories)
+      out.push_back(descriptor_of(find_optimizer_spec(b.name), b.make));
+    return out;
+  }();
+  return descriptors;
+}
+
+// Descriptors added by register_optimizer (their names point into the spec registry, which keeps
+// its specs for the life of the process). A deque never moves its elements.
+struct Registered {
+  std::mutex mutex;
+  std::deque<OptimizerDescriptor> descriptors;
+};
+
+Registered& registered() {
+  static Registered r;
+  return r;
 }
 
 }  // namespace
@@ -55,51 +63,36 @@ void register_optimizer(const OptimizerDescriptor& descriptor) {
                       descriptor.state_bytes != nullptr,
                   "register_optimizer: optimizer '", name,
                   "' needs a factory, a flops formula and a state_bytes formula");
-  std::lock_guard<std::mutex> lock(runtime().mutex);
-  for (const OptimizerDescriptor* d : all_locked())
-    CANZONA_REQUIRE(name != d->name, "register_optimizer: optimizer '", name,
-                    "' is already registered");
-  Registered& r = runtime().entries.emplace_back(Registered{name, descriptor});
-  r.descriptor.name = r.name.c_str();
+  const OptimizerFactory make = descriptor.make;
+  // Its options are what its factory reads (the factory defines the keys and defaults).
+  register_optimizer_spec({.name = name,
+                           .shape = descriptor.shape,
+                           .effective_options =
+                               [make](const nlohmann::json& options) {
+                                 nlohmann::json effective;
+                                 make(ParamInfo{"options check", 2, 2}, options, &effective);
+                                 return effective;
+                               },
+                           .flops = descriptor.flops,
+                           .state_bytes = descriptor.state_bytes,
+                           .factorization_flops = descriptor.factorization_flops});
+  std::lock_guard<std::mutex> lock(registered().mutex);
+  registered().descriptors.push_back(descriptor_of(find_optimizer_spec(name), make));
 }
 
 const OptimizerDescriptor& find_optimizer(const std::string& name) {
-  for (const OptimizerDescriptor* d : kBuiltins)
-    if (name == d->name) return *d;
-  std::lock_guard<std::mutex> lock(runtime().mutex);
-  const std::vector<const OptimizerDescriptor*> all = all_locked();
-  for (const OptimizerDescriptor* d : all)
-    if (name == d->name) return *d;
-  std::string known;
-  for (const OptimizerDescriptor* d : all)
-    known += (known.empty() ? "" : ", ") + std::string(d->name);
-  throw UsageError(str("unknown optimizer '", name, "' (known: ", known, ")"));
-}
-
-std::vector<std::string> optimizer_names(OptimizerShape shape) {
-  std::lock_guard<std::mutex> lock(runtime().mutex);
-  std::vector<std::string> names;
-  for (const OptimizerDescriptor* d : all_locked())
-    if (d->shape == shape) names.emplace_back(d->name);
-  return names;
-}
-
-std::vector<std::string> optimizer_names() {
-  std::lock_guard<std::mutex> lock(runtime().mutex);
-  std::vector<std::string> names;
-  for (const OptimizerDescriptor* d : all_locked()) names.emplace_back(d->name);
-  return names;
+  for (const OptimizerDescriptor& d : builtins())
+    if (name == d.name) return d;
+  find_optimizer_spec(name);  // throws "unknown optimizer ... (known: ...)"
+  std::lock_guard<std::mutex> lock(registered().mutex);
+  for (const OptimizerDescriptor& d : registered().descriptors)
+    if (name == d.name) return d;
+  throw Error(str("optimizer '", name, "' has a spec but no factory (register_optimizer)"));
 }
 
 std::unique_ptr<Optimizer> create_optimizer(const std::string& name, const ParamInfo& param,
                                             const nlohmann::json& options) {
   return find_optimizer(name).make(param, options, nullptr);
-}
-
-nlohmann::json effective_options(const std::string& name, const nlohmann::json& options) {
-  nlohmann::json effective;
-  find_optimizer(name).make(ParamInfo{"options check", 2, 2}, options, &effective);
-  return effective;
 }
 
 }  // namespace canzona::optim

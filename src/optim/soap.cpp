@@ -5,11 +5,11 @@
 #include <numeric>
 #include <utility>
 
+#include "builtin_specs.h"
 #include "canzona/common/error.h"
 #include "canzona/optim/adamw.h"
 #include "canzona/optim/linalg.h"
 #include "kronecker.h"
-#include "options_reader.h"
 #include "scratch.h"
 
 namespace canzona::optim {
@@ -176,68 +176,9 @@ void Soap::update(MatrixView param, ConstMatrixView grad, std::int64_t step) {
   }
 }
 
-namespace {
-
-constexpr double kQrFlops = 4.0 / 3.0;  // Householder QR of n x n ~ 4/3 n^3
-
-SoapOptions read_soap_options(const nlohmann::json& options, nlohmann::json* effective) {
-  SoapOptions o;
-  detail::OptionsReader reader("soap", options, effective != nullptr);
-  reader.read_in("lr", o.lr, 0.0, detail::kMaxRate, "kMaxRate");
-  reader.read_in("beta1", o.beta1, 0.0, detail::kMaxBeta, "kMaxBeta");
-  reader.read_in("beta2", o.beta2, 0.0, detail::kMaxBeta, "kMaxBeta");
-  reader.read_in("shampoo_beta", o.shampoo_beta, 0.0, detail::kMaxBeta, "kMaxBeta");
-  reader.read_in("eps", o.eps, detail::kMinEps, 1.0, "kMinEps");
-  reader.read_in("weight_decay", o.weight_decay, 0.0, detail::kMaxRate, "kMaxRate");
-  reader.read_in("precondition_frequency", o.precondition_frequency, 1,
-                 detail::kMaxPrecondFrequency, "kMaxPrecondFrequency");
-  reader.read_in("max_precond_dim", o.max_precond_dim, 1, detail::kMaxPrecondDim, "kMaxPrecondDim");
-  reader.read("correct_bias", o.correct_bias);
-  reader.finish();
-  if (effective != nullptr) *effective = reader.effective();
-  return o;
-}
-
-// Per preconditioned side s (other side o): statistics 2 s^2 o, rotating gradient, momentum and
-// update back (6 s^2 o), and every f steps one power iteration (2 s^3) + QR amortised. Adam runs
-// in the rotated space.
-double soap_flops(std::int64_t rows, std::int64_t cols, const nlohmann::json& options) {
-  const SoapOptions o = read_soap_options(options, nullptr);
-  const double f = o.precondition_frequency;
-  const double total = kAdamFlopsPerElement * static_cast<double>(rows) * static_cast<double>(cols);
-  return detail::add_kept_sides(total, rows, cols, o.max_precond_dim, [f](double s, double other) {
-    return 8.0 * s * s * other + (2.0 + kQrFlops) * s * s * s / f;
-  });
-}
-
-// The QR share of soap_flops: 4/3 s^3 / f per preconditioned side.
-double soap_factorization_flops(std::int64_t rows, std::int64_t cols,
-                                const nlohmann::json& options) {
-  const SoapOptions o = read_soap_options(options, nullptr);
-  const double total =
-      detail::add_kept_sides(0.0, rows, cols, o.max_precond_dim,
-                             [](double s, double) { return kQrFlops * std::pow(s, 3); });
-  return total / std::max(1, o.precondition_frequency);
-}
-
-// Adam m and v, plus statistic and eigenbasis per preconditioned side.
-double soap_state_bytes(std::int64_t rows, std::int64_t cols, const nlohmann::json& options) {
-  return detail::two_sided_state_bytes(rows, cols,
-                                       read_soap_options(options, nullptr).max_precond_dim);
-}
-}  // namespace
-
 std::unique_ptr<Optimizer> make_soap(const ParamInfo& param, const nlohmann::json& options,
                                      nlohmann::json* effective) {
-  return std::make_unique<Soap>(param, read_soap_options(options, effective));
+  return std::make_unique<Soap>(param, detail::read_soap_options(options, effective));
 }
-
-constinit const OptimizerDescriptor kSoapDescriptor{
-    .name = "soap",
-    .shape = OptimizerShape::kMatrix,
-    .make = make_soap,
-    .flops = soap_flops,
-    .state_bytes = soap_state_bytes,
-    .factorization_flops = soap_factorization_flops};
 
 }  // namespace canzona::optim

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "canzona/optim/optimizer.h"
-#include "canzona/optim/registry.h"
+#include "canzona/optim/spec.h"
 
 namespace canzona::optim {
 
@@ -68,6 +68,5 @@ inline constexpr double kAdamFlopsPerElement = 12.0;
 
 // Registry entry, element-wise kind. Cost formulas for n = rows cols elements:
 //   flops: kAdamFlopsPerElement n;  state_bytes: m and v, 8 n;  no factorizations.
-extern const OptimizerDescriptor kAdamWDescriptor;
 
 }  // namespace canzona::optim

@@ -27,7 +27,7 @@
 
 #include "canzona/optim/matrix.h"
 #include "canzona/optim/optimizer.h"
-#include "canzona/optim/registry.h"
+#include "canzona/optim/spec.h"
 
 namespace canzona::optim {
 
@@ -114,6 +114,5 @@ std::unique_ptr<Optimizer> make_muon(const ParamInfo& param, const nlohmann::jso
 //                usually counted (the paper's model drops the 2 s^3 of A A, which makes square
 //                matrices look 1.5x cheaper than they run); no factorizations
 //   state_bytes: the momentum buffer, 4 rows cols
-extern const OptimizerDescriptor kMuonDescriptor;
 
 }  // namespace canzona::optim

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "canzona/optim/matrix.h"
+#include "canzona/optim/spec.h"
 
 namespace canzona::optim {
 
@@ -118,11 +119,6 @@ using OptimizerFactory = std::unique_ptr<Optimizer> (*)(const ParamInfo& param,
 std::unique_ptr<Optimizer> create_optimizer(
     const std::string& name, const ParamInfo& param,
     const nlohmann::json& options = nlohmann::json::object());
-// Every option of optimizer `name` with the value it runs with: `options` merged over the
-// documented defaults, in one canonical JSON (sorted keys), so {} and {"ns_steps": 5} give the
-// same result. Throws like create_optimizer.
-nlohmann::json effective_options(const std::string& name, const nlohmann::json& options);
-// Registered names in registry order.
-std::vector<std::string> optimizer_names();
+// effective_options(name, options) and optimizer_names() are in spec.h.
 
 }  // namespace canzona::optim

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "canzona/optim/optimizer.h"
-#include "canzona/optim/registry.h"
+#include "canzona/optim/spec.h"
 
 namespace canzona::optim {
 
@@ -86,6 +86,5 @@ std::unique_ptr<Optimizer> make_shampoo(const ParamInfo& param, const nlohmann::
 //                        + 11 s^3 / f (eigh ~9 s^3 and forming the root ~2 s^3, amortised)
 //   factorization_flops: 9 s^3 / f (the eigh share)
 //   state_bytes:         8 rows cols (momentum, Adam v) + 8 s^2 (statistic and root)
-extern const OptimizerDescriptor kShampooDescriptor;
 
 }  // namespace canzona::optim

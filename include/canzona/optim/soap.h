@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "canzona/optim/optimizer.h"
-#include "canzona/optim/registry.h"
+#include "canzona/optim/spec.h"
 
 namespace canzona::optim {
 
@@ -80,6 +80,5 @@ std::unique_ptr<Optimizer> make_soap(const ParamInfo& param, const nlohmann::jso
 //                        rotations) + (2 + 4/3) s^3 / f (power iteration and QR, amortised)
 //   factorization_flops: 4/3 s^3 / f (the QR share)
 //   state_bytes:         8 rows cols (Adam m, v) + 8 s^2 (statistic and eigenbasis)
-extern const OptimizerDescriptor kSoapDescriptor;
 
 }  // namespace canzona::optim

@@ -3,9 +3,9 @@
 //
 // Errors. Bad flags, option values, models and unusable --json/--trace paths are found before MPI
 // starts; alone the process exits 2 with one line, under a launcher the ranks start MPI only to
-// agree on it (runtime::agree_on_launch_error: one line from the lowest failing rank, every rank
+// agree on it (launch::agree_on_launch_error: one line from the lowest failing rank, every rank
 // exits 2). Then, before the first collective of the grid, every
-// rank's effective configuration is compared (runtime::check_agreement). After that, every error
+// rank's effective configuration is compared (launch::check_agreement). After that, every error
 // ends the job through comm::end_job: raised by every rank at the same point (a setting ranks
 // disagree on, world size, plan mismatch), it is printed once and every rank exits 2 without an
 // abort banner; raised by one rank while the others wait in a collective, that rank's line and
@@ -19,15 +19,18 @@
 #include <vector>
 
 #include "canzona/comm/mpi.h"
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
+#include "canzona/common/faults.h"
 #include "canzona/common/json_io.h"
 #include "canzona/model/load.h"
 #include "canzona/plan/plan.h"
-#include "canzona/runtime/agreement.h"
 #include "canzona/runtime/options.h"
 #include "canzona/runtime/report.h"
+#include "canzona/runtime/run_settings.h"
 #include "canzona/runtime/session.h"
 #include "command.h"
+#include "launch.h"
 #include "planning_flags.h"
 
 namespace canzona::apps {
@@ -42,6 +45,7 @@ struct RunFlags : PlanningFlags {
   std::string seed = "1";  // parse_seed
   bool no_pipeline = false;
   bool verify = false;
+  int perturb_plan_rank = -1, corrupt_rank = -1;  // faults (common/faults.h); -1 = off
   std::string trace, json;
   CLI::Option* trace_flag = nullptr;  // given, even as "" (refused by check_output_path)
   CLI::Option* json_flag = nullptr;
@@ -72,6 +76,12 @@ runtime::RunOptions resolve(RunFlags& f) {
     throw UsageError(str("--optimizer-options is not valid JSON: ", e.what()));
   }
   runtime::validate(o);
+  const std::int64_t ranks = std::int64_t{o.dp} * o.tp;
+  require_in_range(f.perturb_plan_rank, -1, ranks - 1, "--test-perturb-plan-rank",
+                   "-1 or a world rank");
+  require_in_range(f.corrupt_rank, -1, ranks - 1, "--test-corrupt-rank", "-1 or a world rank");
+  if (f.perturb_plan_rank >= 0) faults::arm(faults::Fault::kPerturbPlan, {f.perturb_plan_rank});
+  if (f.corrupt_rank >= 0) faults::arm(faults::Fault::kCorruptParams, {f.corrupt_rank});
   return o;
 }
 
@@ -81,7 +91,7 @@ struct Launch {
   std::vector<plan::Strategy> strategies;
   model::ModelSpec model;
   runtime::SessionOptions session;
-  runtime::Settings settings;
+  launch::Settings settings;
 };
 
 Launch prepare(RunFlags& flags) {
@@ -99,50 +109,29 @@ Launch prepare(RunFlags& flags) {
 }
 
 int execute(RunFlags& flags) {
-  // A usage error found before MPI: alone, report it (main: one line, exit 2); under a launcher,
-  // start MPI anyway so the ranks agree on it and it is printed once (agree_on_launch_error).
   Launch launch;
-  std::string launch_error;
-  try {
+  LaunchSteps steps;
+  steps.prepare = [&] {
     launch = prepare(flags);
-  } catch (const UsageError& e) {
-    if (comm::launched_world_size() <= 1) throw;
-    launch_error = e.what();
-  }
-  const runtime::RunOptions& options = launch.options;
-  const std::vector<plan::Strategy>& strategies = launch.strategies;
-  const model::ModelSpec& model = launch.model;
-  const runtime::SessionOptions& session = launch.session;
-
-  comm::MpiSession mpi;
-  int exit_code = 0;
-  try {
-    {
-      const auto world = comm::make_mpi_control_world();
-      if (const int code = runtime::agree_on_launch_error(*world, launch_error)) return code;
-      runtime::check_agreement(*world, launch.settings);
-    }
-    std::unique_ptr<comm::Grid> grid;
-    try {
-      grid = comm::make_mpi_grid(options.dp, options.tp, options.pp, options.reduce_mode);
-    } catch (const UsageError& e) {
-      throw runtime::PlanAgreementError(e.what());  // the world size: the same on every rank
-    }
-    const runtime::CompareResult result =
-        runtime::run_strategies(*grid, model, options, strategies, session);
-    if (grid->world().rank() == 0) {
+    return launch.settings;
+  };
+  steps.grid_shape = [&] {
+    return comm::GridShape{launch.options.dp, launch.options.tp, launch.options.pp};
+  };
+  steps.reduce_mode = [&] { return launch.options.reduce_mode; };
+  steps.run = [&](comm::Grid& grid) {
+    const runtime::CompareResult result = runtime::run_strategies(
+        grid, launch.model, launch.options, launch.strategies, launch.session);
+    if (grid.world().rank() == 0) {
       std::cout << runtime::format_report(result) << std::flush;
       if (!flags.json.empty()) write_json_file(flags.json, runtime::report_json(result));
       if (!flags.trace.empty()) std::cout << "trace: " << flags.trace << "\n";
     }
-    if (result.verify.ran && !result.verify.passed) exit_code = 1;
-    grid->world().barrier();
-  } catch (const UsageError& e) {
-    comm::end_job(e.what(), 2);
-  } catch (const std::exception& e) {
-    comm::end_job(e.what(), 1);
-  }
-  return exit_code;
+    const int exit_code = result.verify.ran && !result.verify.passed ? 1 : 0;
+    grid.world().barrier();
+    return exit_code;
+  };
+  return run_launched(steps);
 }
 
 void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
@@ -180,8 +169,8 @@ void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
   f.trace_flag = sub->add_option("--trace", f.trace, "Write a Chrome trace (Perfetto) to FILE");
   f.json_flag =
       sub->add_option("--json", f.json, "Write timings, bytes and verification as JSON to FILE");
-  sub->add_option("--test-perturb-plan-rank", o.perturb_plan_rank)->group("");
-  sub->add_option("--test-corrupt-rank", o.corrupt_rank)->group("");
+  sub->add_option("--test-perturb-plan-rank", f.perturb_plan_rank)->group("");
+  sub->add_option("--test-corrupt-rank", f.corrupt_rank)->group("");
 }
 
 }  // namespace
@@ -193,16 +182,6 @@ bool is_launch_command(int argc, char** argv) {
     return arg == "run" || arg == "compare";
   }
   return false;
-}
-
-int launch_error_exit(const std::string& error) {
-  comm::MpiSession mpi;
-  try {
-    const auto world = comm::make_mpi_control_world();
-    return runtime::agree_on_launch_error(*world, error);
-  } catch (const std::exception& e) {
-    comm::abort_all(e.what(), 1);
-  }
 }
 
 void add_run_commands(CLI::App& app, int& exit_code) {

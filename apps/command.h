@@ -17,9 +17,6 @@ void add_ckpt_command(CLI::App& app, int& exit_code);  // `ckpt inspect`
 
 // True when argv selects `run` or `compare` (the first argument that is not an option).
 bool is_launch_command(int argc, char** argv);
-// For a command-line error of `run` / `compare` under an MPI launcher with more than one rank:
-// starts MPI so that the ranks agree on the error and it is printed once (see
-// runtime::agree_on_launch_error); returns the exit code (2).
-int launch_error_exit(const std::string& error);
+// launch_error_exit (launch.h) handles a command-line error of `run` / `compare` under a launcher.
 
 }  // namespace canzona::apps

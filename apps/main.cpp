@@ -15,6 +15,7 @@
 #include "canzona/common/error.h"
 #include "canzona/optim/blas_env.h"
 #include "command.h"
+#include "launch.h"
 
 namespace {
 

@@ -24,15 +24,17 @@
 #include <sstream>
 #include <tuple>
 
+#include "../launch.h"
 #include "../planning_flags.h"
 #include "canzona/ckpt/checkpoint.h"
 #include "canzona/comm/mpi.h"
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
+#include "canzona/common/faults.h"
 #include "canzona/common/fnv.h"
 #include "canzona/common/json_io.h"
 #include "canzona/optim/blas_env.h"
-#include "canzona/runtime/agreement.h"
+#include "canzona/runtime/run_settings.h"
 #include "canzona/runtime/session.h"
 #include "canzona/train/data.h"
 #include "canzona/train/memory.h"
@@ -213,7 +215,7 @@ struct Launch {
   model::TransformerConfig config;
   model::ModelSpec spec;
   train::Corpus corpus;
-  runtime::Settings settings;
+  launch::Settings settings;
 };
 
 Launch prepare(TrainFlags& f) {
@@ -283,18 +285,18 @@ Launch prepare(TrainFlags& f) {
   o.schedule.min_ratio = f.min_lr_ratio;
   o.strategies = plan::parse_strategy_list(f.strategies);
   o.trace_path = f.trace;
-  o.poison_step = f.poison_step;
-  o.poison_rank = f.poison_rank;
   o.checkpoint = f.checkpoint;
   if (!resume_dir.empty()) o.checkpoint.resume = resume_dir;  // resolved once
-  o.kill_step = f.kill_step;
-  o.kill_rank = f.kill_rank;
-  o.kill_in_save = f.kill_in_save;
   for (const auto& [value, flag] :
        {std::pair{f.kill_step, "--test-kill-step"}, std::pair{f.poison_step, "--test-poison-step"},
         std::pair{std::int64_t{f.kill_rank}, "--test-kill-rank"},
         std::pair{std::int64_t{f.poison_rank}, "--test-poison-rank"}})
     require_in_range(value, 0, 1 << 30, flag, "2^30");
+  // The hidden test flags arm faults (common/faults.h); step 0 = off.
+  if (f.poison_step > 0) faults::arm(faults::Fault::kPoisonLoss, {f.poison_rank, f.poison_step});
+  if (f.kill_step > 0)
+    faults::arm(f.kill_in_save ? faults::Fault::kKillInSave : faults::Fault::kKillAfterStep,
+                {f.kill_rank, f.kill_step});
   train::validate(o);
   if (!o.checkpoint.save_dir.empty()) {
     check_save_dir(o.checkpoint.save_dir);
@@ -475,29 +477,19 @@ int plot_from(const TrainFlags& flags) {
 int execute(TrainFlags& flags) {
   if (!flags.plot_from.empty()) return plot_from(flags);
   Launch launch;
-  std::string launch_error;
-  try {
+  LaunchSteps steps;
+  steps.prepare = [&] {
     launch = prepare(flags);
-  } catch (const UsageError& e) {
-    if (comm::launched_world_size() <= 1) throw;
-    launch_error = e.what();
-  }
-  comm::MpiSession mpi;
-  int exit_code = 0;
-  try {
-    {
-      const auto world = comm::make_mpi_control_world();
-      if (const int code = runtime::agree_on_launch_error(*world, launch_error)) return code;
-      runtime::check_agreement(*world, launch.settings);
-    }
+    return launch.settings;
+  };
+  steps.grid_shape = [&] {
+    return comm::GridShape{launch.options.run.dp, launch.options.run.tp, launch.options.run.pp};
+  };
+  steps.reduce_mode = [&] { return launch.options.run.reduce_mode; };
+  const auto train_on = [&](comm::Grid& grid) {
     const train::TrainOptions& o = launch.options;
-    std::unique_ptr<comm::Grid> grid;
-    try {
-      grid = comm::make_mpi_grid(o.run.dp, o.run.tp, o.run.pp, o.run.reduce_mode);
-    } catch (const UsageError& e) {
-      throw runtime::PlanAgreementError(e.what());
-    }
-    const bool reporter = grid->world().rank() == 0;
+    int exit_code = 0;
+    const bool reporter = grid.world().rank() == 0;
     TrainHeader h;
     h.model = launch.spec.name;
     h.params = launch.spec.total_numel();
@@ -537,7 +529,7 @@ int execute(TrainFlags& flags) {
       std::fflush(stdout);
     };
     const std::vector<train::StrategyRun> runs =
-        train::train(*grid, launch.config, launch.spec, o, launch.corpus, progress);
+        train::train(grid, launch.config, launch.spec, o, launch.corpus, progress);
     // Rank 0 reports and writes the outputs; a failure there (a full disk under --json) is
     // shared with every rank, so all of them end the same way.
     std::string report_error;
@@ -559,23 +551,24 @@ int execute(TrainFlags& flags) {
         report_error = e.what();
       }
     }
-    const auto errors = grid->world().all_gather_bytes(
+    const auto errors = grid.world().all_gather_bytes(
         std::as_bytes(std::span<const char>(report_error.data(), report_error.size())));
     if (!errors[0].empty())
       throw UsageError(
           std::string(reinterpret_cast<const char*>(errors[0].data()), errors[0].size()));
     const std::vector<float> code = {static_cast<float>(exit_code)};
     std::vector<float> agreed = code;
-    grid->world().all_reduce(agreed, agreed).wait();
-    exit_code = agreed[0] > 0.0f ? 1 : 0;
-  } catch (const train::Interrupted& e) {
-    comm::end_job(e.what(), e.exit_code());
-  } catch (const UsageError& e) {
-    comm::end_job(e.what(), 2);
-  } catch (const std::exception& e) {
-    comm::end_job(e.what(), 1);
-  }
-  return exit_code;
+    grid.world().all_reduce(agreed, agreed).wait();
+    return agreed[0] > 0.0f ? 1 : 0;
+  };
+  steps.run = [&](comm::Grid& grid) {
+    try {
+      return train_on(grid);
+    } catch (const train::Interrupted& e) {
+      comm::end_job(e.what(), e.exit_code());  // a signal, seen alike by every rank
+    }
+  };
+  return run_launched(steps);
 }
 
 }  // namespace
@@ -596,11 +589,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    if (canzona::comm::launched_world_size() > 1) {
-      canzona::comm::MpiSession mpi;
-      const auto world = canzona::comm::make_mpi_control_world();
-      return canzona::runtime::agree_on_launch_error(*world, e.what());
-    }
+    if (canzona::comm::launched_world_size() > 1) return canzona::apps::launch_error_exit(e.what());
     std::fprintf(stderr, "canzona: error: %s\n", e.what());
     return 2;
   } catch (const canzona::UsageError& e) {

@@ -36,10 +36,6 @@ void validate(const RunOptions& o) {
   require_real(o.compute_scale, 0.0, kMaxComputeScale, "--compute-scale", "kMaxComputeScale");
   require_in_range(o.tokens, 1, kMaxTokens, "--tokens", "kMaxTokens");
   require_in_range(o.bucket_size, 0, kMaxBucketSize, "--bucket-size", "kMaxBucketSize");
-  const std::int64_t ranks = std::int64_t{o.dp} * o.tp;
-  require_in_range(o.perturb_plan_rank, -1, ranks - 1, "--test-perturb-plan-rank",
-                   "-1 or a world rank");
-  require_in_range(o.corrupt_rank, -1, ranks - 1, "--test-corrupt-rank", "-1 or a world rank");
   const std::vector<std::string> matrix = optim::optimizer_names(optim::OptimizerShape::kMatrix);
   CANZONA_REQUIRE(std::find(matrix.begin(), matrix.end(), o.optimizer) != matrix.end(),
                   "--optimizer must be a matrix optimizer: ", cost::matrix_optimizer_list(),

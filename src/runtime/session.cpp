@@ -9,10 +9,11 @@
 #include <type_traits>
 #include <utility>
 
+#include "canzona/common/faults.h"
 #include "canzona/common/fnv.h"
 #include "canzona/plan/metrics.h"
-#include "canzona/runtime/agreement.h"
 #include "canzona/runtime/reference.h"
+#include "canzona/runtime/run_settings.h"
 #include "canzona/runtime/verify.h"
 #include "gather_bytes.h"
 
@@ -161,8 +162,8 @@ class Verifier {
     const layout::Layout& layout = plan.stages[0].layout;
     const std::string name = plan::to_string(plan.options.strategy);
     std::vector<float> local(runner.params().begin(), runner.params().end());
-    if (grid.world().rank() == options_.corrupt_rank && !layout.buckets.empty() &&
-        !layout.buckets[0].slots.empty()) {
+    if (faults::fires(faults::Fault::kCorruptParams, grid.world().rank()) &&
+        !layout.buckets.empty() && !layout.buckets[0].slots.empty()) {
       float& x = local[static_cast<std::size_t>(layout.buckets[0].offset +
                                                 layout.buckets[0].slots[0].offset)];
       std::uint32_t bits = 0;
@@ -295,7 +296,7 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
                              const SessionOptions& session) {
   validate(options);
   comm::Communicator& world = grid.world();
-  check_agreement(world, launch_settings(options, session, strategies, model));
+  launch::check_agreement(world, launch_settings(options, session, strategies, model));
   CompareResult result;
   result.options = options;
   result.model_name = model.name;
@@ -309,13 +310,13 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
   if (session.verify) verifier = std::make_unique<Verifier>(model, options, session);
   for (plan::Strategy strategy : strategies) {
     plan::PlanOptions plan_opts = plan_options(options, strategy);
-    if (world.rank() == options.perturb_plan_rank)
+    if (faults::fires(faults::Fault::kPerturbPlan, world.rank()))
       plan_opts.variant = plan_opts.variant == plan::PlannerVariant::kCanzona
                               ? plan::PlannerVariant::kPaper
                               : plan::PlannerVariant::kCanzona;
     const plan::Plan plan = plan::make_plan(model, plan_opts);
-    validate_plan(model, plan, grid.shape());
-    check_plan_agreement(world, plan);
+    launch::validate_plan(model, plan, grid.shape());
+    launch::check_plan_agreement(world, plan);
 
     StrategyResult sr;
     sr.strategy = strategy;

@@ -18,12 +18,13 @@
 
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
+#include "canzona/common/faults.h"
 #include "canzona/common/fnv.h"
 #include "canzona/common/hex.h"
+#include "canzona/launch/plan_check.h"
 #include "canzona/optim/optimizer.h"
 #include "canzona/runtime/engine.h"
 #include "canzona/runtime/options.h"
-#include "canzona/runtime/plan_check.h"
 #include "canzona/runtime/trace.h"
 #include "canzona/train/model.h"
 
@@ -135,8 +136,8 @@ class Run {
         corpus_(corpus),
         sampler_(corpus.train, options.seq_len, options.micro_batch, options.run.seed) {
     plan_ = plan::make_plan(spec, runtime::plan_options(options.run, strategy));
-    runtime::validate_plan(spec, plan_, grid.shape());
-    runtime::check_plan_agreement(grid.world(), plan_);
+    launch::validate_plan(spec, plan_, grid.shape());
+    launch::check_plan_agreement(grid.world(), plan_);
     result_.strategy = strategy;
     result_.plan_hash = plan::plan_hash(plan_);
     engine_ = std::make_unique<runtime::Engine>(grid, spec, plan_,
@@ -192,7 +193,7 @@ class Run {
                              tokens(batch.targets, batch.micro_batch, batch.seq_len))
               .mean() *
           inv_accum;
-      if (step == options_.poison_step && m == 0 && grid_.world().rank() == options_.poison_rank)
+      if (m == 0 && faults::fires(faults::Fault::kPoisonLoss, grid_.world().rank(), step))
         loss = loss * std::numeric_limits<float>::quiet_NaN();
       local_loss += loss.item<float>();
       in_backward_ = true;
@@ -460,9 +461,10 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
       context.spec = &spec;
       context.plan = &run.plan();
       context.manifest = manifest_of(options, config.name, strategy, run.result().plan_hash, step);
-      if (options.kill_in_save && step == options.kill_step)
+      if (faults::site(faults::Fault::kKillInSave).step == step)
         context.before_publish = [&] {
-          if (grid.world().rank() == options.kill_rank) std::raise(SIGKILL);
+          if (faults::fires(faults::Fault::kKillInSave, grid.world().rank(), step))
+            std::raise(SIGKILL);
         };
       const double s0 = wall_ms();
       const std::string dir = save_checkpoint(grid, run.engine(), context, ckpt_options.save_dir);
@@ -481,9 +483,7 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
       if (!ckpt_options.save_dir.empty() &&
           ((ckpt_options.save_every > 0 && s % ckpt_options.save_every == 0) || s == options.steps))
         save(s);
-      if (s == options.kill_step && !options.kill_in_save &&
-          grid.world().rank() == options.kill_rank)
-        std::raise(SIGKILL);
+      if (faults::fires(faults::Fault::kKillAfterStep, grid.world().rank(), s)) std::raise(SIGKILL);
       if (const int signal = StopSignals::agreed(grid.world())) {
         const bool saved_now = !ckpt_options.save_dir.empty() &&
                                ((ckpt_options.save_every > 0 && s % ckpt_options.save_every == 0) ||

@@ -57,7 +57,7 @@ double muon_state(std::int64_t rows, std::int64_t cols) {
 
 void expect_valid(const model::ModelSpec& m, const Plan& plan) {
   EXPECT_NO_THROW(
-      runtime::validate_plan(m, plan, comm::GridShape{plan.options.dp, plan.options.tp, 1}));
+      launch::validate_plan(m, plan, comm::GridShape{plan.options.dp, plan.options.tp, 1}));
 }
 
 // Same grid and options: nothing moves, and (ours and asc) the plan is the old one.

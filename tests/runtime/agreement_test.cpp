@@ -2,7 +2,7 @@
 // whatever the values, every RunOptions/SessionOptions field that changes what ranks execute shows
 // up as exactly one differing setting, and check_agreement() over threads standing in for ranks
 // names the first differing setting and the lowest differing rank, identically on every rank.
-#include "canzona/runtime/agreement.h"
+#include "canzona/launch/agreement.h"
 
 #include <gtest/gtest.h>
 
@@ -13,10 +13,20 @@
 #include <thread>
 
 #include "canzona/common/error.h"
+#include "canzona/common/faults.h"
+#include "canzona/runtime/run_settings.h"
 #include "toy_model.h"
 
 namespace canzona::runtime {
 namespace {
+
+using launch::agree_on_launch_error;
+using launch::check_agreement;
+using launch::kMaxShownValueBytes;
+using launch::model_hash;
+using launch::PlanAgreementError;
+using launch::Settings;
+using launch::settings_text;
 
 // Ranks as threads: all_gather_u64 and all_gather_bytes are a generation barrier over shared
 // slots. Only control traffic is implemented; float collectives are never called by
@@ -162,8 +172,10 @@ const std::vector<Change> kChanges = {
     {"--no-pipeline", [](RunOptions& o, SessionOptions&) { o.pipeline = false; }},
     {"--reduce-mode",
      [](RunOptions& o, SessionOptions&) { o.reduce_mode = comm::ReduceMode::kNative; }},
-    {"--test-perturb-plan-rank", [](RunOptions& o, SessionOptions&) { o.perturb_plan_rank = 0; }},
-    {"--test-corrupt-rank", [](RunOptions& o, SessionOptions&) { o.corrupt_rank = 0; }},
+    {"--test-perturb-plan-rank",
+     [](RunOptions&, SessionOptions&) { faults::arm(faults::Fault::kPerturbPlan, {0}); }},
+    {"--test-corrupt-rank",
+     [](RunOptions&, SessionOptions&) { faults::arm(faults::Fault::kCorruptParams, {0}); }},
     {"--verify", [](RunOptions&, SessionOptions& s) { s.verify = true; }},
     {"verify tolerance", [](RunOptions&, SessionOptions& s) { s.verify_tolerance = 1.0; }},
     {"--trace", [](RunOptions&, SessionOptions& s) { s.trace_path = "t.json"; }},
@@ -177,6 +189,7 @@ TEST(LaunchSettings, EachFieldIsExactlyOneSettingInAFixedOrder) {
     SessionOptions s;
     c.apply(o, s);
     const Settings changed = settings_of(o, s);
+    faults::disarm_all();
     ASSERT_EQ(changed.size(), base.size());
     int differing = 0;
     for (std::size_t i = 0; i < base.size(); ++i) {

@@ -4,11 +4,15 @@
 #include <mpi.h>
 
 #include "canzona/comm/mpi.h"
+#include "canzona/common/faults.h"
 #include "canzona/runtime/session.h"
 #include "toy_model.h"
 
 namespace canzona::runtime {
 namespace {
+
+using launch::PlanAgreementError;
+using launch::validate_plan;
 
 int world_size() {
   int size = 0;
@@ -32,7 +36,7 @@ TEST(Errors, PlanHashDisagreementThrowsOnEveryRank) {
   o.dp = world_size();
   o.steps = 1;
   o.warmup = 0;
-  o.perturb_plan_rank = 1;
+  const faults::Scoped perturb(faults::Fault::kPerturbPlan, {1});
   const std::string message = message_of(
       [&] { run_strategies(*grid, testing::toy_model(), o, {plan::Strategy::kLbAsc}, {}); });
   EXPECT_NE(message.find("ranks disagree on the lb-asc plan: rank 1 has plan hash"),

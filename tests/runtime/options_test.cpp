@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "canzona/common/faults.h"
+
 namespace canzona::runtime {
 namespace {
 
@@ -21,8 +23,8 @@ TEST(RunOptions, DefaultsAreThePapersAndMegatrons) {
   EXPECT_EQ(o.dp, 1);
   EXPECT_EQ(o.tp, 1);
   EXPECT_EQ(o.pp, 1);
-  EXPECT_EQ(o.perturb_plan_rank, -1);
-  EXPECT_EQ(o.corrupt_rank, -1);
+  EXPECT_EQ(faults::site(faults::Fault::kPerturbPlan).rank, -1);  // no fault armed by default
+  EXPECT_EQ(faults::site(faults::Fault::kCorruptParams).rank, -1);
 }
 
 TEST(RunOptions, PlanOptionsCarryTheGridAndPlannerKnobs) {

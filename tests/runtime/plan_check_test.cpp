@@ -10,6 +10,9 @@
 namespace canzona::runtime {
 namespace {
 
+using launch::PlanAgreementError;
+using launch::validate_plan;
+
 using plan::Strategy;
 
 constexpr Strategy kAll[] = {Strategy::kSc, Strategy::kLayerwise, Strategy::kLayerwisePaper,

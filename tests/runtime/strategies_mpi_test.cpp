@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "canzona/comm/mpi.h"
+#include "canzona/common/faults.h"
 #include "canzona/runtime/session.h"
 #include "toy_model.h"
 
@@ -226,12 +227,13 @@ TEST(Dp3Tp1Native, NativeReductionStaysWithinTheSummationBound) {
 void expect_corruption_found(int dp, int tp) {
   GRID_OR_FAIL(g, dp, tp);
   RunOptions o = qwen_options(dp, tp, "muon");
-  o.corrupt_rank = g->world().size() - 1;
+  const int corrupt_rank = g->world().size() - 1;
+  const faults::Scoped corrupt(faults::Fault::kCorruptParams, {corrupt_rank});
   const CompareResult r = run_all(*g, load_model(o), o, {Strategy::kLbAsc});
   EXPECT_FALSE(r.verify.bitwise);
   EXPECT_FALSE(r.verify.passed);
   if (g->world().rank() != 0) return;
-  const int replica = comm::grid_coord(g->shape(), o.corrupt_rank).dp;
+  const int replica = comm::grid_coord(g->shape(), corrupt_rank).dp;
   EXPECT_NE(r.verify.first_mismatch.find(
                 str("lb-asc, DP replica ", replica, " vs the single-process reference: param '")),
             std::string::npos)

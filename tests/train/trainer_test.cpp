@@ -15,6 +15,7 @@
 
 #include "canzona/comm/thread.h"
 #include "canzona/common/error.h"
+#include "canzona/common/faults.h"
 #include "canzona/model/load.h"
 #include "canzona/train/model.h"
 
@@ -175,8 +176,7 @@ TEST(TrainThreads, FinalParamsAreCopiedOnlyWhenAsked) {
 TEST(TrainThreads, ANonFiniteGradientStopsEveryRankBeforeTheOptimizer) {
   TrainOptions o = tiny_options(2, 1);
   o.strategies = {plan::Strategy::kLbAsc};
-  o.poison_step = 2;
-  o.poison_rank = 1;
+  const faults::Scoped poison(faults::Fault::kPoisonLoss, {.rank = 1, .step = 2});
   const Corpus corpus = test_corpus(o.seq_len);
   const model::TransformerConfig config = model::preset(o.run.model);
   const model::ModelSpec spec = training_spec(config, o);

@@ -49,12 +49,7 @@ struct RunOptions {
   bool pipeline = true;         // TP micro groups: post group k+1's gather before computing k
   comm::ReduceMode reduce_mode = comm::ReduceMode::kDeterministic;
 
-  // Test hook: this world rank plans with the other planner variant, so the plan-hash check
-  // must catch the disagreement. -1 = off.
-  int perturb_plan_rank = -1;
-  // Test hook: this world rank flips the lowest bit of the first element of its first layout
-  // slot after the run, before --verify gathers the params, so verification must name it. -1 = off.
-  int corrupt_rank = -1;
+  // Test hooks are faults (common/faults.h: kPerturbPlan, kCorruptParams), not options.
 
   int total_steps() const { return warmup + steps; }
 };

@@ -15,10 +15,10 @@
 
 #include "canzona/comm/grid.h"
 #include "canzona/common/error.h"
+#include "canzona/launch/plan_check.h"
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
 #include "canzona/runtime/options.h"
-#include "canzona/runtime/plan_check.h"
 #include "canzona/runtime/runner.h"
 
 namespace canzona::runtime {

@@ -50,20 +50,11 @@ struct TrainOptions {
   // more fp32 copy of the model, so off unless asked for.
   bool keep_final_params = false;
   std::string trace_path;  // Chrome trace of the first strategy; empty = none
-  // Test hook: at this step (1-based) world rank `poison_rank` multiplies its first
-  // micro-batch's loss by NaN (so its gradients are NaN too), and the non-finite path must stop
-  // every rank. 0 = off.
-  std::int64_t poison_step = 0;
-  int poison_rank = 0;
   // Checkpoints (train/checkpoint.h): save, resume, start from HF weights. Saving or resuming
   // needs a single strategy.
   CheckpointOptions checkpoint;
-  // Test hook: world rank `kill_rank` raises SIGKILL right after step `kill_step` (and its save,
-  // if any), or with kill_in_save inside that step's save, after the data is written and before
-  // the directory is published. 0 = off.
-  std::int64_t kill_step = 0;
-  int kill_rank = 0;
-  bool kill_in_save = false;
+  // Test hooks are faults (common/faults.h: kPoisonLoss, kKillAfterStep, kKillInSave), not
+  // options.
   std::int64_t tokens_per_step() const;  // dp x grad_accum x micro_batch x seq_len
 };
 
@@ -140,7 +131,7 @@ class NonFiniteLoss : public Error {
 // identical on every rank. With options.checkpoint.resume the run continues from the checkpoint's
 // step (its params, optimizer state and step count; the data sampler and lr schedule are functions
 // of the step, so nothing else is needed), bitwise as the uninterrupted run would have. Throws
-// runtime::PlanAgreementError (plan mismatch), NonFiniteLoss, UsageError (a checkpoint that is
+// launch::PlanAgreementError (plan mismatch), NonFiniteLoss, UsageError (a checkpoint that is
 // corrupt or does not fit), or Error.
 // Sets glibc malloc, process-wide and once, to keep freed memory for reuse (no mmap per large
 // block, no heap trimming): a training step then reuses the previous step's pages instead of

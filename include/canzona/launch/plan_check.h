@@ -10,7 +10,7 @@
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
 
-namespace canzona::runtime {
+namespace canzona::launch {
 
 // A usage error every rank raises identically (report it once).
 class PlanAgreementError : public UsageError {
@@ -30,4 +30,4 @@ void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
 // ..." naming the lowest disagreeing rank.
 void check_plan_agreement(comm::Communicator& world, const plan::Plan& plan);
 
-}  // namespace canzona::runtime
+}  // namespace canzona::launch

@@ -1,5 +1,5 @@
-// launch_settings / check_agreement (agreement.h).
-#include "canzona/runtime/agreement.h"
+// Settings agreement before the first collective (agreement.h).
+#include "canzona/launch/agreement.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,9 +8,9 @@
 #include "canzona/common/error.h"
 #include "canzona/common/fnv.h"
 #include "canzona/common/hex.h"
-#include "canzona/optim/optimizer.h"
+#include "canzona/launch/plan_check.h"
 
-namespace canzona::runtime {
+namespace canzona::launch {
 namespace {
 
 void mix(std::uint64_t& h, std::int64_t v) {
@@ -26,12 +26,6 @@ std::uint64_t hash_text(const std::string& s) {
   std::uint64_t h = kFnvOffset;
   mix(h, s);
   return h;
-}
-
-std::string real(double v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.17g", v);
-  return text;
 }
 
 std::string line(const Setting& s) {
@@ -106,53 +100,10 @@ std::uint64_t model_hash(const model::ModelSpec& model) {
   return h;
 }
 
-Settings launch_settings(const RunOptions& o, const SessionOptions& session,
-                         const std::vector<plan::Strategy>& strategies,
-                         const model::ModelSpec& model) {
-  std::string strategy_list;
-  for (plan::Strategy s : strategies) {
-    if (!strategy_list.empty()) strategy_list += ',';
-    strategy_list += plan::to_string(s);
-  }
-  const auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
-  Settings settings{
-      {"--model", o.model},
-      {"model spec", hex64(model_hash(model))},
-      {"--split-qkv", model::to_string(o.qkv_split)},
-      {"--split-fc1", flag(o.split_fc1)},
-      {"--dp", std::to_string(o.dp)},
-      {"--tp", std::to_string(o.tp)},
-      {"--pp", std::to_string(o.pp)},
-      {"--optimizer", o.optimizer},
-
-      {"--planner", plan::to_string(o.planner)},
-      {"--alpha", real(o.alpha)},
-      {"--cmax-mb", real(o.cmax_mb)},
-      {"--cost", cost::to_string(o.cost)},
-      {"--bucket-size", std::to_string(o.bucket_size)},
-      {"--steps", std::to_string(o.steps)},
-      {"--warmup", std::to_string(o.warmup)},
-      {"--compute-scale", real(o.compute_scale)},
-      {"--tokens", std::to_string(o.tokens)},
-      {"--seed", std::to_string(o.seed)},
-      {"--no-pipeline", flag(!o.pipeline)},
-      {"--reduce-mode", to_string(o.reduce_mode)},
-      {"--test-perturb-plan-rank", std::to_string(o.perturb_plan_rank)},
-      {"--test-corrupt-rank", std::to_string(o.corrupt_rank)},
-      {"--strategy", strategy_list},
-      {"--verify", flag(session.verify)},
-      {"verify tolerance", real(session.verify_tolerance)},
-      {"--trace", session.trace_path},
-  };
-  // One setting per option the optimizers run with (given values over the defaults, keys sorted),
-  // so {} and {"ns_steps": 5} agree and a disagreement names the key.
-  const auto add_options = [&settings](const std::string& prefix, const nlohmann::json& options) {
-    for (const auto& [key, value] : options.items())
-      settings.push_back({str(prefix, " ", key), value.dump()});
-  };
-  add_options("--optimizer-options", optim::effective_options(o.optimizer, o.optimizer_options));
-  add_options("adamw options", optim::effective_options("adamw", o.adamw_options));
-  return settings;
+std::string setting_value(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.17g", v);
+  return text;
 }
 
 std::string settings_text(const Settings& settings) {
@@ -209,4 +160,4 @@ void check_agreement(comm::Communicator& world, const Settings& settings) {
       "ranks disagree on the configuration, but on no single setting (hash collision?)");
 }
 
-}  // namespace canzona::runtime
+}  // namespace canzona::launch

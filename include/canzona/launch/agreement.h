@@ -1,12 +1,13 @@
-// Agreement on the launch configuration before the first collective (docs/design.md section 4).
+// Agreement on the launch configuration before the first collective (docs/design.md section 4),
+// shared by every launch (`canzona run`/`compare`, `canzona train`).
 //
-// Terms. A *setting* is one (key, value) pair of the effective configuration of a `canzona run` /
-// `canzona compare` launch: the key is the CLI flag that sets it ("--steps"), the value its
-// canonical text after parsing and defaults ("2", "deterministic", option JSON with sorted keys).
-// The *settings* of a launch are every setting ranks must agree on, in a fixed order; ranks
-// launched with different flags (OpenMPI's MPMD syntax, a wrapper script, a different model file
-// behind the same path) disagree on some setting, and would otherwise hang in mismatched
-// collectives or silently run different experiments.
+// Terms. A *setting* is one (key, value) pair of the effective configuration of a launch: the key
+// is the CLI flag that sets it ("--steps"), the value its canonical text after parsing and defaults
+// ("2", "deterministic", option JSON with sorted keys). The *settings* of a launch are every
+// setting ranks must agree on, in a fixed order; ranks launched with different flags (OpenMPI's
+// MPMD syntax, a wrapper script, a different model file behind the same path) disagree on some
+// setting, and would otherwise hang in mismatched collectives or silently run different
+// experiments.
 #pragma once
 
 #include <cstdint>
@@ -15,11 +16,8 @@
 
 #include "canzona/comm/communicator.h"
 #include "canzona/model/spec.h"
-#include "canzona/plan/plan.h"
-#include "canzona/runtime/options.h"
-#include "canzona/runtime/session.h"
 
-namespace canzona::runtime {
+namespace canzona::launch {
 
 struct Setting {
   std::string key;    // the CLI flag, e.g. "--steps"; "model spec" for the loaded model's hash
@@ -36,14 +34,8 @@ inline constexpr std::size_t kMaxShownValueBytes = 64;
 // every param's name, shape, TP split, optimizer class, layer, stage and pieces.
 std::uint64_t model_hash(const model::ModelSpec& model);
 
-// The settings of a launch, in a fixed order that depends only on the optimizer: every field of
-// RunOptions, the SessionOptions (--verify, --trace), the strategy list, model_hash(model), then
-// one setting per optimizer option as it runs (optim::effective_options, sorted keys: key
-// "--optimizer-options lr", then "adamw options beta1", ...). Pure: no MPI, no files. Callers may
-// append settings of their own (e.g. "--json") before check_agreement().
-Settings launch_settings(const RunOptions& options, const SessionOptions& session,
-                         const std::vector<plan::Strategy>& strategies,
-                         const model::ModelSpec& model);
+// A double as a setting's value: 17 significant digits, so equal text means equal bits.
+std::string setting_value(double v);
 
 // "key=value" lines, one per setting, in order (what the hashes below are computed over).
 std::string settings_text(const Settings& settings);
@@ -64,4 +56,4 @@ void check_agreement(comm::Communicator& world, const Settings& settings);
 // rank, and no abort banner.
 int agree_on_launch_error(comm::Communicator& world, const std::string& error);
 
-}  // namespace canzona::runtime
+}  // namespace canzona::launch

@@ -1,15 +1,18 @@
 // Checks made before the first collective of a strategy (plan_check.h): the plan fits the model
 // and the grid, and every rank computed the same plan.
-#include "canzona/runtime/plan_check.h"
+#include "canzona/launch/plan_check.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "canzona/plan/rank_plan.h"
-#include "canzona/runtime/shard.h"
+#include "canzona/plan/shard_map.h"
 
-namespace canzona::runtime {
+namespace canzona::launch {
 namespace {
+
+using plan::shard_map;
+using plan::ShardMap;
 
 template <typename... Args>
 void require(bool ok, const Args&... what) {
@@ -161,4 +164,4 @@ void check_plan_agreement(comm::Communicator& world, const plan::Plan& plan) {
   }
 }
 
-}  // namespace canzona::runtime
+}  // namespace canzona::launch

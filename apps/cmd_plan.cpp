@@ -14,8 +14,8 @@
 #include "canzona/common/json_io.h"
 #include "canzona/cost/calibration.h"
 #include "canzona/model/load.h"
+#include "canzona/plan/plan_report.h"
 #include "canzona/plan/replan.h"
-#include "canzona/plan/report.h"
 #include "command.h"
 #include "planning_flags.h"
 

@@ -26,7 +26,7 @@
 #include "canzona/model/load.h"
 #include "canzona/plan/plan.h"
 #include "canzona/runtime/options.h"
-#include "canzona/runtime/report.h"
+#include "canzona/runtime/run_report.h"
 #include "canzona/runtime/run_settings.h"
 #include "canzona/runtime/session.h"
 #include "command.h"

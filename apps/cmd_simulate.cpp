@@ -17,7 +17,7 @@
 #include "canzona/model/load.h"
 #include "canzona/optim/registry.h"
 #include "canzona/sim/cluster.h"
-#include "canzona/sim/report.h"
+#include "canzona/sim/sim_report.h"
 #include "canzona/sim/sweep.h"
 #include "command.h"
 #include "planning_flags.h"

@@ -9,7 +9,7 @@
 
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
-#include "canzona/optim/spec.h"
+#include "canzona/optim/optimizer_spec.h"
 
 namespace canzona::cost {
 namespace {

@@ -5,7 +5,7 @@
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/cost/calibration.h"
-#include "canzona/optim/spec.h"
+#include "canzona/optim/optimizer_spec.h"
 
 namespace canzona::cost {
 std::string matrix_optimizer_list() {

@@ -1,4 +1,4 @@
-// AdamW's spec (spec.h): its option names and defaults, its cost formulas.
+// AdamW's spec (optimizer_spec.h): its option names and defaults, its cost formulas.
 #include "builtin_specs.h"
 #include "canzona/common/error.h"
 #include "options_reader.h"

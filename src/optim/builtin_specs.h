@@ -6,9 +6,9 @@
 
 #include "canzona/optim/adamw.h"
 #include "canzona/optim/muon.h"
+#include "canzona/optim/optimizer_spec.h"
 #include "canzona/optim/shampoo.h"
 #include "canzona/optim/soap.h"
-#include "canzona/optim/spec.h"
 
 namespace canzona::optim::detail {
 

@@ -1,4 +1,5 @@
-// Muon's spec (spec.h): its option names and defaults, the names of its enums, its cost formulas.
+// Muon's spec (optimizer_spec.h): its option names and defaults, the names of its enums, its cost
+// formulas.
 #include <algorithm>
 
 #include "builtin_specs.h"

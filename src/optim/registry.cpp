@@ -1,5 +1,5 @@
-// The optimizer registry (registry.h): each optimizer's spec (spec.h) with its factory. The
-// built-in factories are listed here; register_optimizer adds one and its spec.
+// The optimizer registry (registry.h): each optimizer's spec (optimizer_spec.h) with its factory.
+// The built-in factories are listed here; register_optimizer adds one and its spec.
 #include "canzona/optim/registry.h"
 
 #include <array>

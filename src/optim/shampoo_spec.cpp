@@ -1,5 +1,5 @@
-// Shampoo's spec (spec.h): its option names and defaults, the names of its enums, its cost
-// formulas.
+// Shampoo's spec (optimizer_spec.h): its option names and defaults, the names of its enums, its
+// cost formulas.
 #include <algorithm>
 #include <cmath>
 

@@ -1,4 +1,4 @@
-// SOAP's spec (spec.h): its option names and defaults, its cost formulas.
+// SOAP's spec (optimizer_spec.h): its option names and defaults, its cost formulas.
 #include <algorithm>
 #include <cmath>
 

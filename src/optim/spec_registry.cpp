@@ -1,11 +1,11 @@
-// The optimizer specs (spec.h): the built-in ones, one per <name>_spec.cpp, then any registered at
-// run time.
+// The optimizer specs (optimizer_spec.h): the built-in ones, one per <name>_spec.cpp, then any
+// registered at run time.
 #include <deque>
 #include <mutex>
 
 #include "builtin_specs.h"
 #include "canzona/common/error.h"
-#include "canzona/optim/spec.h"
+#include "canzona/optim/optimizer_spec.h"
 
 namespace canzona::optim {
 namespace {

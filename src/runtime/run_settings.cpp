@@ -4,7 +4,7 @@
 #include "canzona/common/error.h"
 #include "canzona/common/faults.h"
 #include "canzona/common/hex.h"
-#include "canzona/optim/spec.h"
+#include "canzona/optim/optimizer_spec.h"
 
 namespace canzona::runtime {
 

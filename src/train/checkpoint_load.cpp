@@ -7,7 +7,7 @@
 #include "canzona/ckpt/hf_names.h"
 #include "canzona/ckpt/safetensors.h"
 #include "canzona/common/error.h"
-#include "canzona/train/checkpoint.h"
+#include "canzona/train/parallel_checkpoint.h"
 #include "checkpoint_parts.h"
 
 namespace canzona::train {

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "canzona/common/error.h"
-#include "canzona/train/checkpoint.h"
+#include "canzona/train/parallel_checkpoint.h"
 
 namespace canzona::train::detail {
 namespace {

@@ -11,8 +11,8 @@
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
 #include "canzona/plan/metrics.h"
-#include "canzona/plan/report.h"
-#include "canzona/train/checkpoint.h"
+#include "canzona/plan/plan_report.h"
+#include "canzona/train/parallel_checkpoint.h"
 #include "checkpoint_parts.h"
 
 namespace canzona::train {

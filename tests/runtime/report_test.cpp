@@ -1,11 +1,10 @@
 // Output formats: the --json keys the issue names, the table's ratio line, and trace events that
 // parse as JSON.
-#include "canzona/runtime/report.h"
-
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "canzona/runtime/run_report.h"
 #include "canzona/runtime/trace.h"
 
 namespace canzona::runtime {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "canzona/common/error.h"
-#include "canzona/sim/report.h"
+#include "canzona/sim/sim_report.h"
 
 namespace canzona::sim {
 namespace {

@@ -14,7 +14,8 @@
 //
 // A save writes `.step-<N>.tmp` beside the final directory, syncs every file and the directory and
 // renames it to `step-<N>` (8 digits) only when complete; a crash leaves the previous checkpoint
-// as it was. No MPI and no libtorch here; the parallel save and load are train/checkpoint.h.
+// as it was. No MPI and no libtorch here; the parallel save and load are
+// train/parallel_checkpoint.h.
 #pragma once
 
 #include <cstdint>

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "canzona/optim/optimizer.h"
-#include "canzona/optim/spec.h"
+#include "canzona/optim/optimizer_spec.h"
 
 namespace canzona::optim {
 

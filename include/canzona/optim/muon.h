@@ -27,7 +27,7 @@
 
 #include "canzona/optim/matrix.h"
 #include "canzona/optim/optimizer.h"
-#include "canzona/optim/spec.h"
+#include "canzona/optim/optimizer_spec.h"
 
 namespace canzona::optim {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "canzona/optim/matrix.h"
-#include "canzona/optim/spec.h"
+#include "canzona/optim/optimizer_spec.h"
 
 namespace canzona::optim {
 
@@ -119,6 +119,6 @@ using OptimizerFactory = std::unique_ptr<Optimizer> (*)(const ParamInfo& param,
 std::unique_ptr<Optimizer> create_optimizer(
     const std::string& name, const ParamInfo& param,
     const nlohmann::json& options = nlohmann::json::object());
-// effective_options(name, options) and optimizer_names() are in spec.h.
+// effective_options(name, options) and optimizer_names() are in optimizer_spec.h.
 
 }  // namespace canzona::optim

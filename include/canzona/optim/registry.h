@@ -1,6 +1,6 @@
-// The optimizer registry: each optimizer's spec (spec.h: name, shape, options, cost formulas)
-// with its factory, in one descriptor. This is the kernels' side (canzona_optim, OpenBLAS); the
-// planner and the cost model use only the specs (canzona_optim_spec, no BLAS).
+// The optimizer registry: each optimizer's spec (optimizer_spec.h: name, shape, options, cost
+// formulas) with its factory, in one descriptor. This is the kernels' side (canzona_optim,
+// OpenBLAS); the planner and the cost model use only the specs (canzona_optim_spec, no BLAS).
 //
 // Adding an optimizer is one kernel source file and one spec file (plus an optional header): its
 // class and factory in <name>.cpp, its options reader and formulas in <name>_spec.cpp, listed in
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "canzona/optim/optimizer.h"
-#include "canzona/optim/spec.h"
+#include "canzona/optim/optimizer_spec.h"
 
 namespace canzona::optim {
 
@@ -28,9 +28,9 @@ struct OptimizerDescriptor {
 };
 
 // Adds `descriptor` after the built-in optimizers (muon, shampoo, soap, adamw), and its spec
-// (spec.h; its options are what its factory reads). Throws UsageError when the name is empty or
-// already registered, or a required member (make, flops, state_bytes) is null. Call it before any
-// thread looks optimizers up (e.g. first thing in main).
+// (optimizer_spec.h; its options are what its factory reads). Throws UsageError when the name is
+// empty or already registered, or a required member (make, flops, state_bytes) is null. Call it
+// before any thread looks optimizers up (e.g. first thing in main).
 void register_optimizer(const OptimizerDescriptor& descriptor);
 
 // The descriptor of `name`; throws UsageError "unknown optimizer '<name>' (known: muon, ...)".

@@ -9,7 +9,7 @@
 
 #include "canzona/model/load.h"
 #include "canzona/plan/plan.h"
-#include "canzona/sim/report.h"
+#include "canzona/sim/sim_report.h"
 #include "canzona/sim/simulate.h"
 
 namespace canzona::sim {

@@ -26,8 +26,8 @@
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
 #include "canzona/runtime/options.h"
-#include "canzona/train/checkpoint.h"
 #include "canzona/train/data.h"
+#include "canzona/train/parallel_checkpoint.h"
 #include "canzona/train/schedule.h"
 
 namespace canzona::train {
@@ -50,8 +50,8 @@ struct TrainOptions {
   // more fp32 copy of the model, so off unless asked for.
   bool keep_final_params = false;
   std::string trace_path;  // Chrome trace of the first strategy; empty = none
-  // Checkpoints (train/checkpoint.h): save, resume, start from HF weights. Saving or resuming
-  // needs a single strategy.
+  // Checkpoints (train/parallel_checkpoint.h): save, resume, start from HF weights. Saving or
+  // resuming needs a single strategy.
   CheckpointOptions checkpoint;
   // Test hooks are faults (common/faults.h: kPoisonLoss, kKillAfterStep, kKillInSave), not
   // options.

@@ -1,5 +1,5 @@
 // Table and JSON views of simulated iterations (report.h).
-#include "canzona/sim/report.h"
+#include "canzona/sim/sim_report.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "canzona/runtime/report.h"
+#include "canzona/runtime/run_report.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "canzona/plan/report.h"
+#include "canzona/plan/plan_report.h"
 
 #include <algorithm>
 #include <cmath>

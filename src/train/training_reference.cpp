@@ -1,9 +1,8 @@
 // The single-process training reference (trainer.h: run_reference).
-#include "canzona/runtime/reference.h"
-
 #include <cstring>
 
 #include "canzona/common/error.h"
+#include "canzona/runtime/reference.h"
 #include "canzona/train/model.h"
 #include "canzona/train/trainer.h"
 

@@ -58,8 +58,8 @@ model::ModelSpec load_model(const RunOptions& o) {
   return model::load_model(o.model, build);
 }
 
-EngineOptions engine_options(const RunOptions& o) {
-  EngineOptions e;
+engine::EngineOptions engine_options(const RunOptions& o) {
+  engine::EngineOptions e;
   e.optimizer = o.optimizer;
   e.optimizer_options = o.optimizer_options;
   e.adamw_options = o.adamw_options;

@@ -4,22 +4,23 @@
 
 #include "canzona/common/error.h"
 #include "canzona/cost/cost.h"
+#include "canzona/engine/optimizer_factory.h"
+#include "canzona/engine/shard.h"
 #include "canzona/optim/registry.h"
-#include "canzona/runtime/optimizer_factory.h"
-#include "canzona/runtime/shard.h"
 #include "canzona/runtime/synthetic.h"
 
 namespace canzona::runtime {
 
 struct ReferenceOptimizer::TaskState {
   int param = 0;
-  ShardMap map;  // the task's rows in the global matrix (tp = 1)
+  engine::ShardMap map;  // the task's rows in the global matrix (tp = 1)
   std::unique_ptr<optim::Optimizer> optimizer;
   std::vector<float> main;  // (rows, cols)
   std::vector<float> grad;  // (rows, cols)
 };
 
-ReferenceOptimizer::ReferenceOptimizer(const model::ModelSpec& model, const EngineOptions& options,
+ReferenceOptimizer::ReferenceOptimizer(const model::ModelSpec& model,
+                                       const engine::EngineOptions& options,
                                        const std::vector<std::vector<float>>& params) {
   CANZONA_CHECK_EQ(params.size(), model.params.size());
   elementwise_.resize(model.params.size());
@@ -27,7 +28,7 @@ ReferenceOptimizer::ReferenceOptimizer(const model::ModelSpec& model, const Engi
     const model::ParamSpec& spec = model.params[p];
     CANZONA_CHECK_EQ(static_cast<std::int64_t>(params[p].size()), spec.numel());
     if (!spec.is_matrix()) {
-      elementwise_[p] = make_elementwise_optimizer(options, spec, 0, spec.numel());
+      elementwise_[p] = engine::make_elementwise_optimizer(options, spec, 0, spec.numel());
       continue;
     }
     const int pieces = spec.pieces.empty() ? 1 : static_cast<int>(spec.pieces.size());
@@ -35,11 +36,11 @@ ReferenceOptimizer::ReferenceOptimizer(const model::ModelSpec& model, const Engi
       const int piece = spec.pieces.empty() ? -1 : k;
       auto task = std::make_unique<TaskState>();
       task->param = static_cast<int>(p);
-      task->map = shard_map(spec, piece, 1, 0);
-      task->optimizer = make_matrix_optimizer(options, spec, piece);
+      task->map = engine::shard_map(spec, piece, 1, 0);
+      task->optimizer = engine::make_matrix_optimizer(options, spec, piece);
       task->main.resize(static_cast<std::size_t>(task->map.task_rows * task->map.task_cols));
       task->grad.resize(task->main.size());
-      local_to_task(task->map, params[p].data(), task->main.data());
+      engine::local_to_task(task->map, params[p].data(), task->main.data());
       tasks_.push_back(std::move(task));
     }
   }
@@ -56,11 +57,11 @@ void ReferenceOptimizer::set_lr_scale(double scale) {
 void ReferenceOptimizer::step(std::vector<std::vector<float>>& params,
                               const std::vector<std::vector<float>>& grads) {
   for (auto& task : tasks_) {
-    local_to_task(task->map, grads[task->param].data(), task->grad.data());
+    engine::local_to_task(task->map, grads[task->param].data(), task->grad.data());
     const optim::ParamInfo& info = task->optimizer->param();
     task->optimizer->step(optim::matrix_view(task->main.data(), info.rows, info.cols),
                           optim::matrix_view(task->grad.data(), info.rows, info.cols));
-    task_to_local(task->map, task->main.data(), params[task->param].data());
+    engine::task_to_local(task->map, task->main.data(), params[task->param].data());
   }
   for (std::size_t p = 0; p < params.size(); ++p) {
     if (!elementwise_[p]) continue;

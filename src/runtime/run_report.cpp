@@ -65,7 +65,7 @@ std::string format_report(const CompareResult& r) {
               "bwd", "grad-sync", "opt", "opt-comp", "opt-comm", "par-sync", "DP grad", "DP param",
               "DP total", "TP");
   for (const StrategyResult& s : r.strategies) {
-    const StepTimes& m = s.median;
+    const engine::StepTimes& m = s.median;
     const PhaseBytes& dp = s.dp_phase_bytes;
     out += line("%-10s %8.2f %8.2f %8.2f %9.2f %8.2f %8.2f %8.2f %8.2f  %8.3f %8.3f %8.3f %8.3f\n",
                 plan::to_string(s.strategy), m.step, m.forward, m.backward, m.grad_sync, m.opt,
@@ -144,7 +144,7 @@ nlohmann::json report_json(const CompareResult& r) {
   j["compute_scale"] = o.compute_scale;
   nlohmann::json strategies = nlohmann::json::object();
   for (const StrategyResult& s : r.strategies) {
-    const StepTimes& m = s.median;
+    const engine::StepTimes& m = s.median;
     const std::string hash = hex64(s.plan_hash), params_hash = hex64(s.params_hash);
     strategies[plan::to_string(s.strategy)] = {{"step_ms", m.step},
                                                {"forward_ms", m.forward},

@@ -3,9 +3,9 @@
 
 #include <functional>
 
+#include "canzona/common/clock.h"
 #include "canzona/common/error.h"
 #include "canzona/runtime/synthetic.h"
-#include "timing.h"
 #include "workload.h"
 
 namespace canzona::runtime {
@@ -23,15 +23,16 @@ PhaseBytes& PhaseBytes::operator+=(const PhaseBytes& other) {
 }
 
 StrategyRunner::StrategyRunner(comm::Grid& grid, const model::ModelSpec& model,
-                               const plan::Plan& plan, const RunOptions& options, Trace& trace)
+                               const plan::Plan& plan, const RunOptions& options,
+                               engine::Trace& trace)
     : grid_(grid),
       model_(model),
       strategy_(plan.options.strategy),
       options_(options),
       trace_(trace) {
   CANZONA_CHECK(plan.stages.size() == 1, "runner executes one pipeline stage");
-  TraceScope span(trace, "setup", str("setup ", plan::to_string(strategy_)));
-  engine_ = std::make_unique<Engine>(grid, model, plan, engine_options(options), trace);
+  engine::TraceScope span(trace, "setup", str("setup ", plan::to_string(strategy_)));
+  engine_ = std::make_unique<engine::Engine>(grid, model, plan, engine_options(options), trace);
   compute_ = std::make_unique<Compute>();
   for (const layout::Bucket& bucket : engine_->stage().layout.buckets) {
     std::int64_t numel = 0;
@@ -51,12 +52,12 @@ StrategyRunner::StrategyRunner(comm::Grid& grid, const model::ModelSpec& model,
 
 StrategyRunner::~StrategyRunner() = default;
 
-StepTimes StrategyRunner::step(int step_number) {
-  Engine& engine = *engine_;
+engine::StepTimes StrategyRunner::step(int step_number) {
+  engine::Engine& engine = *engine_;
   Compute& compute = *compute_;
   const auto& buckets = engine.stage().layout.buckets;
-  TraceScope span(trace_, "step", str(plan::to_string(strategy_), " step ", step_number));
-  StepTimes times;
+  engine::TraceScope span(trace_, "step", str(plan::to_string(strategy_), " step ", step_number));
+  engine::StepTimes times;
   const double wall0 = wall_ms();
   const double cpu0 = thread_cpu_ms();
   const double wait_cpu0 = engine.wait_cpu_ms();
@@ -73,7 +74,7 @@ StepTimes StrategyRunner::step(int step_number) {
   step_bytes_ = StepBytes{};
 
   {
-    TraceScope forward(trace_, "phase", str("forward ", step_number));
+    engine::TraceScope forward(trace_, "phase", str("forward ", step_number));
     for (std::size_t i = buckets.size(); i-- > 0;) {
       times.param_sync += engine.wait_param_sync(static_cast<int>(i));
       const double t0 = wall_ms();
@@ -86,7 +87,7 @@ StepTimes StrategyRunner::step(int step_number) {
   CANZONA_CHECK(forward_dp == 0 && forward_tp == 0, "the forward posted a collective");
 
   {
-    TraceScope backward(trace_, "phase", str("backward ", step_number));
+    engine::TraceScope backward(trace_, "phase", str("backward ", step_number));
     const std::function<void()> drive = [&engine] { engine.progress(); };
     const int tp_size = grid_.shape().tp;
     const int tp_rank = grid_.coord().tp;
@@ -105,7 +106,7 @@ StepTimes StrategyRunner::step(int step_number) {
   times.grad_sync = engine.finish_grad_sync();
   account(step_bytes_.dp.grad_sync, step_bytes_.tp.grad_sync);
 
-  const StepTimes opt = engine.step();
+  const engine::StepTimes opt = engine.step();
   times.opt = opt.opt;
   times.opt_comm = opt.opt_comm;
   times.opt_compute = opt.opt_compute;

@@ -9,21 +9,22 @@
 #include <type_traits>
 #include <utility>
 
+#include "canzona/comm/communicator.h"
 #include "canzona/common/faults.h"
 #include "canzona/common/fnv.h"
 #include "canzona/plan/metrics.h"
 #include "canzona/runtime/reference.h"
 #include "canzona/runtime/run_settings.h"
 #include "canzona/runtime/verify.h"
-#include "gather_bytes.h"
 
 namespace canzona::runtime {
 namespace {
 
-constexpr std::array<double StepTimes::*, 10> kFields = {
-    &StepTimes::step,    &StepTimes::forward,     &StepTimes::backward, &StepTimes::grad_sync,
-    &StepTimes::opt,     &StepTimes::opt_compute, &StepTimes::opt_comm, &StepTimes::param_sync,
-    &StepTimes::opt_cpu, &StepTimes::busy_cpu};
+constexpr std::array<double engine::StepTimes::*, 10> kFields = {
+    &engine::StepTimes::step,      &engine::StepTimes::forward,    &engine::StepTimes::backward,
+    &engine::StepTimes::grad_sync, &engine::StepTimes::opt,        &engine::StepTimes::opt_compute,
+    &engine::StepTimes::opt_comm,  &engine::StepTimes::param_sync, &engine::StepTimes::opt_cpu,
+    &engine::StepTimes::busy_cpu};
 
 double median(std::vector<double> values) {
   if (values.empty()) return 0.0;
@@ -58,27 +59,30 @@ struct RankStats {
   PhaseBytes dp_phase;  // the same bytes by phase
   PhaseBytes tp_phase;
 };
-static_assert(std::is_trivially_copyable_v<RankStats> && std::is_trivially_copyable_v<StepTimes>);
+static_assert(std::is_trivially_copyable_v<RankStats> &&
+              std::is_trivially_copyable_v<engine::StepTimes>);
 
-std::string pack(const RankStats& stats, const std::vector<StepTimes>& steps) {
-  std::string blob(sizeof(RankStats) + steps.size() * sizeof(StepTimes), '\0');
+std::string pack(const RankStats& stats, const std::vector<engine::StepTimes>& steps) {
+  std::string blob(sizeof(RankStats) + steps.size() * sizeof(engine::StepTimes), '\0');
   std::memcpy(blob.data(), &stats, sizeof(RankStats));
   if (!steps.empty())
-    std::memcpy(blob.data() + sizeof(RankStats), steps.data(), steps.size() * sizeof(StepTimes));
+    std::memcpy(blob.data() + sizeof(RankStats), steps.data(),
+                steps.size() * sizeof(engine::StepTimes));
   return blob;
 }
 
 // Reads what pack() wrote; throws canzona::Error when the size does not match its header.
-RankStats unpack(const std::string& blob, std::vector<StepTimes>& steps) {
+RankStats unpack(const std::string& blob, std::vector<engine::StepTimes>& steps) {
   RankStats stats;
   CANZONA_CHECK(blob.size() >= sizeof(RankStats), "rank statistics of ", blob.size(), " bytes");
   std::memcpy(&stats, blob.data(), sizeof(RankStats));
   CANZONA_CHECK(stats.steps >= 0, "rank statistics of ", stats.steps, " steps");
-  CANZONA_CHECK_EQ(blob.size(),
-                   sizeof(RankStats) + static_cast<std::size_t>(stats.steps) * sizeof(StepTimes));
+  CANZONA_CHECK_EQ(blob.size(), sizeof(RankStats) + static_cast<std::size_t>(stats.steps) *
+                                                        sizeof(engine::StepTimes));
   steps.resize(static_cast<std::size_t>(stats.steps));
   if (!steps.empty())
-    std::memcpy(steps.data(), blob.data() + sizeof(RankStats), steps.size() * sizeof(StepTimes));
+    std::memcpy(steps.data(), blob.data() + sizeof(RankStats),
+                steps.size() * sizeof(engine::StepTimes));
   return stats;
 }
 
@@ -89,7 +93,7 @@ std::uint64_t world_params_hash(comm::Communicator& world, std::uint64_t params_
 
 // Gathers every rank's timed steps, CPU times, state and bytes to world rank 0 and reduces them.
 // `dp_phase` / `tp_phase` are this rank's bytes by phase summed over the timed steps.
-void summarize(comm::Grid& grid, const std::vector<StepTimes>& steps, double state_bytes,
+void summarize(comm::Grid& grid, const std::vector<engine::StepTimes>& steps, double state_bytes,
                const comm::CommBytes& dp_bytes, const comm::CommBytes& tp_bytes,
                const PhaseBytes& dp_phase, const PhaseBytes& tp_phase, StrategyResult& out) {
   const RankStats mine{.steps = std::ssize(steps),
@@ -98,11 +102,11 @@ void summarize(comm::Grid& grid, const std::vector<StepTimes>& steps, double sta
                        .tp_bytes = tp_bytes,
                        .dp_phase = dp_phase,
                        .tp_phase = tp_phase};
-  const std::vector<std::string> all = gather_bytes_to_root(grid.world(), pack(mine, steps));
+  const std::vector<std::string> all = comm::gather_bytes_to_root(grid.world(), pack(mine, steps));
   if (all.empty()) return;
   const std::size_t n = steps.size();
   std::vector<RankStats> ranks;
-  std::vector<std::vector<StepTimes>> times(all.size());  // (ranks, n)
+  std::vector<std::vector<engine::StepTimes>> times(all.size());  // (ranks, n)
   for (std::size_t r = 0; r < all.size(); ++r) {
     ranks.push_back(unpack(all[r], times[r]));
     CANZONA_CHECK_EQ(times[r].size(), n);
@@ -115,7 +119,7 @@ void summarize(comm::Grid& grid, const std::vector<StepTimes>& steps, double sta
   }
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     std::vector<double> opt_cpu, busy;
-    for (const StepTimes& t : times[r]) {
+    for (const engine::StepTimes& t : times[r]) {
       opt_cpu.push_back(t.opt_cpu);
       busy.push_back(t.busy_cpu);
     }
@@ -302,7 +306,7 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
   result.model_name = model.name;
   result.model_numel = model.total_numel();
   result.verify.ran = session.verify;
-  Trace trace(!session.trace_path.empty());
+  engine::Trace trace(!session.trace_path.empty());
   world.barrier();
   trace.reset_epoch();
 
@@ -332,7 +336,7 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
 
     StrategyRunner runner(grid, model, plan, options, trace);
     world.barrier();
-    std::vector<StepTimes> timed;
+    std::vector<engine::StepTimes> timed;
     comm::CommBytes dp0, tp0;
     PhaseBytes dp_phase, tp_phase;
     for (int s = 1; s <= options.total_steps(); ++s) {
@@ -340,7 +344,7 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
         dp0 = grid.dp().bytes();
         tp0 = grid.tp().bytes();
       }
-      const StepTimes t = runner.step(s);
+      const engine::StepTimes t = runner.step(s);
       if (s <= options.warmup) continue;
       timed.push_back(t);
       dp_phase += runner.last_step_bytes().dp;
@@ -354,7 +358,7 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
     result.strategies.push_back(std::move(sr));
   }
   if (verifier) result.verify = verifier->finish(world);
-  if (!session.trace_path.empty()) write_chrome_trace(grid, trace, session.trace_path);
+  if (!session.trace_path.empty()) engine::write_chrome_trace(grid, trace, session.trace_path);
   return result;
 }
 

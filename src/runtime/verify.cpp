@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "canzona/comm/communicator.h"
 #include "canzona/common/error.h"
-#include "canzona/runtime/shard.h"
-#include "gather_bytes.h"
+#include "canzona/engine/shard.h"
 
 namespace canzona::runtime {
 
@@ -47,7 +47,7 @@ std::vector<std::vector<float>> gather_replica(comm::Grid& grid, const model::Mo
       out.assign(static_cast<std::size_t>(p.numel()), 0.0f);
       for (int t = 0; t < shape.tp; ++t) {
         const float* shard = recv.data() + recv_displs[source[t]] + bucket.offset + slot.offset;
-        local_to_task(shard_map(p, -1, shape.tp, t), shard, out.data());
+        engine::local_to_task(engine::shard_map(p, -1, shape.tp, t), shard, out.data());
       }
     }
   return global;
@@ -90,7 +90,8 @@ void unpack_ranges(const std::string& bytes, std::vector<float>& local, std::vec
 std::vector<std::vector<std::vector<float>>> gather_reduced_grads(
     comm::Grid& grid, const model::ModelSpec& model, const layout::Layout& layout,
     const std::vector<std::pair<std::int64_t, std::span<const float>>>& ranges, bool sharded) {
-  const std::vector<std::string> blobs = gather_bytes_to_root(grid.world(), pack_ranges(ranges));
+  const std::vector<std::string> blobs =
+      comm::gather_bytes_to_root(grid.world(), pack_ranges(ranges));
   std::vector<std::vector<std::vector<float>>> views;
   if (blobs.empty()) return views;
   const comm::GridShape shape = grid.shape();
@@ -117,8 +118,8 @@ std::vector<std::vector<std::vector<float>>> gather_reduced_grads(
         std::vector<float>& out = global[slot.param];
         out.assign(static_cast<std::size_t>(p.numel()), 0.0f);
         for (int t = 0; t < shape.tp; ++t)
-          local_to_task(shard_map(p, -1, shape.tp, t),
-                        local[t].data() + bucket.offset + slot.offset, out.data());
+          engine::local_to_task(engine::shard_map(p, -1, shape.tp, t),
+                                local[t].data() + bucket.offset + slot.offset, out.data());
       }
   }
   return views;

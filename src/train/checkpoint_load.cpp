@@ -49,7 +49,7 @@ void read_runs(const ckpt::InFile& file, const ckpt::Header& header, const HfLay
 
 }  // namespace
 
-void load_checkpoint(comm::Grid& grid, runtime::Engine& engine, const model::ModelSpec& spec,
+void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
                      const model::TransformerConfig& config, const std::string& optimizer,
                      const std::string& dir, const ckpt::Manifest& manifest) {
   comm::Communicator& world = grid.world();
@@ -100,7 +100,7 @@ void load_checkpoint(comm::Grid& grid, runtime::Engine& engine, const model::Mod
   collectively(world, [&] {
     const ckpt::InFile file(optimizer_path);
     std::size_t u = 0;
-    for (const runtime::StateTensor& st : engine.optimizer_state()) {
+    for (const engine::StateTensor& st : engine.optimizer_state()) {
       if (st.state == "main") continue;
       const Unit& unit = units[u++];
       if (unit.matrix) {
@@ -128,7 +128,7 @@ void load_checkpoint(comm::Grid& grid, runtime::Engine& engine, const model::Mod
   });
 }
 
-void load_weights(comm::Grid& grid, runtime::Engine& engine, const model::ModelSpec& spec,
+void load_weights(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
                   const std::string& dir) {
   comm::Communicator& world = grid.world();
   const HfLayout hf(spec);

@@ -46,11 +46,11 @@ std::string Unit::id() const {
   return matrix ? key : str(p, "/", state, "/", shard, "/", begin, "/", end);
 }
 
-std::vector<Unit> my_units(runtime::Engine& engine, const model::ModelSpec& spec,
-                           const HfLayout& hf, int tp_rank) {
+std::vector<Unit> my_units(engine::Engine& engine, const model::ModelSpec& spec, const HfLayout& hf,
+                           int tp_rank) {
   std::vector<Unit> units;
   std::map<std::pair<int, int>, int> order;  // task -> states seen
-  for (const runtime::StateTensor& st : engine.optimizer_state()) {
+  for (const engine::StateTensor& st : engine.optimizer_state()) {
     if (st.state == "main") continue;
     Unit u;
     u.p = param_index(spec, st.param);
@@ -117,7 +117,7 @@ void from_logical(std::span<const float> file, std::span<float> task, std::int64
 }
 
 std::vector<std::int64_t> reorder_of(const HfLayout& hf, const Unit& unit,
-                                     const runtime::StateTensor& st, int tp) {
+                                     const engine::StateTensor& st, int tp) {
   if (st.row_axes == 0 || st.values.empty()) return {};
   std::vector<std::int64_t> logical = hf.task_logical_rows(unit.p, unit.piece, tp);
   if (!logical.empty()) {

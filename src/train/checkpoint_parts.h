@@ -11,8 +11,8 @@
 #include "canzona/ckpt/hf_names.h"
 #include "canzona/ckpt/safetensors.h"
 #include "canzona/comm/communicator.h"
+#include "canzona/engine/engine.h"
 #include "canzona/model/spec.h"
-#include "canzona/runtime/engine.h"
 
 namespace canzona::train::detail {
 
@@ -34,7 +34,7 @@ struct Unit {
 };
 
 // The units of engine.optimizer_state() but "main", in its order.
-std::vector<Unit> my_units(runtime::Engine& engine, const model::ModelSpec& spec,
+std::vector<Unit> my_units(engine::Engine& engine, const model::ModelSpec& spec,
                            const ckpt::HfLayout& hf, int tp_rank);
 
 // The part of `runs` inside local elements [begin, end), re-based to begin.
@@ -53,7 +53,7 @@ void from_logical(std::span<const float> file, std::span<float> task, std::int64
                   std::int64_t cols, int axes, const std::vector<std::int64_t>& logical);
 // The task's logical row order when its state must be reordered for the file, else empty.
 std::vector<std::int64_t> reorder_of(const ckpt::HfLayout& hf, const Unit& unit,
-                                     const runtime::StateTensor& st, int tp);
+                                     const engine::StateTensor& st, int tp);
 
 const ckpt::TensorEntry& entry(const ckpt::Header& header, const std::string& name);
 // Where element `element` of `tensor` (F32) sits in its file.

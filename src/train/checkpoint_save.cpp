@@ -97,7 +97,7 @@ std::span<const std::byte> bytes_of(std::span<const float> values) {
 
 }  // namespace
 
-std::string save_checkpoint(comm::Grid& grid, runtime::Engine& engine, const SaveContext& context,
+std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const SaveContext& context,
                             const std::string& save_dir) {
   comm::Communicator& world = grid.world();
   const model::ModelSpec& spec = *context.spec;
@@ -168,9 +168,9 @@ std::string save_checkpoint(comm::Grid& grid, runtime::Engine& engine, const Sav
       model_file.sync();
       model_file.close();
       ckpt::OutFile optimizer_file(optimizer_path, false);
-      const std::vector<runtime::StateTensor> states = engine.optimizer_state();
+      const std::vector<engine::StateTensor> states = engine.optimizer_state();
       std::size_t u = 0;
-      for (const runtime::StateTensor& st : states) {
+      for (const engine::StateTensor& st : states) {
         if (st.state == "main") continue;
         const Unit& unit = mine[u++];
         if (claimed.count(unit.id())) continue;

@@ -17,15 +17,16 @@
 #include <mutex>
 
 #include "canzona/common/checked.h"
+#include "canzona/common/clock.h"
 #include "canzona/common/error.h"
 #include "canzona/common/faults.h"
 #include "canzona/common/fnv.h"
 #include "canzona/common/hex.h"
+#include "canzona/engine/engine.h"
+#include "canzona/engine/trace.h"
 #include "canzona/launch/plan_check.h"
 #include "canzona/optim/optimizer.h"
-#include "canzona/runtime/engine.h"
 #include "canzona/runtime/options.h"
-#include "canzona/runtime/trace.h"
 #include "canzona/train/model.h"
 
 namespace canzona::train {
@@ -80,12 +81,6 @@ const char* signal_name(int signal) {
   return signal == SIGTERM ? "SIGTERM" : signal == SIGINT ? "SIGINT" : "a signal";
 }
 
-double wall_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // Runs `fn` after autograd accumulated a leaf's gradient (Megatron's grad-accumulator hook).
 struct AfterAccumulate : torch::autograd::FunctionPostHook {
   explicit AfterAccumulate(std::function<void()> fn) : fn_(std::move(fn)) {}
@@ -110,7 +105,7 @@ std::vector<float> sum_over(comm::Communicator& comm, std::vector<float> values)
 }
 
 // The first non-finite gradient or param of this rank, by spec order ("" when none).
-std::string first_non_finite(const model::ModelSpec& spec, runtime::Engine& engine) {
+std::string first_non_finite(const model::ModelSpec& spec, engine::Engine& engine) {
   for (const char* what : {"gradient", "param"}) {
     for (std::size_t p = 0; p < spec.params.size(); ++p) {
       const std::span<float> values =
@@ -129,7 +124,7 @@ class Run {
  public:
   Run(comm::Grid& grid, const model::TransformerConfig& config, const model::ModelSpec& spec,
       const TrainOptions& options, const Corpus& corpus, plan::Strategy strategy,
-      runtime::Trace& trace)
+      engine::Trace& trace)
       : grid_(grid),
         spec_(spec),
         options_(options),
@@ -140,8 +135,8 @@ class Run {
     launch::check_plan_agreement(grid.world(), plan_);
     result_.strategy = strategy;
     result_.plan_hash = plan::plan_hash(plan_);
-    engine_ = std::make_unique<runtime::Engine>(grid, spec, plan_,
-                                                runtime::engine_options(options.run), trace);
+    engine_ = std::make_unique<engine::Engine>(grid, spec, plan_,
+                                               runtime::engine_options(options.run), trace);
     const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
     model_ = std::make_unique<Qwen3Model>(config, spec, TpGroup{&grid.tp(), tp, tp_rank},
                                           Qwen3Model::Storage::kBound);
@@ -165,11 +160,11 @@ class Run {
   }
 
   StrategyRun& result() { return result_; }
-  runtime::Engine& engine() { return *engine_; }
+  engine::Engine& engine() { return *engine_; }
   const plan::Plan& plan() const { return plan_; }
 
   StepRecord step(std::int64_t step) {
-    runtime::Engine& engine = *engine_;
+    engine::Engine& engine = *engine_;
     StepRecord record;
     record.step = step;
     record.lr_scale = lr_factor(options_.schedule, step);
@@ -225,7 +220,7 @@ class Run {
                               "); first non-finite tensor: ", first,
                               "; stopped before the optimizer step, nothing written"));
     }
-    const runtime::StepTimes opt = engine.step();
+    const engine::StepTimes opt = engine.step();
     record.opt_ms = opt.opt;
     param_sync_ms_ += engine.start_param_sync();
     record.param_sync_ms = param_sync_ms_;
@@ -272,7 +267,7 @@ class Run {
   Sampler sampler_;
   plan::Plan plan_;  // the engine keeps references into it
   StrategyRun result_;
-  std::unique_ptr<runtime::Engine> engine_;
+  std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<Qwen3Model> model_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keeps the hooks alive
   std::vector<Batch> validation_;
@@ -440,7 +435,7 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
   }
   for (std::size_t k = 0; k < options.strategies.size(); ++k) {
     const plan::Strategy strategy = options.strategies[k];
-    runtime::Trace trace(k == 0 && !options.trace_path.empty());
+    engine::Trace trace(k == 0 && !options.trace_path.empty());
     if (reporter && progress.start) progress.start(strategy);
     Run run(grid, config, spec, options, corpus, strategy, trace);
     const double t0 = wall_ms();
@@ -504,7 +499,7 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
       save(options.steps);
     run.finish();
     max_over_ranks(grid.world(), run.result().steps);
-    if (trace.enabled()) runtime::write_chrome_trace(grid, trace, options.trace_path);
+    if (trace.enabled()) engine::write_chrome_trace(grid, trace, options.trace_path);
     runs.push_back(std::move(run.result()));
     runs.back().final_params = run.take_final_params();
   }

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "canzona/engine/trace.h"
 #include "canzona/runtime/run_report.h"
-#include "canzona/runtime/trace.h"
 
 namespace canzona::runtime {
 namespace {
@@ -65,23 +65,23 @@ TEST(ReportTable, PrintsTheLbAscRatios) {
 }
 
 TEST(TraceEvents, ParseAsChromeTraceJson) {
-  Trace trace(true);
-  trace.span(kCollectiveTrack, "collective", "bucket \"0\" all-gather", 1.0, 3.5);
-  { TraceScope scope(trace, "phase", "optimizer"); }
+  engine::Trace trace(true);
+  trace.span(engine::kCollectiveTrack, "collective", "bucket \"0\" all-gather", 1.0, 3.5);
+  { engine::TraceScope scope(trace, "phase", "optimizer"); }
   const nlohmann::json events = nlohmann::json::parse("[" + trace.events_json(3) + "]");
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].at("ph"), "X");
   EXPECT_EQ(events[0].at("pid"), 3);
-  EXPECT_EQ(events[0].at("tid"), kCollectiveTrack);
+  EXPECT_EQ(events[0].at("tid"), engine::kCollectiveTrack);
   EXPECT_EQ(events[0].at("name"), "bucket \"0\" all-gather");
   EXPECT_DOUBLE_EQ(events[0].at("dur").get<double>(), 2.5);
-  EXPECT_EQ(events[1].at("tid"), kComputeTrack);
+  EXPECT_EQ(events[1].at("tid"), engine::kComputeTrack);
 }
 
 TEST(TraceEvents, DisabledTraceRecordsNothing) {
-  Trace trace(false);
+  engine::Trace trace(false);
   trace.span(0, "x", "y", 0.0, 1.0);
-  { TraceScope scope(trace, "phase", "optimizer"); }
+  { engine::TraceScope scope(trace, "phase", "optimizer"); }
   EXPECT_EQ(trace.size(), 0u);
 }
 

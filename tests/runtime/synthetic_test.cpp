@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "canzona/runtime/engine.h"
+#include "canzona/engine/engine.h"
 #include "toy_model.h"
 
 namespace canzona::runtime {
@@ -71,10 +71,10 @@ TEST(Synthetic, GradientsAreUnscaledUnitValues) {
 
 // float(1 / DP), written out: 1/2 and 1/4 are exact, 1/3 rounds to 0x3eaaaaab.
 TEST(Synthetic, GradScaleIsTheFloatReciprocalOfDp) {
-  EXPECT_EQ(grad_scale(1), 1.0f);
-  EXPECT_EQ(grad_scale(2), 0.5f);
-  EXPECT_EQ(grad_scale(4), 0.25f);
-  const float third = grad_scale(3);
+  EXPECT_EQ(engine::grad_scale(1), 1.0f);
+  EXPECT_EQ(engine::grad_scale(2), 0.5f);
+  EXPECT_EQ(engine::grad_scale(4), 0.25f);
+  const float third = engine::grad_scale(3);
   std::uint32_t bits = 0;
   std::memcpy(&bits, &third, sizeof(bits));
   EXPECT_EQ(bits, 0x3eaaaaabu);

@@ -1,4 +1,4 @@
-// estimate_memory's buffers against the engine's allocations derived by hand (runtime/engine.cpp:
+// estimate_memory's buffers against the engine's allocations derived by hand (engine/engine.cpp:
 // one fp32 main copy per computed task; dp_sync.cpp: the DP shard of the gradient buffer under a
 // reduce-scatter). With --all-adamw every param is one element-wise task of numel x 1, so the main
 // copies of the model are exactly its params.

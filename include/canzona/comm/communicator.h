@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "canzona/comm/request.h"
@@ -144,5 +145,10 @@ class Communicator {
  private:
   CommBytes bytes_;
 };
+
+// Control data to rank 0 (run statistics, traces, --verify digests): collective over `world`
+// (all_gather_bytes); returns every rank's `bytes`, indexed by rank, on rank 0 and an empty vector
+// elsewhere.
+std::vector<std::string> gather_bytes_to_root(Communicator& world, const std::string& bytes);
 
 }  // namespace canzona::comm

@@ -1,5 +1,5 @@
 // Where a task's rows live in the TP-local shards (docs/design.md section 4, TP step). Pure
-// geometry of the model and the TP degree; the runtime copies data with it (runtime/shard.h) and
+// geometry of the model and the TP degree; the runtime copies data with it (engine/shard.h) and
 // the decoded plan (rank_plan.h) sizes the micro-group segments with it.
 //
 // Terms. A param's *global matrix* is R x C (for a TP-split param the concatenation of its TP

@@ -14,9 +14,9 @@
 
 #include "canzona/comm/communicator.h"
 #include "canzona/cost/cost.h"
+#include "canzona/engine/engine.h"
 #include "canzona/model/load.h"
 #include "canzona/plan/plan.h"
-#include "canzona/runtime/engine.h"
 
 namespace canzona::runtime {
 
@@ -83,7 +83,7 @@ model::ModelSpec load_model(const RunOptions& options);
 plan::PlanOptions plan_options(const RunOptions& options, plan::Strategy strategy);
 
 // The engine's share of the options: optimizer, its options, AdamW's, the micro-group pipeline.
-EngineOptions engine_options(const RunOptions& options);
+engine::EngineOptions engine_options(const RunOptions& options);
 
 // "deterministic" | "native"; throws UsageError otherwise.
 comm::ReduceMode parse_reduce_mode(const std::string& name);

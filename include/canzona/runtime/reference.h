@@ -12,9 +12,9 @@
 #include <memory>
 #include <vector>
 
+#include "canzona/engine/optimizer_factory.h"
 #include "canzona/model/spec.h"
 #include "canzona/optim/optimizer.h"
-#include "canzona/runtime/optimizer_factory.h"
 #include "canzona/runtime/options.h"
 
 namespace canzona::runtime {
@@ -25,7 +25,7 @@ namespace canzona::runtime {
 class ReferenceOptimizer {
  public:
   // Main params start from `params` ([param] global row-major, numel each).
-  ReferenceOptimizer(const model::ModelSpec& model, const EngineOptions& options,
+  ReferenceOptimizer(const model::ModelSpec& model, const engine::EngineOptions& options,
                      const std::vector<std::vector<float>>& params);
   ~ReferenceOptimizer();
   ReferenceOptimizer(const ReferenceOptimizer&) = delete;

@@ -29,11 +29,11 @@
 #include <vector>
 
 #include "canzona/comm/grid.h"
+#include "canzona/engine/engine.h"
+#include "canzona/engine/trace.h"
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
-#include "canzona/runtime/engine.h"
 #include "canzona/runtime/options.h"
-#include "canzona/runtime/trace.h"
 
 namespace canzona::runtime {
 
@@ -63,13 +63,13 @@ class StrategyRunner {
   // the grid's dp and tp (validate_plan). Builds the Engine, fills its params with the synthetic
   // init and loads the main params of the tasks this rank computes. Trace is borrowed.
   StrategyRunner(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
-                 const RunOptions& options, Trace& trace);
+                 const RunOptions& options, engine::Trace& trace);
   ~StrategyRunner();
   StrategyRunner(const StrategyRunner&) = delete;
   StrategyRunner& operator=(const StrategyRunner&) = delete;
 
   // Runs training step `step` (1-based; called with 1, 2, 3, ...).
-  StepTimes step(int step);
+  engine::StepTimes step(int step);
   // Bytes the last step() posted, by phase.
   const StepBytes& last_step_bytes() const;
   // Waits for parameter syncs still in flight; afterwards params() is final.
@@ -79,8 +79,8 @@ class StrategyRunner {
   std::span<const float> params() const;
   std::uint64_t params_fnv() const;  // Engine::params_fnv
   // The reduced gradient of the last step where this rank holds it (Engine::reduced_grads).
-  using GradRange = runtime::GradRange;
-  std::vector<GradRange> reduced_grads() const;
+  using GradRange = engine::GradRange;
+  std::vector<engine::GradRange> reduced_grads() const;
   // True when reduced_grads() holds this rank's DP shards (Reduce-Scatter strategies), false when
   // it holds the whole reduced gradient (All-Reduce strategies).
   bool grads_sharded() const;
@@ -90,15 +90,15 @@ class StrategyRunner {
   // Matrix tasks this rank computes per step.
   int computed_tasks() const;
 
-  Engine& engine() { return *engine_; }
+  engine::Engine& engine() { return *engine_; }
 
  private:
   comm::Grid& grid_;
   const model::ModelSpec& model_;
   plan::Strategy strategy_;
   RunOptions options_;
-  Trace& trace_;
-  std::unique_ptr<Engine> engine_;
+  engine::Trace& trace_;
+  std::unique_ptr<engine::Engine> engine_;
   struct Compute;  // simulated forward / backward compute (workload.h)
   std::unique_ptr<Compute> compute_;
   StepBytes step_bytes_;  // of the last step

@@ -39,7 +39,7 @@ struct StrategyResult {
   std::uint64_t params_hash = 0;
   int buckets = 0;
   int micro_groups = 0;                 // over all DP ranks
-  StepTimes median;                     // per phase: median over timed steps of the max over ranks
+  engine::StepTimes median;             // per phase: median over timed steps of the max over ranks
   std::vector<double> opt_cpu_ms;       // [world rank] median optimizer CPU per step
   std::vector<double> busy_cpu_ms;      // [world rank] median compute CPU per step
   std::vector<double> state_mb;         // [world rank] optimizer state + main params, MiB

@@ -26,10 +26,10 @@
 #include "canzona/ckpt/checkpoint.h"
 #include "canzona/comm/grid.h"
 #include "canzona/common/error.h"
+#include "canzona/engine/engine.h"
 #include "canzona/model/load.h"
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
-#include "canzona/runtime/engine.h"
 
 namespace canzona::train {
 
@@ -61,14 +61,14 @@ struct SaveContext {
 
 // Writes save_dir/step-<manifest.step> (see above); returns its path. Throws CheckpointError (disk
 // full, I/O) identically on every rank.
-std::string save_checkpoint(comm::Grid& grid, runtime::Engine& engine, const SaveContext& context,
+std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const SaveContext& context,
                             const std::string& save_dir);
 
 // Restores a checkpoint `dir` (resolved, with its manifest) into the engine: params, main params
 // (init_main_params), optimizer state, step count. `optimizer` is this run's manifest optimizer
 // name. Throws UsageError on every rank before any state changes when the checkpoint is corrupt
 // or does not fit this run.
-void load_checkpoint(comm::Grid& grid, runtime::Engine& engine, const model::ModelSpec& spec,
+void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
                      const model::TransformerConfig& config, const std::string& optimizer,
                      const std::string& dir, const ckpt::Manifest& manifest);
 
@@ -76,7 +76,7 @@ void load_checkpoint(comm::Grid& grid, runtime::Engine& engine, const model::Mod
 // params, then init_main_params. A vocabulary shorter than the padded one fills the padding rows
 // with zeros. Throws UsageError on every rank before any param changes when a tensor is missing
 // or has another shape.
-void load_weights(comm::Grid& grid, runtime::Engine& engine, const model::ModelSpec& spec,
+void load_weights(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
                   const std::string& dir);
 
 }  // namespace canzona::train

@@ -1,5 +1,5 @@
 // `canzona train`: the Qwen3 model (model.h) trained on real text (data.h) with the
-// distributed-optimizer engine (runtime/engine.h) under DP x TP, one strategy after another from
+// distributed-optimizer engine (engine/engine.h) under DP x TP, one strategy after another from
 // the same init on the same batches (docs/training.md).
 //
 // A step (Megatron-LM's train_step with the distributed optimizer): lr factor of the schedule;

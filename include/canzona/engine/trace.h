@@ -14,7 +14,7 @@
 
 #include "canzona/comm/grid.h"
 
-namespace canzona::runtime {
+namespace canzona::engine {
 
 inline constexpr int kComputeTrack = 0;
 inline constexpr int kCollectiveTrack = 1;
@@ -70,4 +70,4 @@ class TraceScope {
 // an All-to-All on the world communicator, whose bytes are not part of any reported phase.
 void write_chrome_trace(comm::Grid& grid, const Trace& trace, const std::string& path);
 
-}  // namespace canzona::runtime
+}  // namespace canzona::engine

@@ -4,7 +4,7 @@
 // finishing early is an error), the 1/DP scaling of each bucket before its collective (against a
 // hand-computed rank-order sum), main-param state access, and every strategy bitwise equal to the
 // single-process reference on DP >= 3 grids (run_strategies with --verify).
-#include "canzona/runtime/engine.h"
+#include "canzona/engine/engine.h"
 
 #include <gtest/gtest.h>
 
@@ -99,8 +99,8 @@ TEST(EngineThreads, LastParamOfABucketPostsItsScaledCollective) {
     const float s = 1.0f / 3.0f;
     const float expected = ((1.0f * s) + (2.0f * s)) + (3.0f * s);
     comm::run_on_thread_grid({3, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
-      Trace trace(false);
-      Engine engine(g, m, plan, engine_options(o), trace);
+      engine::Trace trace(false);
+      engine::Engine engine(g, m, plan, engine_options(o), trace);
       engine.init_main_params();
       const float mine = static_cast<float>(g.coord().dp + 1);
       const auto& buckets = engine.stage().layout.buckets;
@@ -120,7 +120,7 @@ TEST(EngineThreads, LastParamOfABucketPostsItsScaledCollective) {
       }
       engine.finish_grad_sync();
       std::int64_t checked = 0;
-      for (const GradRange& r : engine.reduced_grads()) {
+      for (const engine::GradRange& r : engine.reduced_grads()) {
         // Elements of params (padding stays 0: 0 * s summed).
         for (float v : r.values) ASSERT_TRUE(v == expected || v == 0.0f) << v;
         checked += std::count(r.values.begin(), r.values.end(), expected);
@@ -138,8 +138,8 @@ TEST(EngineThreads, StepOrFinishOutOfOrderIsAnError) {
   const model::ModelSpec m = load_model(o);
   const plan::Plan plan = make(m, o, Strategy::kLbAsc);
   comm::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
-    Trace trace(false);
-    Engine engine(g, m, plan, engine_options(o), trace);
+    engine::Trace trace(false);
+    engine::Engine engine(g, m, plan, engine_options(o), trace);
     EXPECT_THROW(engine.step(), Error);  // main params not loaded
     engine.init_main_params();
     EXPECT_THROW(engine.step(), Error);  // gradients not synced
@@ -155,15 +155,15 @@ TEST(EngineThreads, MainParamStateIsReadAndWrittenByName) {
   const model::ModelSpec m = load_model(o);
   const plan::Plan plan = make(m, o, Strategy::kSc);
   comm::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
-    Trace trace(false);
-    Engine engine(g, m, plan, engine_options(o), trace);
+    engine::Trace trace(false);
+    engine::Engine engine(g, m, plan, engine_options(o), trace);
     for (int p : engine.stage().params) fill_init(m.params[p], p, 1, 0, o.seed, engine.param(p));
     engine.init_main_params();
-    std::vector<StateTensor> all;
-    for (const StateTensor& t : engine.optimizer_state())
+    std::vector<engine::StateTensor> all;
+    for (const engine::StateTensor& t : engine.optimizer_state())
       if (t.state == "main") all.push_back(t);
     ASSERT_EQ(static_cast<int>(all.size()), engine.computed_tasks());
-    const StateTensor& first = all.front();
+    const engine::StateTensor& first = all.front();
     EXPECT_EQ(first.state, "main");
     int p = -1;
     for (std::size_t k = 0; k < m.params.size(); ++k)
@@ -185,12 +185,12 @@ TEST(EngineThreads, MainParamStateIsReadAndWrittenByName) {
 }
 
 // Copies B's param buffer, the chosen state tensors and its step count into C.
-void restore(Engine& from, Engine& to, bool optimizer_states) {
+void restore(engine::Engine& from, engine::Engine& to, bool optimizer_states) {
   for (int p : from.stage().params) {
     const std::span<float> src = from.param(p);
     std::copy(src.begin(), src.end(), to.param(p).begin());
   }
-  for (const StateTensor& t : from.optimizer_state())
+  for (const engine::StateTensor& t : from.optimizer_state())
     if (optimizer_states || t.state == "main")
       to.set_optimizer_state(t.param, t.state, t.piece, t.begin, t.values);
   to.set_step_count(from.step_count());
@@ -211,7 +211,7 @@ void expect_resume_exact(int dp, int tp, const std::string& optimizer, Strategy 
   std::mutex mutex;
   int exact = 0, differ = 0;
   comm::run_on_thread_grid({dp, tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
-    Trace trace(false);
+    engine::Trace trace(false);
     StrategyRunner a(g, m, plan, o, trace);
     a.step(1);
     a.step(2);
@@ -254,10 +254,10 @@ TEST(EngineThreads, StateNamesAndShapes) {
   const model::ModelSpec m = load_model(o);
   const plan::Plan plan = make(m, o, Strategy::kSc);
   comm::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
-    Trace trace(false);
-    Engine engine(g, m, plan, engine_options(o), trace);
+    engine::Trace trace(false);
+    engine::Engine engine(g, m, plan, engine_options(o), trace);
     std::set<std::string> names;
-    for (const StateTensor& t : engine.optimizer_state()) {
+    for (const engine::StateTensor& t : engine.optimizer_state()) {
       names.insert(t.state);
       EXPECT_EQ(static_cast<std::int64_t>(t.values.size()), t.rows * t.cols)
           << t.param << "." << t.state;

@@ -1,12 +1,12 @@
-#include "canzona/runtime/trace.h"
+#include "canzona/engine/trace.h"
 
 #include <cstdio>
 
+#include "canzona/comm/communicator.h"
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
-#include "gather_bytes.h"
 
-namespace canzona::runtime {
+namespace canzona::engine {
 namespace {
 
 std::string escaped(const std::string& text) {
@@ -71,7 +71,7 @@ void write_chrome_trace(comm::Grid& grid, const Trace& trace, const std::string&
   mine += ",\n" + metadata(rank, kCollectiveTrack, "thread_name", "collectives in flight");
   const std::string events = trace.events_json(rank);
   if (!events.empty()) mine += ",\n" + events;
-  const std::vector<std::string> all = gather_bytes_to_root(grid.world(), mine);
+  const std::vector<std::string> all = comm::gather_bytes_to_root(grid.world(), mine);
   if (rank != 0) return;
   std::string text = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   for (std::size_t q = 0; q < all.size(); ++q) {
@@ -82,4 +82,4 @@ void write_chrome_trace(comm::Grid& grid, const Trace& trace, const std::string&
   write_text_file(path, text);
 }
 
-}  // namespace canzona::runtime
+}  // namespace canzona::engine

@@ -1,12 +1,12 @@
 // The engine's optimizer factory (optimizer_factory.h).
-#include "canzona/runtime/optimizer_factory.h"
+#include "canzona/engine/optimizer_factory.h"
 
 #include "canzona/common/error.h"
 #include "canzona/cost/cost.h"
+#include "canzona/engine/shard.h"
 #include "canzona/optim/registry.h"
-#include "canzona/runtime/shard.h"
 
-namespace canzona::runtime {
+namespace canzona::engine {
 
 optim::ParamInfo task_info(const model::ParamSpec& param, int piece) {
   optim::ParamInfo info;
@@ -44,4 +44,4 @@ std::unique_ptr<optim::Optimizer> make_elementwise_optimizer(const EngineOptions
   return optim::create_optimizer(cost::kElementwiseOptimizer, info, options.adamw_options);
 }
 
-}  // namespace canzona::runtime
+}  // namespace canzona::engine

@@ -5,7 +5,7 @@
 
 #include "canzona/plan/shard_map.h"
 
-namespace canzona::runtime {
+namespace canzona::engine {
 
 using plan::RowRun;
 using plan::shard_map;
@@ -20,4 +20,4 @@ void packed_to_local(const ShardMap& map, const float* packed, float* local);
 void packed_to_task(const ShardMap& map, const float* packed, float* task);
 void task_to_packed(const ShardMap& map, const float* task, float* packed);
 
-}  // namespace canzona::runtime
+}  // namespace canzona::engine

@@ -1,10 +1,11 @@
-#include "gather_bytes.h"
-
+// Control data to rank 0 over the byte gather (communicator.h).
 #include <span>
 
-namespace canzona::runtime {
+#include "canzona/comm/communicator.h"
 
-std::vector<std::string> gather_bytes_to_root(comm::Communicator& world, const std::string& bytes) {
+namespace canzona::comm {
+
+std::vector<std::string> gather_bytes_to_root(Communicator& world, const std::string& bytes) {
   const std::vector<std::vector<std::byte>> all =
       world.all_gather_bytes(std::as_bytes(std::span(bytes)));
   std::vector<std::string> out;
@@ -14,4 +15,4 @@ std::vector<std::string> gather_bytes_to_root(comm::Communicator& world, const s
   return out;
 }
 
-}  // namespace canzona::runtime
+}  // namespace canzona::comm

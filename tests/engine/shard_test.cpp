@@ -1,6 +1,6 @@
 // ShardMap: the TP shards of a task, packed and unpacked, rebuild exactly the task matrix the
 // single-process reference sees, for every split dim, piece layout and tp.
-#include "canzona/runtime/shard.h"
+#include "canzona/engine/shard.h"
 
 #include <gtest/gtest.h>
 
@@ -38,20 +38,20 @@ void check_param(const model::ModelSpec& model, int index, int tp) {
     for (int t = 0; t < tp; ++t) {
       std::vector<float> local(static_cast<std::size_t>(p.local_numel(tp)));
       fill_init(p, index, tp, t, 7, local);
-      const ShardMap map = shard_map(p, piece, tp, t);
+      const engine::ShardMap map = engine::shard_map(p, piece, tp, t);
       EXPECT_EQ(map.task_rows * map.task_cols, static_cast<std::int64_t>(want.size()));
-      local_to_task(map, local.data(), via_local.data());
+      engine::local_to_task(map, local.data(), via_local.data());
       std::vector<float> packed(static_cast<std::size_t>(map.numel()));
-      local_to_packed(map, local.data(), packed.data());
-      packed_to_task(map, packed.data(), via_packed.data());
+      engine::local_to_packed(map, local.data(), packed.data());
+      engine::packed_to_task(map, packed.data(), via_packed.data());
       packed_total += map.numel();
       // Back again: the task matrix restores exactly this shard's mapped elements.
       std::vector<float> restored(local.size(), 0.0f), repacked(packed.size(), 0.0f);
-      task_to_packed(map, want.data(), repacked.data());
+      engine::task_to_packed(map, want.data(), repacked.data());
       EXPECT_EQ(repacked, packed) << p.name << " piece " << piece << " tp " << t;
-      packed_to_local(map, packed.data(), restored.data());
+      engine::packed_to_local(map, packed.data(), restored.data());
       std::vector<float> restored2(local.size(), 0.0f);
-      task_to_local(map, want.data(), restored2.data());
+      engine::task_to_local(map, want.data(), restored2.data());
       EXPECT_EQ(restored, restored2);
       if (piece < 0) {
         EXPECT_EQ(restored, local) << p.name << " tp " << t;
@@ -91,7 +91,7 @@ TEST(ShardMap, Fc1GateOfEveryShardComesFirst) {
     if (p.name.find("linear_fc1.weight") != std::string::npos) fc1 = &p;
   ASSERT_NE(fc1, nullptr);
   // Shard t holds [gate_t; up_t]: the gate piece takes the first half of each shard's rows.
-  const ShardMap gate1 = shard_map(*fc1, 0, 2, 1);
+  const engine::ShardMap gate1 = engine::shard_map(*fc1, 0, 2, 1);
   ASSERT_EQ(gate1.runs.size(), 1u);
   EXPECT_EQ(gate1.runs[0].local_row, 0);
   EXPECT_EQ(gate1.runs[0].task_row, fc1->rows() / 4);
@@ -101,7 +101,7 @@ TEST(ShardMap, Fc1GateOfEveryShardComesFirst) {
 TEST(ShardMap, RowParallelShardsAreColumnBlocks) {
   const model::ModelSpec m = testing::toy_model();
   const model::ParamSpec& proj = m.params[4];
-  const ShardMap map = shard_map(proj, -1, 2, 1);
+  const engine::ShardMap map = engine::shard_map(proj, -1, 2, 1);
   EXPECT_EQ(map.local_cols, 24);
   EXPECT_EQ(map.task_cols, 48);
   ASSERT_EQ(map.runs.size(), 1u);
@@ -111,7 +111,7 @@ TEST(ShardMap, RowParallelShardsAreColumnBlocks) {
 
 TEST(ShardMap, RejectsBadPiece) {
   const model::ModelSpec m = testing::toy_model();
-  EXPECT_THROW(shard_map(m.params[2], 3, 1, 0), UsageError);
+  EXPECT_THROW(engine::shard_map(m.params[2], 3, 1, 0), UsageError);
 }
 
 }  // namespace

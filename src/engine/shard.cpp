@@ -1,11 +1,11 @@
-#include "canzona/runtime/shard.h"
+#include "canzona/engine/shard.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "canzona/common/error.h"
 
-namespace canzona::runtime {
+namespace canzona::engine {
 namespace {
 
 // The three layouts a run's rows can be read from or written to: the local shard (local_cols
@@ -68,4 +68,4 @@ void task_to_packed(const ShardMap& m, const float* task, float* packed) {
   copy_runs(m, Side::kTask, task, Side::kPacked, packed);
 }
 
-}  // namespace canzona::runtime
+}  // namespace canzona::engine

@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "canzona/engine/engine.h"
 #include "canzona/model/spec.h"
 #include "canzona/optim/optimizer.h"
-#include "canzona/runtime/engine.h"
 
-namespace canzona::runtime {
+namespace canzona::engine {
 
 // The ParamInfo of a matrix task (param, piece; -1 = whole) or, with piece = -1 and an
 // element-wise param, of the whole param as a 1 x numel slice.
@@ -25,4 +25,4 @@ std::unique_ptr<optim::Optimizer> make_elementwise_optimizer(const EngineOptions
                                                              std::int64_t begin,
                                                              std::int64_t numel);
 
-}  // namespace canzona::runtime
+}  // namespace canzona::engine

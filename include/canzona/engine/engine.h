@@ -17,7 +17,7 @@
 // it first uses the bucket.
 //
 // A strategy is a combination of three parts (plan::StrategyParts): a DP gradient sync, a TP
-// exchange and a param sync (src/runtime/dp_sync.cpp, tp_exchange.cpp, param_sync.cpp).
+// exchange and a param sync (src/engine/dp_sync.cpp, tp_exchange.cpp, param_sync.cpp).
 //
 // Optimizer state. Main params (fp32 copies of each computed task matrix) and optimizer state live
 // only on the ranks that compute them. optimizer_state() lists what this rank holds by param name
@@ -33,12 +33,12 @@
 #include <vector>
 
 #include "canzona/comm/grid.h"
+#include "canzona/engine/trace.h"
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
 #include "canzona/plan/rank_plan.h"
-#include "canzona/runtime/trace.h"
 
-namespace canzona::runtime {
+namespace canzona::engine {
 
 // What the engine itself needs to know; the rest of a launch's options (steps, data, the
 // synthetic workload) belong to its client.
@@ -172,10 +172,10 @@ class Engine {
   void set_optimizer_state(const std::string& param, const std::string& state, int piece,
                            std::int64_t begin, std::span<const float> values);
 
-  struct Core;
+  struct Parts;
 
  private:
-  std::unique_ptr<Core> core_;
+  std::unique_ptr<Parts> parts_;
 };
 
-}  // namespace canzona::runtime
+}  // namespace canzona::engine

@@ -5,7 +5,7 @@
 
 #include <chrono>
 
-namespace canzona::runtime {
+namespace canzona {
 
 inline double wall_ms() {
   return std::chrono::duration<double, std::milli>(
@@ -21,9 +21,4 @@ inline double thread_cpu_ms() {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
-// CPU time spent inside waits (MPI progress polling), subtracted from busy time.
-struct PhaseClock {
-  double wait_cpu_ms = 0.0;
-};
-
-}  // namespace canzona::runtime
+}  // namespace canzona

@@ -1,5 +1,4 @@
-// The TP exchange of the engine's optimizer step (engine_core.h; docs/design.md section 4, TP
-// step).
+// The TP exchanges (tp_exchange.h; docs/design.md section 4, TP step).
 //
 // Redundant TP gather (sc, layerwise-paper, layerwise `duplicated`): one fused All-Gather on the
 // TP communicator of the local gradient shards of every TP-split matrix param this DP rank
@@ -20,19 +19,21 @@
 // transfer hides behind compute; scatters are waited after the last group. With
 // options.pipeline == false each group is gathered, computed and scattered to completion before
 // the next one starts (the baseline the pipeline is measured against).
+#include "tp_exchange.h"
+
 #include <algorithm>
 
 #include "canzona/common/error.h"
-#include "engine_core.h"
 
-namespace canzona::runtime {
+namespace canzona::engine {
 namespace {
 
-class RedundantGather final : public TpExchangePart {
+class RedundantGather final : public TpExchange {
  public:
-  explicit RedundantGather(Engine::Core& core) : core_(core) {
-    offset_of_.assign(core.model.params.size(), -1);
-    for (const ComputedTask& t : core.computed) {
+  RedundantGather(const RankContext& context, const TpExchangeParts& parts)
+      : context_(context), parts_(parts) {
+    offset_of_.assign(context.model.params.size(), -1);
+    for (const ComputedTask& t : parts.shards.tasks()) {
       if (t.role != plan::TaskRole::kRedundantGather || offset_of_[t.param] >= 0) continue;
       params_.push_back(t.param);
       offset_of_[t.param] = 0;
@@ -40,66 +41,68 @@ class RedundantGather final : public TpExchangePart {
     std::sort(params_.begin(), params_.end());
     for (int p : params_) {
       offset_of_[p] = block_;
-      block_ += core.place[p].numel;
+      block_ += parts.buffers.place(p).numel;
     }
     if (block_ == 0) return;
     send_.assign(static_cast<std::size_t>(block_), 0.0f);
-    recv_.assign(static_cast<std::size_t>(block_ * core.tp), 0.0f);
-    for (int q = 0; q < core.tp; ++q) {
+    recv_.assign(static_cast<std::size_t>(block_ * context.tp), 0.0f);
+    for (int q = 0; q < context.tp; ++q) {
       counts_.push_back(block_);
       displs_.push_back(q * block_);
     }
   }
 
-  void step(const std::function<void()>& local, double& comm_ms) override {
-    Pending gathered;
-    if (block_ > 0) gathered = post(/*use_params=*/false);
-    local();
-    if (!gathered.request.pending()) return;
-    core_.wait(gathered, comm_ms);
-    TraceScope redundant(core_.trace, "optimizer", "TP-redundant tasks");
-    for (ComputedTask& t : core_.computed) {
+  void begin_step() override {
+    if (block_ > 0) post(gathered_, /*use_params=*/false);
+  }
+
+  void finish_step(double& comm_ms) override {
+    if (!gathered_.request.pending()) return;
+    parts_.waits.wait(gathered_, comm_ms);
+    TraceScope redundant(parts_.waits.trace(), "optimizer", "TP-redundant tasks");
+    OptimizerShards& shards = parts_.shards;
+    for (ComputedTask& t : shards.tasks()) {
       if (t.role != plan::TaskRole::kRedundantGather) continue;
-      to_task(t, core_.scratch.data());
-      core_.step_task(t, core_.scratch.data());
+      to_task(t, shards.scratch());
+      shards.step_task(t, shards.scratch());
     }
   }
 
   void init_main() override {
     if (block_ == 0) return;
-    Pending gathered = post(/*use_params=*/true);
+    Pending gathered;
+    post(gathered, /*use_params=*/true);
     double ignored = 0.0;
-    core_.wait(gathered, ignored);
-    for (ComputedTask& t : core_.computed)
+    parts_.waits.wait(gathered, ignored);
+    for (ComputedTask& t : parts_.shards.tasks())
       if (t.role == plan::TaskRole::kRedundantGather) to_task(t, t.main.data());
   }
 
  private:
-  Pending post(bool use_params) {
+  void post(Pending& pending, bool use_params) {
     for (int p : params_) {
-      const float* src = use_params ? core_.local_param(p) : core_.reduced_grad(p);
-      std::copy(src, src + core_.place[p].numel, send_.begin() + offset_of_[p]);
+      const float* src = use_params ? parts_.buffers.param(p) : parts_.grads.reduced_grad(p);
+      std::copy(src, src + parts_.buffers.place(p).numel, send_.begin() + offset_of_[p]);
     }
-    Pending pending;
-    pending.name = "TP all-gather (gradients)";
-    pending.posted_us = core_.trace.now_us();
-    pending.request = core_.grid.tp().all_gather(send_, recv_, counts_, displs_);
-    return pending;
+    parts_.waits.label(pending, "TP all-gather (gradients)");
+    pending.request = parts_.tp.all_gather(send_, recv_, counts_, displs_);
   }
 
   // The full task matrix from every TP rank's gathered shard.
   void to_task(const ComputedTask& t, float* task) const {
-    for (int q = 0; q < core_.tp; ++q)
+    for (int q = 0; q < context_.tp; ++q)
       local_to_task(t.maps[q], recv_.data() + q * block_ + offset_of_[t.param], task);
   }
 
-  Engine::Core& core_;
+  const RankContext& context_;
+  TpExchangeParts parts_;
   std::vector<int> params_;              // stage order
   std::vector<std::int64_t> offset_of_;  // [model param] offset in a block, -1 when not gathered
   std::int64_t block_ = 0;               // floats per TP rank
   std::vector<float> send_;              // (block)
   std::vector<float> recv_;              // (tp, block)
   std::vector<std::int64_t> counts_, displs_;  // [tp rank]
+  Pending gathered_;                           // the step's gather (after the buffers it uses)
 };
 
 // This rank's shard of one task of a micro group.
@@ -111,7 +114,7 @@ struct GroupPart {
 
 // A task of the group this rank hosts.
 struct GroupHosted {
-  int computed = 0;                   // index into Core::computed
+  ComputedTask* task = nullptr;       // in OptimizerShards::tasks()
   std::vector<std::int64_t> offsets;  // [tp rank] in the gather receive buffer == scatter send
 };
 
@@ -129,12 +132,14 @@ struct GroupExchange {
   Pending gather, scatter;
 };
 
-class MicroGroups final : public TpExchangePart {
+class MicroGroups final : public TpExchange {
  public:
-  explicit MicroGroups(Engine::Core& core) : core_(core) {
-    groups_.resize(core.work.groups.size());
+  MicroGroups(const RankContext& context, const TpExchangeParts& parts)
+      : context_(context), parts_(parts) {
+    const plan::RankPlan& rank_plan = context.rank_plan;
+    groups_.resize(rank_plan.groups.size());
     for (std::size_t k = 0; k < groups_.size(); ++k) {
-      const plan::RankGroup& plan_group = core.work.groups[k];
+      const plan::RankGroup& plan_group = rank_plan.groups[k];
       GroupExchange& g = groups_[k];
       g.index = plan_group.index;
       g.send_counts = plan_group.send_counts;
@@ -142,17 +147,16 @@ class MicroGroups final : public TpExchangePart {
       g.recv_counts = plan_group.recv_counts;
       g.recv_displs = plan_group.recv_displs;
       for (const plan::GroupSend& s : plan_group.sends) {
-        const plan::Task& task = core.stage.tasks[s.task];
-        GroupPart part{task.param,
-                       shard_map(core.model.params[task.param], task.piece, core.tp, core.tp_rank),
-                       s.offset};
+        const plan::Task& task = context.stage.tasks[s.task];
+        GroupPart part{
+            task.param,
+            shard_map(context.model.params[task.param], task.piece, context.tp, context.tp_rank),
+            s.offset};
         CANZONA_CHECK(part.map.numel() == s.numel, "segment size of task ", s.task);
         g.parts.push_back(std::move(part));
       }
-      for (const plan::GroupHosted& h : plan_group.hosted) {
-        CANZONA_CHECK(core.computed_of_task[h.task] >= 0, "hosted task ", h.task, " not computed");
-        g.hosted.push_back({core.computed_of_task[h.task], h.offsets});
-      }
+      for (const plan::GroupHosted& h : plan_group.hosted)
+        g.hosted.push_back({&parts.shards.task(h.task), h.offsets});
       g.send.assign(static_cast<std::size_t>(plan_group.send_total()), 0.0f);
       g.back_recv.assign(g.send.size(), 0.0f);
       g.recv.assign(static_cast<std::size_t>(plan_group.recv_total()), 0.0f);
@@ -160,15 +164,14 @@ class MicroGroups final : public TpExchangePart {
     }
   }
 
-  void step(const std::function<void()>& local, double& comm_ms) override {
-    const bool group0_posted = core_.options.pipeline && !groups_.empty();
-    if (group0_posted) {
-      pack(groups_[0], false);
-      post_gather(groups_[0]);
-    }
-    local();
-    run_groups(group0_posted, comm_ms);
+  void begin_step() override {
+    group0_posted_ = context_.options.pipeline && !groups_.empty();
+    if (!group0_posted_) return;
+    pack(groups_[0], false);
+    post_gather(groups_[0]);
   }
+
+  void finish_step(double& comm_ms) override { run_groups(comm_ms); }
 
   void init_main() override {
     for (GroupExchange& g : groups_) {
@@ -178,65 +181,64 @@ class MicroGroups final : public TpExchangePart {
     }
     double ignored = 0.0;
     for (GroupExchange& g : groups_) {
-      core_.wait(g.gather, ignored);
-      for (const GroupHosted& h : g.hosted) to_task(g, h, core_.computed[h.computed].main.data());
+      parts_.waits.wait(g.gather, ignored);
+      for (const GroupHosted& h : g.hosted) to_task(g, h, h.task->main.data());
     }
   }
 
  private:
   void pack(GroupExchange& g, bool use_params) {
     for (const GroupPart& part : g.parts)
-      local_to_packed(part.map,
-                      use_params ? core_.local_param(part.param) : core_.reduced_grad(part.param),
-                      g.send.data() + part.offset);
+      local_to_packed(
+          part.map,
+          use_params ? parts_.buffers.param(part.param) : parts_.grads.reduced_grad(part.param),
+          g.send.data() + part.offset);
   }
 
   void post_gather(GroupExchange& g) {
-    g.gather.name = str("group ", g.index, " gather (all-to-all)");
-    g.gather.posted_us = core_.trace.now_us();
-    g.gather.request = core_.grid.tp().all_to_all(g.send, g.send_counts, g.send_displs, g.recv,
-                                                  g.recv_counts, g.recv_displs);
+    parts_.waits.label(g.gather, str("group ", g.index, " gather (all-to-all)"));
+    g.gather.request = parts_.tp.all_to_all(g.send, g.send_counts, g.send_displs, g.recv,
+                                            g.recv_counts, g.recv_displs);
   }
 
   void to_task(const GroupExchange& g, const GroupHosted& h, float* task) const {
-    const ComputedTask& t = core_.computed[h.computed];
-    for (int q = 0; q < core_.tp; ++q)
-      packed_to_task(t.maps[q], g.recv.data() + h.offsets[q], task);
+    for (int q = 0; q < context_.tp; ++q)
+      packed_to_task(h.task->maps[q], g.recv.data() + h.offsets[q], task);
   }
 
   // Computes g's hosted tasks; between tasks drives `in_flight` (the next group's gather) so it
   // moves while this rank computes.
   void compute(GroupExchange& g, comm::Request* in_flight) {
-    TraceScope span(core_.trace, "micro group", str("group ", g.index, " compute"));
+    TraceScope span(parts_.waits.trace(), "micro group", str("group ", g.index, " compute"));
+    OptimizerShards& shards = parts_.shards;
     for (const GroupHosted& h : g.hosted) {
-      ComputedTask& t = core_.computed[h.computed];
-      to_task(g, h, core_.scratch.data());
+      ComputedTask& t = *h.task;
+      to_task(g, h, shards.scratch());
       if (in_flight != nullptr) in_flight->test();
-      core_.step_task(t, core_.scratch.data());
+      shards.step_task(t, shards.scratch());
       if (in_flight != nullptr) in_flight->test();
-      for (int q = 0; q < core_.tp; ++q)
+      for (int q = 0; q < context_.tp; ++q)
         task_to_packed(t.maps[q], t.main.data(), g.back_send.data() + h.offsets[q]);
     }
   }
 
   void post_scatter(GroupExchange& g) {
-    g.scatter.name = str("group ", g.index, " scatter (all-to-all)");
-    g.scatter.posted_us = core_.trace.now_us();
-    g.scatter.request = core_.grid.tp().all_to_all(g.back_send, g.recv_counts, g.recv_displs,
-                                                   g.back_recv, g.send_counts, g.send_displs);
+    parts_.waits.label(g.scatter, str("group ", g.index, " scatter (all-to-all)"));
+    g.scatter.request = parts_.tp.all_to_all(g.back_send, g.recv_counts, g.recv_displs, g.back_recv,
+                                             g.send_counts, g.send_displs);
   }
 
   void apply(GroupExchange& g) {
     for (const GroupPart& part : g.parts)
-      packed_to_local(part.map, g.back_recv.data() + part.offset, core_.local_param(part.param));
+      packed_to_local(part.map, g.back_recv.data() + part.offset, parts_.buffers.param(part.param));
   }
 
-  void run_groups(bool group0_posted, double& comm_ms) {
-    const bool pipeline = core_.options.pipeline;
+  void run_groups(double& comm_ms) {
+    const bool pipeline = context_.options.pipeline;
     const std::size_t n = groups_.size();
     for (std::size_t k = 0; k < n; ++k) {
       GroupExchange& g = groups_[k];
-      if ((k > 0 || !group0_posted) && (!pipeline || k == 0)) {
+      if ((k > 0 || !group0_posted_) && (!pipeline || k == 0)) {
         pack(g, false);
         post_gather(g);
       }
@@ -244,31 +246,35 @@ class MicroGroups final : public TpExchangePart {
         pack(groups_[k + 1], false);
         post_gather(groups_[k + 1]);
       }
-      core_.wait(g.gather, comm_ms);
+      parts_.waits.wait(g.gather, comm_ms);
       const bool next_in_flight = pipeline && k + 1 < n;
       compute(g, next_in_flight ? &groups_[k + 1].gather.request : nullptr);
       post_scatter(g);
       if (!pipeline) {
-        core_.wait(g.scatter, comm_ms);
+        parts_.waits.wait(g.scatter, comm_ms);
         apply(g);
       }
     }
     if (!pipeline) return;
     for (GroupExchange& g : groups_) {
-      core_.wait(g.scatter, comm_ms);
+      parts_.waits.wait(g.scatter, comm_ms);
       apply(g);
     }
   }
 
-  Engine::Core& core_;
+  const RankContext& context_;
+  TpExchangeParts parts_;
   std::vector<GroupExchange> groups_;
+  bool group0_posted_ = false;  // begin_step() posted group 0's gather
 };
 
 }  // namespace
 
-std::unique_ptr<TpExchangePart> make_tp_exchange(plan::TpExchange kind, Engine::Core& core) {
-  if (kind == plan::TpExchange::kMicroGroups) return std::make_unique<MicroGroups>(core);
-  return std::make_unique<RedundantGather>(core);
+std::unique_ptr<TpExchange> make_tp_exchange(const RankContext& context,
+                                             const TpExchangeParts& parts) {
+  if (context.rank_plan.parts.tp_exchange == plan::TpExchange::kMicroGroups)
+    return std::make_unique<MicroGroups>(context, parts);
+  return std::make_unique<RedundantGather>(context, parts);
 }
 
-}  // namespace canzona::runtime
+}  // namespace canzona::engine

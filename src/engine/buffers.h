@@ -1,0 +1,53 @@
+// The engine's fp32 param and gradient buffers: layout.numel elements each in the Megatron layout
+// of the stage's TP-local shapes (layout.h), with each param's place in them.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "canzona/layout/layout.h"
+#include "canzona/model/spec.h"
+
+namespace canzona::engine {
+
+// Where a param lives in the buffers (TP-local elements); bucket -1 when not in the stage.
+struct ParamPlace {
+  int bucket = -1;
+  std::int64_t offset = 0;       // first element in the buffer
+  std::int64_t slot_offset = 0;  // first element relative to its bucket
+  std::int64_t numel = 0;
+};
+
+class ParamBuffers {
+ public:
+  ParamBuffers(const model::ModelSpec& model, const layout::Layout& layout);
+
+  const layout::Layout& layout() const { return layout_; }
+  const ParamPlace& place(int param) const { return place_.at(param); }
+  int num_params() const { return static_cast<int>(place_.size()); }
+
+  // A param's first element in the param buffer and in the gradient buffer.
+  float* param(int p) { return params_.data() + place_[p].offset; }
+  const float* param(int p) const { return params_.data() + place_[p].offset; }
+  float* grad(int p) { return grads_.data() + place_[p].offset; }
+  const float* grad(int p) const { return grads_.data() + place_[p].offset; }
+
+  std::span<float> params() { return params_; }
+  std::span<const float> params() const { return params_; }
+  std::span<const float> grads() const { return grads_; }
+  // Bucket b's span of each buffer.
+  std::span<float> bucket_params(int b);
+  std::span<float> bucket_grads(int b);
+
+  // FNV-1a of the params in model param order, padding excluded (Engine::params_fnv).
+  std::uint64_t params_fnv() const;
+
+ private:
+  const layout::Layout& layout_;
+  std::vector<ParamPlace> place_;  // [model param]
+  std::vector<float> params_;      // (layout.numel)
+  std::vector<float> grads_;       // (layout.numel)
+};
+
+}  // namespace canzona::engine

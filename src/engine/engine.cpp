@@ -1,0 +1,203 @@
+// Engine: the parts composed in dependency order, the grad-ready protocol and the optimizer step
+// (engine.h). Each part owns its state: the buffers (buffers.h), the DP gradient sync
+// (grad_sync.h), what this rank's optimizer updates (optimizer_shards.h), the TP exchange
+// (tp_exchange.h) and the param sync (param_sync.h).
+#include "canzona/engine/engine.h"
+
+#include "buffers.h"
+#include "canzona/common/clock.h"
+#include "canzona/common/error.h"
+#include "collectives.h"
+#include "context.h"
+#include "grad_sync.h"
+#include "optimizer_shards.h"
+#include "param_sync.h"
+#include "tp_exchange.h"
+
+namespace canzona::engine {
+
+// Members in dependency order: each part gets the ones before it, so construction follows the
+// declarations, and parts with collectives in flight are destroyed (their requests waited)
+// before the buffers those collectives use.
+struct Engine::Parts {
+  RankContext context;
+  CollectiveWaits waits;
+  ParamBuffers buffers;
+  std::unique_ptr<GradSync> grad_sync;
+  OptimizerShards shards;
+  std::unique_ptr<TpExchange> tp_exchange;
+  std::unique_ptr<ParamSync> param_sync;
+  bool main_loaded = false;   // init_main_params() ran
+  bool grads_synced = false;  // finish_grad_sync() ran since the last step()
+
+  Parts(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
+        const EngineOptions& options, Trace& trace)
+      : context{model,
+                plan.stages.at(0),
+                plan::decode_rank(model, plan, 0, grid.coord().dp, grid.coord().tp),
+                options,
+                grid.shape().dp,
+                grid.shape().tp,
+                grid.coord().dp,
+                grid.coord().tp},
+        waits(trace),
+        buffers(model, context.stage.layout),
+        grad_sync(make_grad_sync(context, grid.dp(), buffers, waits)),
+        shards(context, buffers, *grad_sync),
+        tp_exchange(make_tp_exchange(context, {grid.tp(), *grad_sync, shards, buffers, waits})),
+        param_sync(make_param_sync(context, grid.dp(), buffers, waits)) {}
+};
+
+Engine::Engine(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
+               const EngineOptions& options, Trace& trace) {
+  CANZONA_CHECK(plan.stages.size() == 1, "the engine executes one pipeline stage");
+  parts_ = std::make_unique<Parts>(grid, model, plan, options, trace);
+}
+
+Engine::~Engine() = default;
+
+const plan::RankPlan& Engine::rank_plan() const {
+  return parts_->context.rank_plan;
+}
+
+const plan::StagePlan& Engine::stage() const {
+  return parts_->context.stage;
+}
+
+std::span<const float> Engine::params() const {
+  return parts_->buffers.params();
+}
+
+std::uint64_t Engine::params_fnv() const {
+  return parts_->buffers.params_fnv();
+}
+
+std::span<float> Engine::param(int p) {
+  const ParamPlace& at = parts_->buffers.place(p);
+  if (at.bucket < 0) return {};
+  return {parts_->buffers.param(p), static_cast<std::size_t>(at.numel)};
+}
+
+std::span<float> Engine::grad(int p) {
+  const ParamPlace& at = parts_->buffers.place(p);
+  if (at.bucket < 0) return {};
+  return {parts_->buffers.grad(p), static_cast<std::size_t>(at.numel)};
+}
+
+int Engine::bucket_of(int p) const {
+  return parts_->buffers.place(p).bucket;
+}
+
+void Engine::init_main_params() {
+  parts_->shards.init_local_main();
+  parts_->tp_exchange->init_main();
+  parts_->main_loaded = true;
+}
+
+void Engine::grad_ready(int p) {
+  parts_->grad_sync->mark_ready(p);
+}
+
+void Engine::progress() {
+  parts_->grad_sync->progress();
+}
+
+double Engine::finish_grad_sync() {
+  TraceScope sync(parts_->waits.trace(), "phase", "gradient sync");
+  const double exposed = parts_->grad_sync->finish();
+  parts_->grads_synced = true;
+  return exposed;
+}
+
+StepTimes Engine::step() {
+  Parts& c = *parts_;
+  CANZONA_CHECK(c.main_loaded, "Engine::step() before init_main_params()");
+  CANZONA_CHECK(c.grads_synced, "Engine::step() before finish_grad_sync() of this step");
+  c.grads_synced = false;
+  TraceScope span(c.waits.trace(), "phase", "optimizer");
+  StepTimes times;
+  const double wall0 = wall_ms();
+  const double cpu0 = thread_cpu_ms();
+  const double wait_cpu0 = c.waits.wait_cpu_ms();
+  double comm_ms = 0.0;
+  c.tp_exchange->begin_step();
+  c.shards.step_local(c.waits.trace());
+  c.tp_exchange->finish_step(comm_ms);
+  times.opt = wall_ms() - wall0;
+  times.opt_comm = comm_ms;
+  times.opt_compute = times.opt - comm_ms;
+  times.opt_cpu = (thread_cpu_ms() - cpu0) - (c.waits.wait_cpu_ms() - wait_cpu0);
+  return times;
+}
+
+double Engine::start_param_sync() {
+  return parts_->param_sync->start();
+}
+
+double Engine::wait_param_sync(int bucket) {
+  return parts_->param_sync->wait(bucket);
+}
+
+void Engine::finish() {
+  for (std::size_t b = 0; b < parts_->context.stage.layout.buckets.size(); ++b)
+    parts_->param_sync->wait(static_cast<int>(b));
+}
+
+std::vector<GradRange> Engine::reduced_grads() const {
+  return parts_->grad_sync->reduced();
+}
+
+bool Engine::grads_sharded() const {
+  return parts_->grad_sync->sharded();
+}
+
+std::int64_t Engine::state_bytes() const {
+  return parts_->shards.state_bytes();
+}
+
+double Engine::wait_cpu_ms() const {
+  return parts_->waits.wait_cpu_ms();
+}
+
+int Engine::computed_tasks() const {
+  return static_cast<int>(parts_->shards.tasks().size());
+}
+
+std::vector<StateTensor> Engine::optimizer_state() {
+  return parts_->shards.state();
+}
+
+std::int64_t Engine::step_count() const {
+  return parts_->shards.step_count();
+}
+
+void Engine::set_lr_scale(double scale) {
+  parts_->shards.set_lr_scale(scale);
+}
+
+void Engine::set_step_count(std::int64_t steps) {
+  parts_->shards.set_step_count(steps);
+}
+
+std::vector<StateTensor> Engine::optimizer_state(const std::string& param,
+                                                 const std::string& state) {
+  std::vector<StateTensor> out;
+  for (StateTensor& s : optimizer_state())
+    if (s.param == param && s.state == state) out.push_back(s);
+  return out;
+}
+
+void Engine::set_optimizer_state(const std::string& param, const std::string& state, int piece,
+                                 std::int64_t begin, std::span<const float> values) {
+  for (StateTensor& s : optimizer_state(param, state)) {
+    if (s.piece != piece || s.begin != begin) continue;
+    CANZONA_REQUIRE(values.size() == s.values.size(), "optimizer state ", param, ".", state, ": ",
+                    values.size(), " values given, this rank holds ", s.values.size());
+    std::copy(values.begin(), values.end(), s.values.begin());
+    return;
+  }
+  throw UsageError(str("optimizer state ", param, ".", state, " (piece ", piece, ", element ",
+                       begin, ") is not held by this rank"));
+}
+
+}  // namespace canzona::engine

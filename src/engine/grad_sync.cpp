@@ -1,0 +1,152 @@
+// The DP gradient sync (grad_sync.h).
+//   All-Reduce      (sc, layerwise-paper): every rank ends with the whole reduced bucket, in place.
+//   Reduce-Scatter  (asc, lb-asc, layerwise): variable counts from the plan's cuts
+//                   (plan::BucketShards); rank r receives the reduced elements
+//                   [cuts[r], cuts[r + 1]) of each bucket into its shard buffer.
+#include "grad_sync.h"
+
+#include <algorithm>
+
+#include "canzona/common/error.h"
+
+namespace canzona::engine {
+
+float grad_scale(int dp) {
+  return 1.0f / static_cast<float>(dp);
+}
+
+GradSync::GradSync(const RankContext& context, comm::Communicator& dp, ParamBuffers& buffers,
+                   CollectiveWaits& waits)
+    : context_(context),
+      dp_(dp),
+      buffers_(buffers),
+      waits_(waits),
+      ready_(buffers.layout().buckets.size(), 0),
+      param_ready_(context.model.params.size(), 0),
+      pending_(buffers.layout().buckets.size()) {}
+
+void GradSync::mark_ready(int p) {
+  const ParamPlace& at = buffers_.place(p);
+  CANZONA_CHECK(at.bucket >= 0, "grad_ready: param ", context_.model.params[p].name,
+                " is not in this stage");
+  CANZONA_CHECK(!param_ready_[p], "grad_ready: param ", context_.model.params[p].name,
+                " marked ready twice in one step");
+  param_ready_[p] = 1;
+  const int b = at.bucket;
+  if (++ready_[b] != static_cast<int>(buffers_.layout().buckets[b].slots.size())) return;
+  const std::span<float> values = buffers_.bucket_grads(b);
+  if (context_.dp > 1) {
+    const float scale = grad_scale(context_.dp);
+    for (float& g : values) g *= scale;
+  }
+  Pending& pending = pending_[b];
+  waits_.label(pending, str("bucket ", b, " ", collective()));
+  pending.request = post(b, values);
+}
+
+void GradSync::progress() {
+  for (Pending& p : pending_)
+    if (p.request.pending()) p.request.test();
+}
+
+double GradSync::finish() {
+  const auto& buckets = buffers_.layout().buckets;
+  for (std::size_t b = 0; b < ready_.size(); ++b)
+    CANZONA_CHECK(ready_[b] == static_cast<int>(buckets[b].slots.size()),
+                  "finish_grad_sync: bucket ", b, " has ", ready_[b], " of ",
+                  buckets[b].slots.size(), " params ready");
+  double exposed = 0.0;
+  for (Pending& p : pending_) waits_.wait(p, exposed);
+  std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(param_ready_.begin(), param_ready_.end(), 0);
+  return exposed;
+}
+
+namespace {
+
+class AllReduceSync final : public GradSync {
+ public:
+  using GradSync::GradSync;
+
+  const float* reduced_grad(int param, std::int64_t slot_element) const override {
+    return buffers_.grad(param) + slot_element;
+  }
+  std::vector<GradRange> reduced() const override { return {GradRange{0, buffers_.grads()}}; }
+  bool sharded() const override { return false; }
+
+ private:
+  comm::Request post(int, std::span<float> scaled) override {
+    return dp_.all_reduce(scaled, scaled);
+  }
+  const char* collective() const override { return "all-reduce"; }
+};
+
+class ReduceScatterSync final : public GradSync {
+ public:
+  ReduceScatterSync(const RankContext& context, comm::Communicator& dp, ParamBuffers& buffers,
+                    CollectiveWaits& waits)
+      : GradSync(context, dp, buffers, waits), shards_(context.rank_plan.shards) {
+    CANZONA_CHECK(shards_.size() == buffers.layout().buckets.size(), "shards per bucket");
+    std::int64_t total = 0;
+    for (const plan::BucketShards& s : shards_) {
+      shard_offset_.push_back(total);
+      total += s.counts[context.dp_rank];
+    }
+    shard_.assign(static_cast<std::size_t>(total), 0.0f);
+  }
+  // Collectives in flight write shard_: wait for them before it is freed.
+  ~ReduceScatterSync() override { drop_in_flight(); }
+
+  const float* reduced_grad(int param, std::int64_t slot_element) const override {
+    const ParamPlace& at = buffers_.place(param);
+    const plan::BucketShards& s = shards_[at.bucket];
+    const int me = context_.dp_rank;
+    const std::int64_t element = at.slot_offset + slot_element;
+    const std::int64_t first = s.displs[me];
+    CANZONA_CHECK(element >= first && element < first + s.counts[me], "param ",
+                  context_.model.params[param].name, " element ", slot_element,
+                  " outside DP shard ", me);
+    return shard_.data() + shard_offset_[at.bucket] + (element - first);
+  }
+
+  std::vector<GradRange> reduced() const override {
+    std::vector<GradRange> ranges;
+    const auto& buckets = buffers_.layout().buckets;
+    const int me = context_.dp_rank;
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      const plan::BucketShards& s = shards_[b];
+      ranges.push_back(GradRange{buckets[b].offset + s.displs[me],
+                                 std::span<const float>(shard_.data() + shard_offset_[b],
+                                                        static_cast<std::size_t>(s.counts[me]))});
+    }
+    return ranges;
+  }
+
+  bool sharded() const override { return true; }
+
+ private:
+  comm::Request post(int b, std::span<float> scaled) override {
+    const plan::BucketShards& s = shards_[b];
+    const int me = context_.dp_rank;
+    return dp_.reduce_scatter(
+        scaled,
+        std::span<float>(shard_.data() + shard_offset_[b], static_cast<std::size_t>(s.counts[me])),
+        s.counts);
+  }
+  const char* collective() const override { return "reduce-scatter"; }
+
+  const std::vector<plan::BucketShards>& shards_;
+  std::vector<float> shard_;                // this rank's reduced shards, bucket after bucket
+  std::vector<std::int64_t> shard_offset_;  // [bucket] in shard_
+};
+
+}  // namespace
+
+std::unique_ptr<GradSync> make_grad_sync(const RankContext& context, comm::Communicator& dp,
+                                         ParamBuffers& buffers, CollectiveWaits& waits) {
+  if (context.rank_plan.parts.dp_sync == plan::DpSync::kReduceScatter)
+    return std::make_unique<ReduceScatterSync>(context, dp, buffers, waits);
+  return std::make_unique<AllReduceSync>(context, dp, buffers, waits);
+}
+
+}  // namespace canzona::engine

@@ -1,0 +1,140 @@
+// The param syncs (param_sync.h).
+//   none                   (sc): every DP rank computed every update itself.
+//   layer-wise All-Gather-v (layerwise, the paper-era Megatron variant): each DP rank's owned
+//                          params, concatenated, one variable All-Gather over DP inside the step.
+//   bucket All-Gather      (asc, lb-asc): one variable All-Gather per bucket of the shards the
+//                          cuts give each rank, posted in forward order and waited by the next
+//                          forward right before it first uses the bucket.
+#include "param_sync.h"
+
+#include <algorithm>
+
+#include "canzona/common/error.h"
+
+namespace canzona::engine {
+namespace {
+
+class NoParamSync final : public ParamSync {
+ public:
+  double start() override { return 0.0; }
+  double wait(int) override { return 0.0; }
+};
+
+class LayerwiseAllGatherV final : public ParamSync {
+ public:
+  LayerwiseAllGatherV(const RankContext& context, comm::Communicator& dp, ParamBuffers& buffers,
+                      CollectiveWaits& waits)
+      : owned_(context.rank_plan.owned),
+        dp_rank_(context.dp_rank),
+        dp_(dp),
+        buffers_(buffers),
+        waits_(waits) {
+    CANZONA_CHECK(static_cast<int>(owned_.size()) == context.dp, "owned params per DP rank");
+    counts_.assign(context.dp, 0);
+    displs_.assign(context.dp, 0);
+    std::int64_t total = 0;
+    for (int r = 0; r < context.dp; ++r) {
+      displs_[r] = total;
+      for (int p : owned_[r]) counts_[r] += buffers.place(p).numel;
+      total += counts_[r];
+    }
+    buffer_.assign(static_cast<std::size_t>(total), 0.0f);
+  }
+
+  double start() override {
+    TraceScope span(waits_.trace(), "phase", "param sync (all-gather-v)");
+    const int me = dp_rank_;
+    std::int64_t offset = displs_[me];
+    for (int p : owned_[me]) {
+      const std::int64_t numel = buffers_.place(p).numel;
+      std::copy(buffers_.param(p), buffers_.param(p) + numel, buffer_.begin() + offset);
+      offset += numel;
+    }
+    Pending pending;
+    waits_.label(pending, "layerwise all-gather-v");
+    pending.request = dp_.all_gather(
+        std::span<const float>(buffer_.data() + displs_[me], static_cast<std::size_t>(counts_[me])),
+        buffer_, counts_, displs_);
+    double exposed = 0.0;
+    waits_.wait(pending, exposed);
+    for (int r = 0; r < static_cast<int>(owned_.size()); ++r) {
+      if (r == me) continue;
+      offset = displs_[r];
+      for (int p : owned_[r]) {
+        const std::int64_t numel = buffers_.place(p).numel;
+        std::copy(buffer_.begin() + offset, buffer_.begin() + offset + numel, buffers_.param(p));
+        offset += numel;
+      }
+    }
+    return exposed;
+  }
+
+  double wait(int) override { return 0.0; }
+
+ private:
+  const std::vector<std::vector<int>>& owned_;  // [dp rank] params it computes
+  int dp_rank_;
+  comm::Communicator& dp_;
+  ParamBuffers& buffers_;
+  CollectiveWaits& waits_;
+  std::vector<std::int64_t> counts_, displs_;  // [dp rank] in buffer_
+  std::vector<float> buffer_;
+};
+
+class BucketAllGather final : public ParamSync {
+ public:
+  BucketAllGather(const RankContext& context, comm::Communicator& dp, ParamBuffers& buffers,
+                  CollectiveWaits& waits)
+      : shards_(context.rank_plan.shards),
+        dp_rank_(context.dp_rank),
+        dp_(dp),
+        buffers_(buffers),
+        waits_(waits),
+        pending_(buffers.layout().buckets.size()) {}
+
+  double start() override {
+    // Forward order: the bucket the next forward needs first is posted first.
+    for (std::size_t i = pending_.size(); i-- > 0;) {
+      const plan::BucketShards& s = shards_[i];
+      Pending& pending = pending_[i];
+      waits_.label(pending, str("bucket ", i, " all-gather"));
+      const std::span<float> bucket = buffers_.bucket_params(static_cast<int>(i));
+      pending.request = dp_.all_gather(bucket.subspan(static_cast<std::size_t>(s.displs[dp_rank_]),
+                                                      static_cast<std::size_t>(s.counts[dp_rank_])),
+                                       bucket, s.counts, s.displs);
+    }
+    return 0.0;
+  }
+
+  double wait(int bucket) override {
+    double exposed = 0.0;
+    waits_.wait(pending_.at(bucket), exposed);
+    return exposed;
+  }
+
+ private:
+  const std::vector<plan::BucketShards>& shards_;  // [bucket]
+  int dp_rank_;
+  comm::Communicator& dp_;
+  ParamBuffers& buffers_;
+  CollectiveWaits& waits_;
+  std::vector<Pending> pending_;  // [bucket]
+};
+
+}  // namespace
+
+std::unique_ptr<ParamSync> make_param_sync(const RankContext& context, comm::Communicator& dp,
+                                           ParamBuffers& buffers, CollectiveWaits& waits) {
+  switch (context.rank_plan.parts.param_sync) {
+    case plan::ParamSync::kNone:
+      return std::make_unique<NoParamSync>();
+    case plan::ParamSync::kLayerwiseAllGatherV:
+      return std::make_unique<LayerwiseAllGatherV>(context, dp, buffers, waits);
+    case plan::ParamSync::kBucketAllGather:
+      return std::make_unique<BucketAllGather>(context, dp, buffers, waits);
+  }
+  CANZONA_CHECK(false, "unknown param sync");
+  return nullptr;
+}
+
+}  // namespace canzona::engine

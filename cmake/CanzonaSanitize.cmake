@@ -1,4 +1,4 @@
-# Build options for the correctness habits of issue 9: sanitizer builds and libFuzzer targets.
+# Build options for the correctness checks: sanitizer builds and libFuzzer targets.
 #
 #   CANZONA_SANITIZE=ON  every target (libraries, apps, tests, benches) is compiled and linked with
 #                        ASan + UBSan, UBSan fatal (-fno-sanitize-recover=undefined), frame pointers

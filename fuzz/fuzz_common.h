@@ -1,4 +1,4 @@
-// Shared helpers of the fuzz targets in fuzz/ (issue 9: hostile input). Each target defines
+// Shared helpers of the fuzz targets in fuzz/ (hostile input). Each target defines
 // LLVMFuzzerTestOneInput; it is linked either with libFuzzer (clang, -DCANZONA_FUZZ=ON, `make
 // fuzz`) or with replay_main.cpp, which runs every file of the seed corpus fuzz/corpus/<target>/
 // and the saved findings fuzz/crashes/<target>/ once (the ctest entries fuzz_replay_<target>, in

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checkpoint save and load time of the CPU training preset against the disk's sequential
-# bandwidth measured by dd in the same run (issue 12 target). Each repeat: dd writes 512 MiB
+# bandwidth measured by dd in the same run. Each repeat: dd writes 512 MiB
 # (conv=fdatasync: the time includes reaching the disk, as our save's fsync does) and reads it
 # back (page cache warm, as our load after a save is); then `canzona train` saves a checkpoint
 # after step 1 (DP = NP ranks write in parallel) and a second launch resumes from it, loads and,

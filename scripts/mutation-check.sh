@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mutation check: does the test suite catch small, realistic bugs? (issue 8, deliverable 7)
+# Mutation check: does the test suite catch small, realistic bugs?
 #
 # Copies the current work tree (uncommitted changes included, build*/ excluded) to a scratch
 # directory, configures and builds it once (CMake + Ninja, Release, as the Makefile does) and runs

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Our default plan beside the peers at their strongest (issue 13), over Qwen3 0.6B-32B and
+# Our default plan beside the peers at their strongest, over Qwen3 0.6B-32B and
 # Llama/Mistral-style HF configs (data/models/), DP x TP grids and both bucket sizes (Megatron's
 # default max(40M, 1M x DP) and 400M elements). Peers, each a plan of the same binary:
 #   lw-dup   Megatron-LM's layer-wise optimizer as shipped, its default duplicated TP

@@ -1,5 +1,5 @@
 // Planning time (issue targets: qwen3-32b DP=32 TP=8 full plan under 5 ms; 100,000 tensors on
-// 1024 ranks under 1 s; a 10,240-head model split per head on DP=8 TP=8 under 1 s, issue 9). Run:
+// 1024 ranks under 1 s; a 10,240-head model split per head on DP=8 TP=8 under 1 s). Run:
 // make bench, or build/bench/plan/canzona_bench_plan.
 #include <benchmark/benchmark.h>
 

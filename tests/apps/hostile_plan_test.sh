@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hostile model inputs, layouts and flags of `canzona plan` and `canzona bench-kernels` (issue 9).
+# Hostile model inputs, layouts and flags of `canzona plan` and `canzona bench-kernels`.
 # Usage: hostile_plan_test.sh <canzona binary> <canzona_check_output binary>
 #
 # Every case runs under `timeout 20` and `ulimit -v 4000000` (4 GB) and must exit with exactly 2,

@@ -174,7 +174,7 @@ TEST(Cost, FlagsBecomeTheOptimizersOptions) {
   EXPECT_THROW(set_matrix_optimizer(o, "lion", flags), UsageError);
 }
 
-// Hostile flags (issue 9): rejected by flag name and limit before the optimizer sees them; in
+// Hostile flags: rejected by flag name and limit before the optimizer sees them; in
 // range for the flag but not for the optimizer, the optimizer's own message names its key.
 TEST(Cost, FlagsOutOfRangeAreUsageErrors) {
   struct Case {

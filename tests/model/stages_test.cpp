@@ -77,7 +77,7 @@ TEST(Stages, ExplicitStageWins) {
               ThrowsMessage<UsageError>(HasSubstr("param 'emb': stage 2 out of range for pp=2")));
 }
 
-// A layer index near INT_MAX overflowed `max_layer + 1` and crashed the planner (issue 9): every
+// A layer index near INT_MAX overflowed `max_layer + 1` and crashed the planner: every
 // layer and layer count outside the limit is a UsageError naming kMaxLayers, and every stage
 // returned lies in [0, pp).
 TEST(Stages, LayersBeyondTheLimitAreUsageErrors) {

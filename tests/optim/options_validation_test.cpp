@@ -1,5 +1,5 @@
-// Option values out of range are UsageErrors naming the optimizer, the key and the bound (issue
-// 9): before this check max_precond_dim -5 was accepted, precondition_frequency 0 divided by zero
+// Option values out of range are UsageErrors naming the optimizer, the key and the bound: before
+// this check max_precond_dim -5 was accepted, precondition_frequency 0 divided by zero
 // and beta2 1 divided by zero in Adam's bias correction. Each row: an optimizer, one bad option,
 // and the words its error must contain; the same options at the edge of the range are accepted.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `canzona plan` on hostile plan options and on models with very many TP pieces (issue 9).
+# `canzona plan` on hostile plan options and on models with very many TP pieces.
 # Usage: cli_plan_limits_test.sh <canzona binary> <canzona_check_output binary>
 #
 # Every case runs under `timeout 20` (60 in a sanitizer build) and 4 GB (run_bounded). Classes:

@@ -1,4 +1,4 @@
-// Our default plan is never behind the peers at their strongest (issue 13, docs/design.md section
+// Our default plan is never behind the peers at their strongest (docs/design.md section
 // 1): on Qwen3 grids where keeping only the best-scoring candidate lost to a peer (0.6B DP64 TP4,
 // 8B and 14B DP32 TP8 at 400M-element buckets: DP FLOPs 1.35 against layer-wise's 1.28, ...) and
 // on a few where it did not. The peers are planned here by make_plan with their own options, as

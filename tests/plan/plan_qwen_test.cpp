@@ -97,7 +97,7 @@ TEST(QwenPlans, BalancingImprovesOnStartIndex) {
 namespace canzona::plan {
 namespace {
 
-// Issue 13's target: with the order inside a bucket free, qwen3-32b at DP=128 TP=8 reaches DP
+// The target: with the order inside a bucket free, qwen3-32b at DP=128 TP=8 reaches DP
 // FLOPs <= 1.05 at Megatron's default buckets and at 400M-element ones, where keeping Megatron's
 // order cannot (1.55 and 1.80 when the issue was filed; the authors' code gets 1.55 at 400M).
 // The free plan really re-lays: some bucket's params leave reverse registration order, every

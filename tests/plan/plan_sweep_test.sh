@@ -2,7 +2,7 @@
 # scripts/plan-sweep.sh narrowed to two models (a Qwen3 preset and a Llama HF config from
 # data/models/) on two grids: a header, one row per (model, grid, bucket size) with five max/mean
 # values for each of lw-dup, lw-shard, mc and ours, and the count line, which must say that ours is
-# behind no peer on these rows (each was behind or close before issue 13's never-behind selection:
+# behind no peer on these rows (each was behind or close before the never-behind selection:
 # qwen3-0.6b dp16.tp2 mega had DP FLOPs 1.227 against layer-wise's 1.160).
 # Usage: plan_sweep_test.sh <repo root> <canzona binary>
 set -uo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hostile flags of `canzona run` / `canzona compare` (issue 9), refused before MPI starts.
+# Hostile flags of `canzona run` / `canzona compare`, refused before MPI starts.
 # Usage: hostile_run_test.sh <canzona binary> <canzona_check_output binary>
 #
 # Every case runs under `timeout 20` and `ulimit -v 4000000` (4 GB), without mpirun, and must exit

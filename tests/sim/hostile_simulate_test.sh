@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hostile input to `canzona simulate` (issue 9), one ctest per CLASS. Every bad input must exit
+# Hostile input to `canzona simulate`, one ctest per CLASS. Every bad input must exit
 # with exactly 2, print exactly one stderr line naming the problem (and the limit), print nothing
 # on stdout and write no --json/--svg/--dump-cluster file, within 20 s and 4 GB of address space.
 # Usage: hostile_simulate_test.sh CLASS <canzona> <canzona_check_output>

@@ -200,7 +200,7 @@ TEST(Simulate, RejectsBadWorkloadAndOversizedTp) {
   EXPECT_THROW(simulate(tiny_model(), p, round_cluster(), two_micro_batches(1)), UsageError);
 }
 
-// Hostile workloads (issue 9): out of the documented limits, or tokens per DP step overflowing.
+// Hostile workloads: out of the documented limits, or tokens per DP step overflowing.
 TEST(Simulate, RejectsWorkloadsOutsideTheLimits) {
   const plan::Plan p = hosted_plan();
   auto expect_usage = [&](const Workload& w, const char* words) {

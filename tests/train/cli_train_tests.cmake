@@ -227,7 +227,7 @@ if(TARGET canzona AND TARGET canzona-train)
   set_tests_properties(train_cli_input PROPERTIES LABELS "cli;mpi" TIMEOUT ${timeout}
                        ENVIRONMENT "${CANZONA_TEST_ENV}")
 
-  # --- 8. Checkpoints (issue 12), four scripts on qwen3-tiny under mpirun:
+  # --- 8. Checkpoints, four scripts on qwen3-tiny under mpirun:
   # ckpt_resume_test.sh: a run killed by SIGKILL after a random step, or inside a save before it
   # is published, resumes bitwise (losses, params, final checkpoint byte for byte); --keep.
   # ckpt_reshard_test.sh: a checkpoint reloaded under DP 2 -> 1, TP 2 -> 1 -> 2, DP 4 -> 2 and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `canzona train` checkpoint errors (issue 12), end to end under mpirun: from one valid checkpoint
+# `canzona train` checkpoint errors, end to end under mpirun: from one valid checkpoint
 # (np 2, DP 2, 2 steps), each corrupt or unfitting --resume exits 2 with its message (naming the
 # file and, where there is one, the tensor or key) printed exactly once, and writes no checkpoint
 # into the fresh --save-dir of the failing run (no rank went on to train or save). Flag

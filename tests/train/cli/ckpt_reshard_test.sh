@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Resharding a checkpoint across DP, TP and strategy (issue 12, item 4).
+# Resharding a checkpoint across DP, TP and strategy.
 # Usage: ckpt_reshard_test.sh <canzona> <mpirun> <canzona_check_output>
 #
 # A checkpoint is in model space, so loading it in any shape and saving it again at once must

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Exact resume after SIGKILL (issue 12, item 3), atomic saves and --keep.
+# Exact resume after SIGKILL, atomic saves and --keep.
 # Usage: ckpt_resume_test.sh <canzona> <mpirun> <canzona_check_output>
 #
 #   1. An uninterrupted DP=2 run of 6 steps saves every 2 steps (reference).

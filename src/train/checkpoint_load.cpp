@@ -57,7 +57,7 @@ void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::Mode
   const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
   const std::string model_path = (fs::path(dir) / ckpt::kModelFile).string();
   const std::string optimizer_path = (fs::path(dir) / ckpt::kOptimizerFile).string();
-  const std::vector<Unit> units = my_units(engine, spec, hf, tp_rank);
+  const std::vector<HeldState> units = held_states(engine, spec, hf, tp_rank);
   ckpt::Header model_header, optimizer_header;
 
   // Every check first, on every rank.
@@ -78,12 +78,12 @@ void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::Mode
     optimizer_header = ckpt::read_header(optimizer_path);
     for (const ckpt::HfTensor& t : hf.tensors())
       require_tensor(model_path, model_header, t.name, t.shape);
-    for (const Unit& u : units) {
+    for (const HeldState& u : units) {
       if (u.matrix) {
         require_tensor(optimizer_path, optimizer_header, u.key, {u.rows, u.cols});
         continue;
       }
-      for (int t : hf.tensors_of(u.p)) {
+      for (int t : hf.tensors_of(u.param)) {
         const ckpt::HfTensor& tensor = hf.tensors()[static_cast<std::size_t>(t)];
         require_tensor(optimizer_path, optimizer_header, tensor.name + "." + u.state, tensor.shape);
       }
@@ -102,7 +102,7 @@ void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::Mode
     std::size_t u = 0;
     for (const engine::StateTensor& st : engine.optimizer_state()) {
       if (st.state == "main") continue;
-      const Unit& unit = units[u++];
+      const HeldState& unit = units[u++];
       if (unit.matrix) {
         const std::int64_t offset =
             file_offset(optimizer_header, entry(optimizer_header, unit.key), 0);
@@ -116,7 +116,7 @@ void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::Mode
         }
         continue;
       }
-      for (const ElementRun& r : clip(hf.runs(unit.p, tp, tp_rank), unit.begin, unit.end)) {
+      for (const ElementRun& r : clip(hf.runs(unit.param, tp, tp_rank), unit.begin, unit.end)) {
         const std::string key =
             hf.tensors()[static_cast<std::size_t>(r.tensor)].name + "." + unit.state;
         file.pread(file_offset(optimizer_header, entry(optimizer_header, key), r.hf),

@@ -42,29 +42,29 @@ void collectively(comm::Communicator& world, const std::function<void()>& fn) {
   }
 }
 
-std::string Unit::id() const {
-  return matrix ? key : str(p, "/", state, "/", shard, "/", begin, "/", end);
+std::string HeldState::id() const {
+  return matrix ? key : str(param, "/", state, "/", tp_shard, "/", begin, "/", end);
 }
 
-std::vector<Unit> my_units(engine::Engine& engine, const model::ModelSpec& spec, const HfLayout& hf,
-                           int tp_rank) {
-  std::vector<Unit> units;
+std::vector<HeldState> held_states(engine::Engine& engine, const model::ModelSpec& spec,
+                                   const HfLayout& hf, int tp_rank) {
+  std::vector<HeldState> units;
   std::map<std::pair<int, int>, int> order;  // task -> states seen
   for (const engine::StateTensor& st : engine.optimizer_state()) {
     if (st.state == "main") continue;
-    Unit u;
-    u.p = param_index(spec, st.param);
+    HeldState u;
+    u.param = param_index(spec, st.param);
     u.state = st.state;
-    const model::ParamSpec& param = spec.params[static_cast<std::size_t>(u.p)];
+    const model::ParamSpec& param = spec.params[static_cast<std::size_t>(u.param)];
     if (param.is_matrix()) {
       u.matrix = true;
       u.piece = st.piece;
-      u.order = order[{u.p, u.piece}]++;
-      u.key = hf.task_name(u.p, u.piece) + "." + st.state;
+      u.state_index = order[{u.param, u.piece}]++;
+      u.key = hf.task_name(u.param, u.piece) + "." + st.state;
       u.rows = st.rows;
       u.cols = st.cols;
     } else {
-      u.shard = param.tp_split_dim >= 0 ? tp_rank : 0;
+      u.tp_shard = param.tp_split_dim >= 0 ? tp_rank : 0;
       u.begin = st.begin;
       u.end = st.end;
     }
@@ -116,10 +116,10 @@ void from_logical(std::span<const float> file, std::span<float> task, std::int64
   }
 }
 
-std::vector<std::int64_t> reorder_of(const HfLayout& hf, const Unit& unit,
+std::vector<std::int64_t> reorder_of(const HfLayout& hf, const HeldState& unit,
                                      const engine::StateTensor& st, int tp) {
   if (st.row_axes == 0 || st.values.empty()) return {};
-  std::vector<std::int64_t> logical = hf.task_logical_rows(unit.p, unit.piece, tp);
+  std::vector<std::int64_t> logical = hf.task_logical_rows(unit.param, unit.piece, tp);
   if (!logical.empty()) {
     const auto n = static_cast<std::int64_t>(logical.size());
     CANZONA_CHECK(

@@ -23,19 +23,23 @@ void collectively(comm::Communicator& world, const std::function<void()>& fn);
 
 // One optimizer-state tensor (or slice) a rank holds, as every rank sees it after the gather.
 // Matrix task state: the whole tensor `key` (rows x cols). Element-wise state: local elements
-// [begin, end) of TP shard `shard` (0 for replicated params) of param p, under state `state`.
-struct Unit {
+// [begin, end) of TP shard `tp_shard` (0 for replicated params) of param `param`, under state
+// `state`.
+struct HeldState {
   bool matrix = false;
-  int p = 0, piece = -1, order = 0, shard = 0;
+  int param = 0;        // model param index
+  int piece = -1;       // matrix task piece, -1 = whole param
+  int state_index = 0;  // matrix: this state's position among its task's states
+  int tp_shard = 0;     // element-wise: the TP shard it lies in
   std::string state, key;
   std::int64_t begin = 0, end = 0, rows = 0, cols = 0;
   // Equal for the copies of one tensor or slice that several ranks hold.
   std::string id() const;
 };
 
-// The units of engine.optimizer_state() but "main", in its order.
-std::vector<Unit> my_units(engine::Engine& engine, const model::ModelSpec& spec,
-                           const ckpt::HfLayout& hf, int tp_rank);
+// The states of engine.optimizer_state() but "main", in its order.
+std::vector<HeldState> held_states(engine::Engine& engine, const model::ModelSpec& spec,
+                                   const ckpt::HfLayout& hf, int tp_rank);
 
 // The part of `runs` inside local elements [begin, end), re-based to begin.
 std::vector<ckpt::ElementRun> clip(const std::vector<ckpt::ElementRun>& runs, std::int64_t begin,
@@ -52,7 +56,7 @@ void to_logical(std::span<const float> task, std::span<float> file, std::int64_t
 void from_logical(std::span<const float> file, std::span<float> task, std::int64_t rows,
                   std::int64_t cols, int axes, const std::vector<std::int64_t>& logical);
 // The task's logical row order when its state must be reordered for the file, else empty.
-std::vector<std::int64_t> reorder_of(const ckpt::HfLayout& hf, const Unit& unit,
+std::vector<std::int64_t> reorder_of(const ckpt::HfLayout& hf, const HeldState& unit,
                                      const engine::StateTensor& st, int tp);
 
 const ckpt::TensorEntry& entry(const ckpt::Header& header, const std::string& name);

@@ -23,21 +23,21 @@ using ckpt::ElementRun;
 using ckpt::HfLayout;
 using namespace detail;
 
-std::string serialize(const std::vector<Unit>& units) {
+std::string serialize(const std::vector<HeldState>& units) {
   std::ostringstream os;
-  for (const Unit& u : units)
-    os << u.matrix << ' ' << u.p << ' ' << u.piece << ' ' << u.order << ' ' << u.shard << ' '
-       << u.state << ' ' << (u.key.empty() ? "-" : u.key) << ' ' << u.begin << ' ' << u.end << ' '
-       << u.rows << ' ' << u.cols << '\n';
+  for (const HeldState& u : units)
+    os << u.matrix << ' ' << u.param << ' ' << u.piece << ' ' << u.state_index << ' ' << u.tp_shard
+       << ' ' << u.state << ' ' << (u.key.empty() ? "-" : u.key) << ' ' << u.begin << ' ' << u.end
+       << ' ' << u.rows << ' ' << u.cols << '\n';
   return os.str();
 }
 
-std::vector<Unit> deserialize(const std::vector<std::byte>& bytes) {
+std::vector<HeldState> deserialize(const std::vector<std::byte>& bytes) {
   std::istringstream is(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  std::vector<Unit> units;
-  Unit u;
-  while (is >> u.matrix >> u.p >> u.piece >> u.order >> u.shard >> u.state >> u.key >> u.begin >>
-         u.end >> u.rows >> u.cols) {
+  std::vector<HeldState> units;
+  HeldState u;
+  while (is >> u.matrix >> u.param >> u.piece >> u.state_index >> u.tp_shard >> u.state >> u.key >>
+         u.begin >> u.end >> u.rows >> u.cols) {
     if (u.key == "-") u.key.clear();
     units.push_back(u);
   }
@@ -47,7 +47,7 @@ std::vector<Unit> deserialize(const std::vector<std::byte>& bytes) {
 // The optimizer file's tensors in canonical order (spec param, then task piece or HF tensor, then
 // state order) with their shapes, the same on every rank.
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> optimizer_tensors(
-    const std::vector<std::vector<Unit>>& all, const HfLayout& hf) {
+    const std::vector<std::vector<HeldState>>& all, const HfLayout& hf) {
   struct Entry {
     std::tuple<int, int, int> order;
     std::string key;
@@ -56,11 +56,12 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> optimizer_tensors
   std::map<std::string, Entry> entries;
   std::map<int, std::vector<std::string>> states;  // element-wise param -> state names
   for (const auto& units : all) {
-    for (const Unit& u : units) {
+    for (const HeldState& u : units) {
       if (u.matrix) {
-        entries.try_emplace(u.key, Entry{{u.p, u.piece + 1, u.order}, u.key, {u.rows, u.cols}});
+        entries.try_emplace(u.key,
+                            Entry{{u.param, u.piece + 1, u.state_index}, u.key, {u.rows, u.cols}});
       } else {
-        auto& names = states[u.p];
+        auto& names = states[u.param];
         if (std::find(names.begin(), names.end(), u.state) == names.end()) names.push_back(u.state);
       }
     }
@@ -110,15 +111,15 @@ std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const Save
   const std::string optimizer_path = (tmp / ckpt::kOptimizerFile).string();
 
   // Who holds what: gathered, so every rank lays the files out alike and knows its writes.
-  const std::vector<Unit> mine = my_units(engine, spec, hf, tp_rank);
+  const std::vector<HeldState> mine = held_states(engine, spec, hf, tp_rank);
   const std::string text = serialize(mine);
-  std::vector<std::vector<Unit>> all;
+  std::vector<std::vector<HeldState>> all;
   for (const auto& bytes :
        world.all_gather_bytes(std::as_bytes(std::span(text.data(), text.size()))))
     all.push_back(deserialize(bytes));
   std::set<std::string> claimed;  // units a lower rank writes
   for (int r = 0; r < world.rank(); ++r)
-    for (const Unit& u : all[static_cast<std::size_t>(r)]) claimed.insert(u.id());
+    for (const HeldState& u : all[static_cast<std::size_t>(r)]) claimed.insert(u.id());
   const std::map<std::string, std::string> metadata = {{"format", "pt"}};
   const ckpt::Layout model_layout = ckpt::layout_f32(model_tensors(hf), metadata);
   const ckpt::Layout optimizer_layout = ckpt::layout_f32(optimizer_tensors(all, hf), metadata);
@@ -172,7 +173,7 @@ std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const Save
       std::size_t u = 0;
       for (const engine::StateTensor& st : states) {
         if (st.state == "main") continue;
-        const Unit& unit = mine[u++];
+        const HeldState& unit = mine[u++];
         if (claimed.count(unit.id())) continue;
         const ckpt::Header& header = optimizer_layout.header;
         if (unit.matrix) {
@@ -188,7 +189,7 @@ std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const Save
           continue;
         }
         const std::vector<ElementRun> runs =
-            clip(hf.runs(unit.p, grid.shape().tp, tp_rank), unit.begin, unit.end);
+            clip(hf.runs(unit.param, grid.shape().tp, tp_rank), unit.begin, unit.end);
         for (const ElementRun& r : runs) {
           const std::string key =
               hf.tensors()[static_cast<std::size_t>(r.tensor)].name + "." + unit.state;

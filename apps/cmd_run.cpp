@@ -55,7 +55,7 @@ struct RunFlags : PlanningFlags {
 runtime::RunOptions resolve(RunFlags& f) {
   runtime::RunOptions o = f.options;
   apply_planning_flags(f, "run/compare", o);
-  o.reduce_mode = runtime::parse_reduce_mode(f.reduce_mode);
+  o.reduce_mode = comm::parse_reduce_mode(f.reduce_mode);
   o.pipeline = !f.no_pipeline;
   o.seed = parse_seed(f.seed);
   std::vector<std::set<std::string>> keys;  // per open object: the keys seen so far
@@ -100,7 +100,7 @@ Launch prepare(RunFlags& flags) {
   l.strategies = plan::parse_strategy_list(flags.strategies);
   if (flags.json_flag->count() > 0) check_output_path(flags.json, "--json");
   if (flags.trace_flag->count() > 0) check_output_path(flags.trace, "--trace");
-  l.model = runtime::load_model(l.options);
+  l.model = launch::load_model(l.options);
   l.session.verify = flags.verify;
   l.session.trace_path = flags.trace;
   l.settings = runtime::launch_settings(l.options, l.session, l.strategies, l.model);

@@ -63,47 +63,47 @@ void check_bucket_size(std::int64_t bucket_size) {
   require_in_range(bucket_size, 0, layout::kMaxBucketSize, "--bucket-size", "kMaxBucketSize");
 }
 
-plan::PlanOptions to_plan_options(const PlanningFlags& f) {
-  check_bucket_size(f.bucket_size);
-  plan::PlanOptions options;
-  options.variant = plan::parse_variant(f.planner);
-  options.dp = f.dp;
-  options.tp = f.tp;
-  options.pp = f.pp;
-  options.alpha = f.alpha;
-  options.cmax_mb = f.cmax_mb;
-  options.layout.bucket_size = f.bucket_size;
-  options.layerwise_tp = plan::parse_layerwise_tp(f.layerwise_tp);
-  options.layerwise_buckets = plan::parse_layerwise_buckets(f.layerwise_buckets);
-  options.reorder_buckets = plan::parse_bucket_order(f.bucket_order);
-  return options;
-}
+namespace {
 
-model::BuildOptions to_build_options(const PlanningFlags& f) {
-  model::BuildOptions build;
-  build.tp = f.tp;
-  build.qkv_split = model::parse_qkv_split(f.split_qkv);
-  build.split_fc1 = f.split_fc1;
-  return build;
-}
-
-void apply_planning_flags(const PlanningFlags& f, const char* command, runtime::RunOptions& o) {
+// The one mapping of the planning flags: onto the job options (launch/job.h), whose shares the
+// planner, the model builder and the engine get from launch::plan_options, build_options and
+// engine_options.
+void to_job(const PlanningFlags& f, launch::JobOptions& o) {
+  o.planner = plan::parse_variant(f.planner);
   o.dp = f.dp;
   o.tp = f.tp;
   o.pp = f.pp;
-  o.optimizer = f.optimizer;
   o.alpha = f.alpha;
   o.cmax_mb = f.cmax_mb;
   o.bucket_size = f.bucket_size;
-  o.split_fc1 = f.split_fc1;
-  o.planner = plan::parse_variant(f.planner);
   o.layerwise_tp = plan::parse_layerwise_tp(f.layerwise_tp);
   o.layerwise_buckets = plan::parse_layerwise_buckets(f.layerwise_buckets);
   o.reorder_buckets = plan::parse_bucket_order(f.bucket_order);
+  o.optimizer = f.optimizer;
   o.cost = cost::parse_cost_kind(f.cost);
+  o.qkv_split = model::parse_qkv_split(f.split_qkv);
+  o.split_fc1 = f.split_fc1;
+}
+
+}  // namespace
+
+plan::PlanOptions to_plan_options(const PlanningFlags& f) {
+  check_bucket_size(f.bucket_size);
+  launch::JobOptions job;
+  to_job(f, job);
+  return launch::plan_options(job, plan::PlanOptions{}.strategy);
+}
+
+model::BuildOptions to_build_options(const PlanningFlags& f) {
+  launch::JobOptions job;
+  to_job(f, job);
+  return launch::build_options(job);
+}
+
+void apply_planning_flags(const PlanningFlags& f, const char* command, launch::JobOptions& o) {
+  to_job(f, o);
   CANZONA_REQUIRE(o.cost != cost::CostKind::kCalibrated, "--cost calibrated is not supported by ",
                   command, " (use numel, flops or memory)");
-  o.qkv_split = model::parse_qkv_split(f.split_qkv);
 }
 
 std::uint64_t parse_seed(const std::string& text) {

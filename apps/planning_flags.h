@@ -9,16 +9,16 @@
 // `run` and `compare` refuse. The cost model's fields (PlanOptions::cost, with the optimizer's
 // knobs --ns-steps ... of cost::OptimizerFlags) are filled by each command; the range checks of
 // the grid, alpha and C_max are those of the library that consumes the options
-// (plan::validate_options, sim::check_scenario, runtime::validate).
+// (plan::validate_options, sim::check_scenario, launch::validate).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
+#include "canzona/launch/job.h"
 #include "canzona/model/load.h"
 #include "canzona/plan/plan.h"
-#include "canzona/runtime/options.h"
 
 namespace canzona::apps {
 
@@ -53,21 +53,23 @@ void add_planning_flags(CLI::App* sub, PlanningFlags& flags, PlanningCommand com
 // naming kMaxBucketSize.
 void check_bucket_size(std::int64_t bucket_size);
 
-// The plan options the flags give, strategy and cost model aside (left at their defaults): planner
-// variant, grid, alpha, C_max, bucket size, layerwise TP mode and bucket order. Checks the bucket
-// size (check_bucket_size) and parses --planner, --layerwise-tp and --bucket-order (UsageError on
-// an unknown name); the other ranges are checked where the options are
+// The plan options the flags give (launch::plan_options of the job they map to): planner variant,
+// grid, alpha, C_max, bucket size, layerwise TP mode and bucket order, the cost unit and matrix
+// optimizer; the strategy is left at its default and a command completes the cost model (the
+// optimizer's knobs, a calibration). Checks the bucket size (check_bucket_size) and parses every
+// named flag (UsageError on an unknown name); the other ranges are checked where the options are
 // consumed (plan::validate_options, make_plan, sim::check_scenario).
 plan::PlanOptions to_plan_options(const PlanningFlags& flags);
 
 // The model build options: tp (vocabulary padding) and the task splits. Throws UsageError on an
 // unknown --split-qkv.
 model::BuildOptions to_build_options(const PlanningFlags& flags);
-// Copies the planning flags into the RunOptions of `command` (run/compare, train): grid,
-// optimizer, alpha, C_max, bucket size, task splits, planner and cost. Throws UsageError on an
-// unknown --planner, --cost or --split-qkv, and for --cost calibrated (not executed).
+// Copies the planning flags into the job options of `command` (run/compare, train): grid,
+// optimizer, alpha, C_max, bucket size, task splits, planner and its knobs, cost. Throws
+// UsageError as to_plan_options does (the bucket size aside: launch::validate checks it), and for
+// --cost calibrated (not executed).
 void apply_planning_flags(const PlanningFlags& flags, const char* command,
-                          runtime::RunOptions& options);
+                          launch::JobOptions& options);
 // --seed of run, compare and train: decimal digits only, within uint64 (CLI11 would wrap "-1" and
 // saturate 10^23). Throws UsageError naming --seed otherwise.
 std::uint64_t parse_seed(const std::string& text);

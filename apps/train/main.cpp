@@ -34,8 +34,6 @@
 #include "canzona/common/fnv.h"
 #include "canzona/common/json_io.h"
 #include "canzona/optim/blas_env.h"
-#include "canzona/runtime/run_settings.h"
-#include "canzona/runtime/session.h"
 #include "canzona/train/data.h"
 #include "canzona/train/memory.h"
 #include "canzona/train/plot.h"
@@ -221,9 +219,9 @@ struct Launch {
 Launch prepare(TrainFlags& f) {
   Launch l;
   train::TrainOptions& o = l.options;
-  runtime::RunOptions& r = o.run;
+  launch::JobOptions& r = o.job;
   apply_planning_flags(f, "train", r);
-  r.reduce_mode = runtime::parse_reduce_mode(f.reduce_mode);
+  r.reduce_mode = comm::parse_reduce_mode(f.reduce_mode);
   r.pipeline = !f.no_pipeline;
   // --resume / --init-from: the checkpoint's model and (resume) data seed unless given.
   std::string resume_dir, seed = f.seed.empty() ? "1" : f.seed;
@@ -328,13 +326,12 @@ Launch prepare(TrainFlags& f) {
                   l.corpus.vocab_size, " tokens (", l.corpus.tokenizer,
                   ") is larger than the model's vocab_size ", l.config.vocab_size, " (--model ",
                   f.model, ")");
-  runtime::SessionOptions session;
-  session.verify = f.verify;
-  session.trace_path = f.trace;
-  l.settings = runtime::launch_settings(r, session, o.strategies, l.spec);
+  l.settings = launch::job_settings(r, o.strategies, l.spec);
   const auto add = [&l](const char* key, const std::string& value) {
     l.settings.push_back({key, value});
   };
+  add("--verify", f.verify ? "true" : "false");
+  add("--trace", f.trace);
   add("--optimizer", f.optimizer);
   add("--steps", std::to_string(o.steps));
   add("--seq-len", std::to_string(o.seq_len));
@@ -436,19 +433,19 @@ bool verify(const Launch& l, const std::vector<train::StrategyRun>& runs) {
       max_rel = std::max(max_rel, std::fabs(a - b) / std::max(std::fabs(b), 1e-30));
       bitwise = bitwise && std::memcmp(&a, &b, sizeof a) == 0;
     }
-    if (l.options.run.tp == 1) {
+    if (l.options.job.tp == 1) {
       for (std::size_t p = 0; p < ref.params.size(); ++p)
         bitwise = bitwise && r.final_params[p].size() == ref.params[p].size() &&
                   std::memcmp(r.final_params[p].data(), ref.params[p].data(),
                               ref.params[p].size() * sizeof(float)) == 0;
-      if (!bitwise && l.options.run.reduce_mode == comm::ReduceMode::kDeterministic) ok = false;
+      if (!bitwise && l.options.job.reduce_mode == comm::ReduceMode::kDeterministic) ok = false;
     } else if (!(max_rel <= kTpLossTolerance)) {
       ok = false;
     }
     std::printf(
         "verify %-9s vs single process: loss curve %s, max relative loss difference %.3g%s\n",
         plan::to_string(r.strategy), bitwise ? "bitwise identical" : "differs", max_rel,
-        l.options.run.tp == 1 ? (bitwise ? ", final params bitwise identical" : "")
+        l.options.job.tp == 1 ? (bitwise ? ", final params bitwise identical" : "")
                               : " (TP > 1: bound 1e-4)");
   }
   return ok;
@@ -483,9 +480,9 @@ int execute(TrainFlags& flags) {
     return launch.settings;
   };
   steps.grid_shape = [&] {
-    return comm::GridShape{launch.options.run.dp, launch.options.run.tp, launch.options.run.pp};
+    return comm::GridShape{launch.options.job.dp, launch.options.job.tp, launch.options.job.pp};
   };
-  steps.reduce_mode = [&] { return launch.options.run.reduce_mode; };
+  steps.reduce_mode = [&] { return launch.options.job.reduce_mode; };
   const auto train_on = [&](comm::Grid& grid) {
     const train::TrainOptions& o = launch.options;
     int exit_code = 0;
@@ -496,8 +493,8 @@ int execute(TrainFlags& flags) {
     h.matmul_params = h.params;
     if (!launch.config.tied_embeddings)  // the input embedding is a lookup, not a product
       h.matmul_params -= launch.spec.params.front().numel();
-    h.dp = o.run.dp;
-    h.tp = o.run.tp;
+    h.dp = o.job.dp;
+    h.tp = o.job.tp;
     h.optimizer = flags.optimizer;
     h.data = launch.corpus.source;
     h.train_tokens = static_cast<std::int64_t>(launch.corpus.train.size());

@@ -134,4 +134,14 @@ Request Communicator::all_reduce(std::span<const float> send, std::span<float> r
   return do_all_reduce(send, recv);
 }
 
+ReduceMode parse_reduce_mode(const std::string& name) {
+  if (name == "deterministic") return ReduceMode::kDeterministic;
+  if (name == "native") return ReduceMode::kNative;
+  throw UsageError(str("--reduce-mode must be deterministic or native (got '", name, "')"));
+}
+
+const char* to_string(ReduceMode mode) {
+  return mode == ReduceMode::kDeterministic ? "deterministic" : "native";
+}
+
 }  // namespace canzona::comm

@@ -24,9 +24,9 @@ void for_each_task(const model::ModelSpec& spec, const TrainOptions& o, Fn&& fn)
     if (!p.is_matrix() || o.all_adamw) {
       fn("adamw", p.numel(), std::int64_t{1});
     } else if (p.pieces.empty()) {
-      fn(o.run.optimizer, p.rows(), p.cols());
+      fn(o.job.optimizer, p.rows(), p.cols());
     } else {
-      for (const model::Piece& piece : p.pieces) fn(o.run.optimizer, piece.rows(), p.cols());
+      for (const model::Piece& piece : p.pieces) fn(o.job.optimizer, piece.rows(), p.cols());
     }
   }
 }
@@ -76,8 +76,8 @@ MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSp
   need.params_bytes = local * kFloat;
   need.grads_bytes = local * kFloat;
   cost::CostOptions cost;
-  cost.matrix_optimizer = o.run.optimizer;
-  cost.optimizer_options = o.run.optimizer_options;
+  cost.matrix_optimizer = o.job.optimizer;
+  cost.optimizer_options = o.job.optimizer_options;
   double total_state = 0.0, largest = 0.0, total_main = 0.0, largest_main = 0.0;
   for_each_task(spec, o, [&](const std::string& optimizer, std::int64_t rows, std::int64_t cols) {
     const double bytes = cost::state_bytes(optimizer, rows, cols, cost);
@@ -149,7 +149,7 @@ double MemoryNeed::total() const {
 
 MemoryNeed estimate_memory(const model::TransformerConfig& config, const model::ModelSpec& spec,
                            const TrainOptions& options) {
-  return estimate(config, spec, options, options.run.dp, options.run.tp);
+  return estimate(config, spec, options, options.job.dp, options.job.tp);
 }
 
 MemoryNeed estimate_reference_memory(const model::TransformerConfig& config,

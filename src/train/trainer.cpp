@@ -26,7 +26,6 @@
 #include "canzona/engine/trace.h"
 #include "canzona/launch/plan_check.h"
 #include "canzona/optim/optimizer.h"
-#include "canzona/runtime/options.h"
 #include "canzona/train/model.h"
 
 namespace canzona::train {
@@ -129,20 +128,20 @@ class Run {
         spec_(spec),
         options_(options),
         corpus_(corpus),
-        sampler_(corpus.train, options.seq_len, options.micro_batch, options.run.seed) {
-    plan_ = plan::make_plan(spec, runtime::plan_options(options.run, strategy));
+        sampler_(corpus.train, options.seq_len, options.micro_batch, options.job.seed) {
+    plan_ = plan::make_plan(spec, launch::plan_options(options.job, strategy));
     launch::validate_plan(spec, plan_, grid.shape());
     launch::check_plan_agreement(grid.world(), plan_);
     result_.strategy = strategy;
     result_.plan_hash = plan::plan_hash(plan_);
     engine_ = std::make_unique<engine::Engine>(grid, spec, plan_,
-                                               runtime::engine_options(options.run), trace);
+                                               launch::engine_options(options.job), trace);
     const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
     model_ = std::make_unique<Qwen3Model>(config, spec, TpGroup{&grid.tp(), tp, tp_rank},
                                           Qwen3Model::Storage::kBound);
     for (int p = 0; p < model_->num_params(); ++p) {
       model_->bind(p, engine_->param(p), engine_->grad(p));
-      init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.run.seed,
+      init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.job.seed,
                  engine_->param(p));
       auto accumulator = torch::autograd::impl::grad_accumulator(model_->param(p));
       accumulator->add_post_hook(std::make_unique<AfterAccumulate>([this, p] {
@@ -303,7 +302,7 @@ void max_over_ranks(comm::Communicator& world, std::vector<StepRecord>& steps) {
 
 // The manifest's optimizer: what kind of state the checkpoint holds.
 std::string checkpoint_optimizer(const TrainOptions& o) {
-  return o.all_adamw ? "adamw" : o.run.optimizer;
+  return o.all_adamw ? "adamw" : o.job.optimizer;
 }
 
 // trainer.json of a save after `step`: the data position and RNG are the step (the sampler is
@@ -313,13 +312,13 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
   ckpt::Manifest m;
   m.step = step;
   m.strategy = plan::to_string(strategy);
-  m.dp = o.run.dp;
-  m.tp = o.run.tp;
+  m.dp = o.job.dp;
+  m.tp = o.job.tp;
   m.optimizer = checkpoint_optimizer(o);
   m.plan_hash = hex64(plan_hash);
   const double next_lr = step < o.schedule.total ? lr_factor(o.schedule, step + 1) : 0.0;
   m.run = {{"model", model},
-           {"seed", o.run.seed},
+           {"seed", o.job.seed},
            {"steps", o.steps},
            {"seq_len", o.seq_len},
            {"micro_batch", o.micro_batch},
@@ -335,11 +334,11 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
              {"next_lr_factor", next_lr}}},
            {"optimizer_options",
             o.all_adamw ? nlohmann::json::object()
-                        : optim::effective_options(o.run.optimizer, o.run.optimizer_options)},
-           {"adamw_options", optim::effective_options("adamw", o.run.adamw_options)},
-           {"split_qkv", model::to_string(o.run.qkv_split)},
-           {"split_fc1", o.run.split_fc1},
-           {"reduce_mode", runtime::to_string(o.run.reduce_mode)}};
+                        : optim::effective_options(o.job.optimizer, o.job.optimizer_options)},
+           {"adamw_options", optim::effective_options("adamw", o.job.adamw_options)},
+           {"split_qkv", model::to_string(o.job.qkv_split)},
+           {"split_fc1", o.job.split_fc1},
+           {"reduce_mode", comm::to_string(o.job.reduce_mode)}};
   return m;
 }
 
@@ -356,7 +355,7 @@ void prune_checkpoints(const CheckpointOptions& o) {
 }  // namespace
 
 std::int64_t TrainOptions::tokens_per_step() const {
-  return run.dp * grad_accum * micro_batch * seq_len;
+  return job.dp * grad_accum * micro_batch * seq_len;
 }
 
 void validate(const TrainOptions& o) {
@@ -383,23 +382,19 @@ void validate(const TrainOptions& o) {
                   "--resume and --init-from exclude each other (a checkpoint has its weights)");
   CANZONA_REQUIRE(c.save_every == 0 || !c.save_dir.empty(), "--save-every needs --save-dir");
   CANZONA_REQUIRE(c.keep == 0 || !c.save_dir.empty(), "--keep needs --save-dir");
-  runtime::validate(o.run);
+  launch::validate(o.job);
 }
 
 model::ModelSpec training_spec(const model::TransformerConfig& config,
                                const TrainOptions& options) {
-  model::BuildOptions build;
-  build.tp = options.run.tp;
-  build.qkv_split = options.run.qkv_split;
-  build.split_fc1 = options.run.split_fc1;
-  model::ModelSpec spec = model::build_transformer(config, build);
+  model::ModelSpec spec = model::build_transformer(config, launch::build_options(options.job));
   if (options.all_adamw) {
     for (model::ParamSpec& p : spec.params) {
       p.optimizer = model::OptimizerClass::kElementwise;
       p.pieces.clear();
     }
   }
-  model::validate(spec, options.run.tp);
+  model::validate(spec, options.job.tp);
   return spec;
 }
 

@@ -11,13 +11,13 @@ namespace canzona::train {
 ReferenceRun run_reference(const model::TransformerConfig& config, const model::ModelSpec& spec,
                            const TrainOptions& options, const Corpus& corpus) {
   TrainOptions single = options;
-  single.run.tp = 1;
+  single.job.tp = 1;
   const model::ModelSpec whole = training_spec(config, single);
   CANZONA_REQUIRE(whole.arch.padded_vocab_size == spec.arch.padded_vocab_size,
                   "the single-process reference pads the vocabulary to ",
                   whole.arch.padded_vocab_size, ", the TP run to ", spec.arch.padded_vocab_size,
                   ": not comparable");
-  const int dp = options.run.dp;
+  const int dp = options.job.dp;
   Qwen3Model model(config, whole, TpGroup{}, Qwen3Model::Storage::kBound);
   std::vector<std::vector<float>> params(whole.params.size()), grads(whole.params.size()),
       local(whole.params.size());
@@ -26,11 +26,11 @@ ReferenceRun run_reference(const model::TransformerConfig& config, const model::
     params[p].resize(n);
     local[p].resize(n);
     grads[p].resize(n);
-    init_param(whole.params[p], config, 1, 0, options.run.seed, params[p]);
+    init_param(whole.params[p], config, 1, 0, options.job.seed, params[p]);
     model.bind(static_cast<int>(p), params[p], local[p]);
   }
-  runtime::ReferenceOptimizer optimizer(whole, runtime::engine_options(options.run), params);
-  const Sampler sampler(corpus.train, options.seq_len, options.micro_batch, options.run.seed);
+  runtime::ReferenceOptimizer optimizer(whole, launch::engine_options(options.job), params);
+  const Sampler sampler(corpus.train, options.seq_len, options.micro_batch, options.job.seed);
   // Megatron's gradient_scaling_factor, 1/DP in fp32, and the loss average, written here
   // independently of the engine and the trainer.
   const float scale = 1.0f / static_cast<float>(dp);

@@ -62,7 +62,7 @@ TEST(ToyOptimizer, RuntimeAcceptsItAsTheMatrixOptimizer) {
   o.optimizer = toy::kSignSgd;
   o.optimizer_options = {{"lr", 0.5}};
   EXPECT_NO_THROW(runtime::validate(o));
-  const plan::PlanOptions p = runtime::plan_options(o, plan::Strategy::kLbAsc);
+  const plan::PlanOptions p = launch::plan_options(o, plan::Strategy::kLbAsc);
   EXPECT_EQ(p.cost.matrix_optimizer, "sign_sgd");
   EXPECT_EQ(p.cost.optimizer_options, (nlohmann::json{{"lr", 0.5}}));
   o.optimizer_options = {{"momentum", 0.9}};  // not a sign_sgd option

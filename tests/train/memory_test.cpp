@@ -32,11 +32,11 @@ Sizes sizes(const model::ModelSpec& spec) {
 
 MemoryNeed need_of(plan::Strategy strategy, int dp, Sizes* out) {
   TrainOptions o;
-  o.run.model = "qwen3-tiny";
-  o.run.dp = dp;
+  o.job.model = "qwen3-tiny";
+  o.job.dp = dp;
   o.all_adamw = true;
   o.strategies = {strategy};
-  const model::TransformerConfig config = model::preset(o.run.model);
+  const model::TransformerConfig config = model::preset(o.job.model);
   const model::ModelSpec spec = training_spec(config, o);
   *out = sizes(spec);
   return estimate_memory(config, spec, o);

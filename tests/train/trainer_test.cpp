@@ -44,9 +44,9 @@ Corpus test_corpus(std::int64_t seq_len) {
 
 TrainOptions tiny_options(int dp, int tp) {
   TrainOptions o;
-  o.run.model = "qwen3-tiny";
-  o.run.dp = dp;
-  o.run.tp = tp;
+  o.job.model = "qwen3-tiny";
+  o.job.dp = dp;
+  o.job.tp = tp;
   o.steps = 3;
   o.seq_len = 16;
   o.micro_batch = 2;
@@ -63,12 +63,12 @@ TrainOptions tiny_options(int dp, int tp) {
 
 // Runs train() on a thread grid; returns world rank 0's runs.
 std::vector<StrategyRun> train_on_threads(const TrainOptions& o, const Corpus& corpus) {
-  const model::TransformerConfig config = model::preset(o.run.model);
+  const model::TransformerConfig config = model::preset(o.job.model);
   const model::ModelSpec spec = training_spec(config, o);
   std::vector<StrategyRun> rank0;
   std::mutex mutex;
   comm::run_on_thread_grid(
-      {o.run.dp, o.run.tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
+      {o.job.dp, o.job.tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
         torch::set_num_threads(1);
         std::vector<StrategyRun> runs = train(grid, config, spec, o, corpus, Progress{});
         if (grid.world().rank() == 0) {
@@ -87,7 +87,7 @@ TEST(TrainThreads, EveryStrategyIsBitwiseTheSingleProcessRunAtDp2) {
   const TrainOptions o = tiny_options(2, 1);
   const Corpus corpus = test_corpus(o.seq_len);
   const std::vector<StrategyRun> runs = train_on_threads(o, corpus);
-  const model::TransformerConfig config = model::preset(o.run.model);
+  const model::TransformerConfig config = model::preset(o.job.model);
   const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
   ASSERT_EQ(runs.size(), 5u);
   ASSERT_EQ(ref.losses.size(), 3u);
@@ -115,11 +115,11 @@ TEST(TrainThreads, EveryStrategyIsBitwiseTheSingleProcessRunAtDp2) {
 
 TEST(TrainThreads, StrategiesAgreeBitwiseAtDp2Tp2AndFollowTheReferenceToRounding) {
   TrainOptions o = tiny_options(2, 2);
-  o.run.qkv_split = model::QkvSplit::kQkv;
-  o.run.split_fc1 = true;
+  o.job.qkv_split = model::QkvSplit::kQkv;
+  o.job.split_fc1 = true;
   const Corpus corpus = test_corpus(o.seq_len);
   const std::vector<StrategyRun> runs = train_on_threads(o, corpus);
-  const model::TransformerConfig config = model::preset(o.run.model);
+  const model::TransformerConfig config = model::preset(o.job.model);
   const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
   for (const StrategyRun& r : runs) {
     SCOPED_TRACE(plan::to_string(r.strategy));
@@ -137,7 +137,7 @@ TEST(TrainThreads, GradientsReachTheEngineDuringBackward) {
   o.strategies = {plan::Strategy::kLbAsc};
   const Corpus corpus = test_corpus(o.seq_len);
   const std::vector<StrategyRun> runs = train_on_threads(o, corpus);
-  const model::ModelSpec spec = training_spec(model::preset(o.run.model), o);
+  const model::ModelSpec spec = training_spec(model::preset(o.job.model), o);
   for (const StepRecord& s : runs.at(0).steps)
     EXPECT_EQ(s.grad_ready_in_backward, static_cast<int>(spec.params.size())) << s.step;
 }
@@ -145,15 +145,15 @@ TEST(TrainThreads, GradientsReachTheEngineDuringBackward) {
 TEST(TrainThreads, ZeroLearningRateLeavesTheInitUntouched) {
   TrainOptions o = tiny_options(2, 1);
   o.strategies = {plan::Strategy::kLbAsc};
-  o.run.optimizer_options["lr"] = 0.0;
-  o.run.adamw_options["lr"] = 0.0;
+  o.job.optimizer_options["lr"] = 0.0;
+  o.job.adamw_options["lr"] = 0.0;
   const Corpus corpus = test_corpus(o.seq_len);
   const std::vector<StrategyRun> runs = train_on_threads(o, corpus);
-  const model::TransformerConfig config = model::preset(o.run.model);
+  const model::TransformerConfig config = model::preset(o.job.model);
   const model::ModelSpec spec = training_spec(config, o);
   for (std::size_t p = 0; p < spec.params.size(); ++p) {
     std::vector<float> init(static_cast<std::size_t>(spec.params[p].numel()));
-    init_param(spec.params[p], config, 1, 0, o.run.seed, init);
+    init_param(spec.params[p], config, 1, 0, o.job.seed, init);
     EXPECT_EQ(
         std::memcmp(runs.at(0).final_params[p].data(), init.data(), init.size() * sizeof(float)), 0)
         << spec.params[p].name;
@@ -178,7 +178,7 @@ TEST(TrainThreads, ANonFiniteGradientStopsEveryRankBeforeTheOptimizer) {
   o.strategies = {plan::Strategy::kLbAsc};
   const faults::Scoped poison(faults::Fault::kPoisonLoss, {.rank = 1, .step = 2});
   const Corpus corpus = test_corpus(o.seq_len);
-  const model::TransformerConfig config = model::preset(o.run.model);
+  const model::TransformerConfig config = model::preset(o.job.model);
   const model::ModelSpec spec = training_spec(config, o);
   std::mutex mutex;
   std::vector<std::string> messages;

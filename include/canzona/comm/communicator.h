@@ -50,6 +50,10 @@ enum class ReduceMode {
   kDeterministic,  // rank order 0..P-1 for every element (bitwise reproducible)
 };
 
+// "deterministic" | "native" (--reduce-mode); parse throws UsageError otherwise.
+ReduceMode parse_reduce_mode(const std::string& name);
+const char* to_string(ReduceMode mode);
+
 // Bytes per collective kind, as defined above.
 struct CommBytes {
   std::int64_t reduce_scatter = 0;

@@ -16,8 +16,10 @@
 // bucket, posted in forward order) and the next forward calls wait_param_sync(bucket) right before
 // it first uses the bucket.
 //
-// A strategy is a combination of three parts (plan::StrategyParts): a DP gradient sync, a TP
-// exchange and a param sync (src/engine/dp_sync.cpp, tp_exchange.cpp, param_sync.cpp).
+// Inside, the engine is a composition of parts that each own their state (src/engine/: the
+// buffers, the DP gradient sync, the optimizer shards, the TP exchange, the param sync); a
+// strategy picks one variant of the three that differ (plan::StrategyParts: grad_sync.cpp,
+// tp_exchange.cpp, param_sync.cpp).
 //
 // Optimizer state. Main params (fp32 copies of each computed task matrix) and optimizer state live
 // only on the ranks that compute them. optimizer_state() lists what this rank holds by param name

@@ -11,11 +11,10 @@
 
 namespace canzona::runtime {
 
-// The settings of a launch, in a fixed order that depends only on the optimizer: every field of
-// RunOptions, the SessionOptions (--verify, --trace), the strategy list, model_hash(model), then
-// one setting per optimizer option as it runs (optim::effective_options, sorted keys: key
-// "--optimizer-options lr", then "adamw options beta1", ...). Pure: no MPI, no files. Callers may
-// append settings of their own (e.g. "--json") before check_agreement().
+// The settings of a launch: the job's (launch::job_settings) with the synthetic loop's fields,
+// then the fault sites armed (common/faults.h) and the SessionOptions (--verify, --trace). Pure: no
+// MPI, no files. Callers may append settings of their own (e.g. "--json") before
+// check_agreement().
 launch::Settings launch_settings(const RunOptions& options, const SessionOptions& session,
                                  const std::vector<plan::Strategy>& strategies,
                                  const model::ModelSpec& model);

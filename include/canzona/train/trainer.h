@@ -22,10 +22,10 @@
 
 #include "canzona/comm/grid.h"
 #include "canzona/common/error.h"
+#include "canzona/launch/job.h"
 #include "canzona/model/load.h"
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
-#include "canzona/runtime/options.h"
 #include "canzona/train/data.h"
 #include "canzona/train/parallel_checkpoint.h"
 #include "canzona/train/schedule.h"
@@ -33,9 +33,9 @@
 namespace canzona::train {
 
 struct TrainOptions {
-  // Model, grid, matrix optimizer and its options, AdamW options, planner knobs, seed, reduce
-  // mode (the synthetic-run fields steps/warmup/tokens/compute_scale are not used).
-  runtime::RunOptions run;
+  // Model, grid, matrix optimizer and its options, AdamW options, planner knobs, seed (init and
+  // data sampler), reduce mode.
+  launch::JobOptions job;
   // "adamw": every param element-wise (the model spec is re-classed before planning).
   bool all_adamw = false;
   std::int64_t steps = 100;        // optimizer steps
@@ -60,7 +60,7 @@ struct TrainOptions {
 
 // Throws UsageError naming the flag: sizes not positive or above their limits, eval settings
 // negative, schedule out of range (schedule.h), --save-every / --keep negative, checkpoint flags
-// with more than one strategy, --resume with --init-from, and runtime::validate(run).
+// with more than one strategy, --resume with --init-from, and launch::validate(job).
 void validate(const TrainOptions& options);
 
 // Milliseconds of one step on one rank (world rank 0's in progress lines; the JSON has the max

@@ -1,0 +1,124 @@
+// A launch's job options and each library's share of them (job.h).
+#include "canzona/launch/job.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "canzona/common/checked.h"
+#include "canzona/common/error.h"
+#include "canzona/common/hex.h"
+#include "canzona/optim/optimizer_spec.h"
+#include "canzona/optim/registry.h"
+
+namespace canzona::launch {
+
+void validate(const JobOptions& o) {
+  // The grid, --alpha and --cmax-mb: the checks `plan`, `simulate`, `run` and `train` share.
+  plan::PlanOptions shared;
+  shared.dp = o.dp;
+  shared.tp = o.tp;
+  shared.pp = o.pp;
+  shared.alpha = o.alpha;
+  shared.cmax_mb = o.cmax_mb;
+  plan::validate_options(shared);
+  CANZONA_REQUIRE(o.pp == 1, "--pp ", o.pp,
+                  ": run and compare execute one pipeline stage only (use --pp 1; `canzona plan` "
+                  "and `canzona simulate` handle pp > 1)");
+  require_in_range(o.bucket_size, 0, kMaxBucketSize, "--bucket-size", "kMaxBucketSize");
+  const std::vector<std::string> matrix = optim::optimizer_names(optim::OptimizerShape::kMatrix);
+  CANZONA_REQUIRE(std::find(matrix.begin(), matrix.end(), o.optimizer) != matrix.end(),
+                  "--optimizer must be a matrix optimizer: ", cost::matrix_optimizer_list(),
+                  " (got '", o.optimizer, "'; element-wise params always use ",
+                  cost::kElementwiseOptimizer, ")");
+  CANZONA_REQUIRE(o.optimizer_options.is_object(), "optimizer options must be a JSON object");
+  CANZONA_REQUIRE(o.adamw_options.is_object(), "adamw options must be a JSON object");
+  // Builds one instance so unknown or mistyped option keys fail here, before any MPI work.
+  optim::create_optimizer(o.optimizer, optim::ParamInfo{"options check", 2, 2},
+                          o.optimizer_options);
+  optim::create_optimizer(cost::kElementwiseOptimizer, optim::ParamInfo{"options check", 1, 2},
+                          o.adamw_options);
+}
+
+model::BuildOptions build_options(const JobOptions& o) {
+  model::BuildOptions build;
+  build.tp = o.tp;
+  build.qkv_split = o.qkv_split;
+  build.split_fc1 = o.split_fc1;
+  return build;
+}
+
+model::ModelSpec load_model(const JobOptions& o) {
+  return model::load_model(o.model, build_options(o));
+}
+
+engine::EngineOptions engine_options(const JobOptions& o) {
+  engine::EngineOptions e;
+  e.optimizer = o.optimizer;
+  e.optimizer_options = o.optimizer_options;
+  e.adamw_options = o.adamw_options;
+  e.pipeline = o.pipeline;
+  return e;
+}
+
+plan::PlanOptions plan_options(const JobOptions& o, plan::Strategy strategy) {
+  plan::PlanOptions p;
+  p.strategy = strategy;
+  p.variant = o.planner;
+  p.layerwise_tp = o.layerwise_tp;
+  p.layerwise_buckets = o.layerwise_buckets;
+  p.reorder_buckets = o.reorder_buckets;
+  p.dp = o.dp;
+  p.tp = o.tp;
+  p.pp = o.pp;
+  p.alpha = o.alpha;
+  p.cmax_mb = o.cmax_mb;
+  p.cost.kind = o.cost;
+  p.cost.matrix_optimizer = o.optimizer;
+  p.cost.optimizer_options = o.optimizer_options;
+  p.layout.bucket_size = o.bucket_size;
+  return p;
+}
+
+Settings job_settings(const JobOptions& o, const std::vector<plan::Strategy>& strategies,
+                      const model::ModelSpec& model, const Settings& loop) {
+  std::string strategy_list;
+  for (plan::Strategy s : strategies) {
+    if (!strategy_list.empty()) strategy_list += ',';
+    strategy_list += plan::to_string(s);
+  }
+  const auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  Settings settings{
+      {"--model", o.model},
+      {"model spec", hex64(model_hash(model))},
+      {"--split-qkv", model::to_string(o.qkv_split)},
+      {"--split-fc1", flag(o.split_fc1)},
+      {"--dp", std::to_string(o.dp)},
+      {"--tp", std::to_string(o.tp)},
+      {"--pp", std::to_string(o.pp)},
+      {"--optimizer", o.optimizer},
+      {"--planner", plan::to_string(o.planner)},
+      {"--layerwise-tp", plan::to_string(o.layerwise_tp)},
+      {"--layerwise-buckets", plan::to_string(o.layerwise_buckets)},
+      {"--bucket-order", o.reorder_buckets ? "free" : "keep"},
+      {"--alpha", setting_value(o.alpha)},
+      {"--cmax-mb", setting_value(o.cmax_mb)},
+      {"--cost", cost::to_string(o.cost)},
+      {"--bucket-size", std::to_string(o.bucket_size)},
+  };
+  settings.insert(settings.end(), loop.begin(), loop.end());
+  settings.insert(settings.end(), {{"--seed", std::to_string(o.seed)},
+                                   {"--no-pipeline", flag(!o.pipeline)},
+                                   {"--reduce-mode", comm::to_string(o.reduce_mode)},
+                                   {"--strategy", strategy_list}});
+  // One setting per option the optimizers run with (given values over the defaults, keys sorted),
+  // so {} and {"ns_steps": 5} agree and a disagreement names the key.
+  const auto add_options = [&settings](const std::string& prefix, const nlohmann::json& options) {
+    for (const auto& [key, value] : options.items())
+      settings.push_back({str(prefix, " ", key), value.dump()});
+  };
+  add_options("--optimizer-options", optim::effective_options(o.optimizer, o.optimizer_options));
+  add_options("adamw options", optim::effective_options("adamw", o.adamw_options));
+  return settings;
+}
+
+}  // namespace canzona::launch

@@ -1,5 +1,5 @@
-// Internal to the train layer: what the checkpoint save (checkpoint_save.cpp) and load
-// (checkpoint_load.cpp) share.
+// Internal to the train layer: what the checkpoint save and load (parallel_checkpoint.cpp)
+// share.
 #pragma once
 
 #include <cstdint>

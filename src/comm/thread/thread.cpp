@@ -1,3 +1,5 @@
+#include "canzona/comm/thread.h"
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -9,7 +11,6 @@
 #include <span>
 #include <thread>
 
-#include "canzona/comm/thread.h"
 #include "canzona/common/error.h"
 
 namespace canzona::comm {

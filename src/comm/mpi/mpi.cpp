@@ -1,3 +1,5 @@
+#include "canzona/comm/mpi.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -5,7 +7,6 @@
 #include <thread>
 #include <vector>
 
-#include "canzona/comm/mpi.h"
 #include "canzona/common/error.h"
 #include "mpi_internal.h"
 

@@ -1,4 +1,4 @@
-// Our DP planner (include/canzona/plan/dp.h, balanced_cuts). Three phases over the buckets:
+// Our DP planner (src/plan/dp.h, balanced_cuts). Three phases over the buckets:
 //   1. atomic items (dp_placement.cpp), six deterministic ways: per bucket in descending total
 //      time by the exact monotone assignment minimising Σ_r (L_r + S_r)^2, or global LPT within
 //      the monotone limits (lowest-rank or middle-of-range ties); each with and without caps that
@@ -15,7 +15,7 @@
 #include <numeric>
 
 #include "canzona/common/error.h"
-#include "canzona/plan/dp.h"
+#include "dp.h"
 #include "dp_balance.h"
 
 namespace canzona::plan {

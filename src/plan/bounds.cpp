@@ -1,4 +1,4 @@
-#include "canzona/plan/bounds.h"
+#include "bounds.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,5 +1,5 @@
 // Internal to the plan layer: the state and phases of our DP planner (balanced_cuts in
-// include/canzona/plan/dp.h), split over dp_placement.cpp (phase 1) and balanced_dp.cpp
+// src/plan/dp.h), split over dp_placement.cpp (phase 1) and balanced_dp.cpp
 // (phases 2 and 3 and the driver).
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "canzona/plan/dp.h"
+#include "dp.h"
 
 namespace canzona::plan::detail {
 

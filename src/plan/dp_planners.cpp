@@ -1,11 +1,11 @@
-// DP planners (include/canzona/plan/dp.h). The paper's Algorithm 1 and the start-index rule are
+// DP planners (src/plan/dp.h). The paper's Algorithm 1 and the start-index rule are
 // implemented exactly as published; balanced_cuts is our improvement (docs/design.md section 3).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "canzona/common/error.h"
-#include "canzona/plan/dp.h"
+#include "dp.h"
 
 namespace canzona::plan {
 namespace {

@@ -1,4 +1,4 @@
-// Free-order DP candidates (include/canzona/plan/dp.h, free_order_candidates): owners chosen
+// Free-order DP candidates (src/plan/dp.h, free_order_candidates): owners chosen
 // without the monotone-cut limit, then each bucket laid out by owner so the cuts stay on param
 // boundaries (docs/design.md section 3, "order inside a bucket is free").
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <tuple>
 
 #include "canzona/common/error.h"
-#include "canzona/plan/dp.h"
+#include "dp.h"
 #include "dp_balance.h"
 
 namespace canzona::plan {

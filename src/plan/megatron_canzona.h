@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "canzona/plan/dp.h"
-#include "canzona/plan/tp.h"
+#include "dp.h"
+#include "tp.h"
 
 namespace canzona::plan::megatron_canzona {
 

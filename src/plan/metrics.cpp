@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
+#include "bounds.h"
 #include "canzona/common/error.h"
-#include "canzona/plan/bounds.h"
-#include "canzona/plan/dp.h"
 #include "canzona/plan/rank_plan.h"
+#include "dp.h"
 
 namespace canzona::plan {
 namespace {

@@ -7,8 +7,8 @@
 
 #include "canzona/common/error.h"
 #include "canzona/plan/rank_plan.h"
-#include "canzona/plan/tp.h"
 #include "stage_groups.h"
+#include "tp.h"
 
 namespace canzona::plan {
 namespace {

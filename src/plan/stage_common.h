@@ -9,9 +9,9 @@
 
 #include "canzona/layout/layout.h"
 #include "canzona/model/spec.h"
-#include "canzona/plan/dp.h"
 #include "canzona/plan/plan.h"
-#include "canzona/plan/tp.h"
+#include "dp.h"
+#include "tp.h"
 
 namespace canzona::plan::detail {
 

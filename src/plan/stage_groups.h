@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "canzona/plan/plan.h"
-#include "canzona/plan/tp.h"
+#include "tp.h"
 
 namespace canzona::plan::detail {
 

@@ -1,7 +1,7 @@
 // asc: the paper's Canzona without load balancing. Each bucket cut at the params' start indices
 // (every rank's shard starts where a param does), the micro groups round-robin with a fixed
 // number of tasks per group (--asc-group-tasks, default one per TP rank).
-#include "canzona/plan/dp.h"
+#include "dp.h"
 #include "strategies.h"
 
 namespace canzona::plan::detail {

@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "canzona/common/checked.h"
-#include "canzona/plan/dp.h"
+#include "dp.h"
 #include "megatron_layerwise.h"
 #include "strategies.h"
 #include "tp_summary.h"

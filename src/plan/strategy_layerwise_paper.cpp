@@ -2,7 +2,7 @@
 // whole on one DP owner by LPT on its optimizer cost, the redundant TP gather, and the owners'
 // updates All-Gathered (v) over DP.
 #include "canzona/common/error.h"
-#include "canzona/plan/dp.h"
+#include "dp.h"
 #include "strategies.h"
 
 namespace canzona::plan::detail {

@@ -1,4 +1,4 @@
-// TP planners (include/canzona/plan/tp.h): paper Algorithm 2 (greedy rollback with the MinHeap
+// TP planners (src/plan/tp.h): paper Algorithm 2 (greedy rollback with the MinHeap
 // LPT solver), the asc round-robin baseline, and our carried-load variant.
 //
 // All three run in O(n log n + n log hosts) for n tasks, independent of how many groups they
@@ -16,7 +16,7 @@
 #include <queue>
 
 #include "canzona/common/error.h"
-#include "canzona/plan/tp.h"
+#include "tp.h"
 #include "tp_summary.h"
 
 namespace canzona::plan {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "canzona/common/checked.h"
-#include "canzona/plan/tp.h"
+#include "tp.h"
 
 namespace canzona::plan::detail {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "canzona/common/error.h"
-#include "canzona/plan/dp.h"
+#include "dp.h"
 #include "stage_groups.h"
 #include "strategies.h"
 

@@ -2,7 +2,7 @@
 // W(p) of each param's TP-local shape, params atomic; micro groups by the paper's rollback rule
 // under C_max.
 #include "canzona/cost/cost.h"
-#include "canzona/plan/dp.h"
+#include "dp.h"
 #include "strategies.h"
 
 namespace canzona::plan::detail {

@@ -7,7 +7,7 @@
 #include "canzona/engine/optimizer_factory.h"
 #include "canzona/engine/shard.h"
 #include "canzona/optim/registry.h"
-#include "canzona/runtime/synthetic.h"
+#include "synthetic.h"
 
 namespace canzona::runtime {
 

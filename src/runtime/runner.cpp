@@ -5,7 +5,7 @@
 
 #include "canzona/common/clock.h"
 #include "canzona/common/error.h"
-#include "canzona/runtime/synthetic.h"
+#include "synthetic.h"
 #include "workload.h"
 
 namespace canzona::runtime {

@@ -15,7 +15,7 @@
 #include "canzona/plan/metrics.h"
 #include "canzona/runtime/reference.h"
 #include "canzona/runtime/run_settings.h"
-#include "canzona/runtime/verify.h"
+#include "verify.h"
 
 namespace canzona::runtime {
 namespace {

@@ -1,4 +1,4 @@
-#include "canzona/runtime/synthetic.h"
+#include "synthetic.h"
 
 #include "canzona/common/error.h"
 

@@ -1,4 +1,4 @@
-#include "canzona/runtime/verify.h"
+#include "verify.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,8 +9,8 @@
 #include "canzona/common/error.h"
 #include "canzona/plan/rank_plan.h"
 #include "canzona/sim/collectives.h"
-#include "canzona/sim/timeline.h"
 #include "stage_model.h"
+#include "timeline.h"
 
 namespace canzona::sim::detail {
 

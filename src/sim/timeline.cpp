@@ -1,5 +1,5 @@
 // Compute/communication stream schedules (timeline.h).
-#include "canzona/sim/timeline.h"
+#include "timeline.h"
 
 #include <algorithm>
 

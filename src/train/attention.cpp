@@ -1,5 +1,5 @@
 // Causal attention in query blocks (attention.h).
-#include "canzona/train/attention.h"
+#include "attention.h"
 
 #include <algorithm>
 #include <cmath>

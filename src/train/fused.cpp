@@ -1,5 +1,5 @@
 // Fused element-wise kernels of the decoder (fused.h).
-#include "canzona/train/fused.h"
+#include "fused.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,11 +4,11 @@
 #include <cmath>
 #include <map>
 
+#include "attention.h"
 #include "canzona/common/error.h"
 #include "canzona/common/fnv.h"
 #include "canzona/common/splitmix.h"
-#include "canzona/train/attention.h"
-#include "canzona/train/fused.h"
+#include "fused.h"
 
 namespace canzona::train {
 namespace {

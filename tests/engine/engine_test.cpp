@@ -19,7 +19,7 @@
 #include "canzona/runtime/options.h"
 #include "canzona/runtime/runner.h"
 #include "canzona/runtime/session.h"
-#include "canzona/runtime/synthetic.h"
+#include "synthetic.h"
 
 namespace canzona::runtime {
 namespace {

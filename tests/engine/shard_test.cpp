@@ -8,7 +8,7 @@
 
 #include "canzona/common/error.h"
 #include "canzona/model/load.h"
-#include "canzona/runtime/synthetic.h"
+#include "synthetic.h"
 #include "toy_model.h"
 
 namespace canzona::runtime {

@@ -1,6 +1,6 @@
-// Makespan lower bounds (plan/bounds.h) against hand-derived cases and a brute-force optimum, and
+// Makespan lower bounds (src/plan/bounds.h) against hand-derived cases and a brute-force optimum, and
 // the bounds and padding compute_metrics reports on tiny models.
-#include "canzona/plan/bounds.h"
+#include "bounds.h"
 
 #include <gtest/gtest.h>
 

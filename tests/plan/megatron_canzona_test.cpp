@@ -3,7 +3,7 @@
 // buffer's params offered to every bucket (at positions relative to it), the boundary scan with
 // its break, the original slicing by virtual ranges and carried real ends, and the TP candidate
 // group re-solved from zero loads for every added task.
-#include "../../src/plan/megatron_canzona.h"
+#include "megatron_canzona.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <numeric>
 #include <random>
 
-#include "canzona/plan/dp.h"
-#include "canzona/plan/tp.h"
+#include "dp.h"
+#include "tp.h"
 
 namespace canzona::plan {
 namespace {

@@ -1,6 +1,6 @@
 // Megatron-LM's layer-wise layout (src/plan/megatron_layerwise.h) against hand derivations of
 // upstream's rules (layer_wise_optimizer.py at d98e8a64dd), and the layerwise strategy's plan.
-#include "../../src/plan/megatron_layerwise.h"
+#include "megatron_layerwise.h"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <numeric>
 
 #include "canzona/model/load.h"
-#include "canzona/plan/dp.h"
 #include "canzona/plan/plan.h"
+#include "dp.h"
 
 namespace canzona::plan {
 namespace {

@@ -11,7 +11,7 @@
 #include <queue>
 #include <random>
 
-#include "canzona/plan/tp.h"
+#include "tp.h"
 
 namespace canzona::plan {
 namespace {

@@ -1,6 +1,6 @@
 // Synthetic values: pure functions of the counter, in [-1, 1), TP shards equal to slices of the
 // global tensor, unscaled (the runtime divides by DP), float(1/DP) pinned by its bits.
-#include "canzona/runtime/synthetic.h"
+#include "synthetic.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // compare_params: bitwise by default, every element counted, size mismatches (one side empty
 // included) reported instead of skipped, the native-reduction bound applied per element; and the
 // bound's factor written out from Higham's gamma(n).
-#include "canzona/runtime/verify.h"
+#include "verify.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Stream schedules: bucket overlap and TP micro-group pipelines (timeline.h).
-#include "canzona/sim/timeline.h"
+#include "timeline.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 // double, so a few 1e-7 of the value scale; the bound 1e-5 of the scale leaves a wide margin, while
 // a wrong mask, a missing key or a wrong block edge moves values by O(scale). Causality and the
 // one-block case are checked bitwise.
-#include "canzona/train/attention.h"
+#include "attention.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 // Tolerance: fp32 against double over sums of at most 64 O(1) terms, a few 1e-7 of the value
 // scale; the bound 1e-5 of the scale leaves a wide margin, while a wrong sign, a missing term of
 // a derivative or a misplaced head moves values by O(scale).
-#include "canzona/train/fused.h"
+#include "fused.h"
 
 #include <gtest/gtest.h>
 

@@ -9,9 +9,9 @@
 // the TP ranks of one DP rank, worst (stage, DP rank) with work. Grid: max/mean over the DP x TP
 // ranks of a stage, worst stage.
 //
-// Lower bounds (bounds.h), per stage relative to that stage's mean, worst stage, at least 1: what
-// no plan of this strategy's kind can beat. Atomic units: a whole matrix param (all its tasks,
-// with their TP copies) on the DP axis; a task on the TP axis (summed over the DP ranks that
+// Lower bounds (src/plan/bounds.h), per stage relative to that stage's mean, worst stage, at least
+// 1: what no plan of this strategy's kind can beat. Atomic units: a whole matrix param (all its
+// tasks, with their TP copies) on the DP axis; a task on the TP axis (summed over the DP ranks that
 // compute it); a task on the grid. Element-wise work is divisible. A unit computed on several
 // ranks (kAllTp, kEveryone) counts as that many independent copies, a relaxation. Each axis:
 // makespan_lower_bound of those units plus the divisible rest on dp, tp or dp x tp bins. The grid

@@ -1,9 +1,9 @@
 // The single-process reference every strategy is checked against (docs/design.md section 5).
 //
 // It holds every param at its global shape, starts from the synthetic init, and per step forms
-// the reduced gradient sum_d (u_d * float(1/DP)) in rank order d = 0..DP-1 in fp32 (synthetic.h),
-// scaling each local gradient itself (not through the runtime's code), then
-// calls the same optimizer the distributed runtime calls on the same full matrices: one matrix
+// the reduced gradient sum_d (u_d * float(1/DP)) in rank order d = 0..DP-1 in fp32
+// (src/runtime/synthetic.h), scaling each local gradient itself (not through the runtime's code),
+// then calls the same optimizer the distributed runtime calls on the same full matrices: one matrix
 // optimizer instance per task (the whole param, or each piece with ParamInfo::full_rows/full_cols
 // of the whole param), AdamW on each element-wise param. Task names and shapes come from
 // task_info() so both sides build identical ParamInfo values.
@@ -58,7 +58,7 @@ class Reference {
   // [param] global row-major reduced gradient of the last step taken (empty before the first).
   const std::vector<std::vector<float>>& grads() const { return grads_; }
   // [param] sum over DP ranks of |scaled local gradient| of the last step: the scale of the
-  // rounding error any summation order can make (see verify.h).
+  // rounding error any summation order can make (see src/runtime/verify.h).
   const std::vector<std::vector<float>>& grad_abs_sums() const { return abs_sums_; }
 
  private:

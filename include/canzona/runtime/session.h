@@ -60,8 +60,8 @@ struct StrategyResult {
 // Reduced gradients of the last step (where the runtime holds them: every DP replica for
 // All-Reduce strategies, the assembled shards for Reduce-Scatter ones) compared with the
 // Reference's: bitwise under kDeterministic; under kNative within native_sum_factor(dp) x
-// sum_d |x_d| per element (verify.h), a bound any summation order meets and a gradient not
-// averaged by 1/DP misses. `passed` also needs every element of the model compared.
+// sum_d |x_d| per element (src/runtime/verify.h), a bound any summation order meets and a gradient
+// not averaged by 1/DP misses. `passed` also needs every element of the model compared.
 struct VerifyResult {
   bool ran = false;
   bool bitwise = false;       // params and gradients: every strategy, every replica, every element

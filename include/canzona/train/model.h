@@ -3,10 +3,10 @@
 //
 // Architecture (HF Qwen3): token embedding; per layer: RMSNorm -> attention (fused QKV,
 // grouped-query heads, per-head RMSNorm of q and k, RoPE with theta from the config, causal
-// softmax in query blocks (attention.h), output projection) -> residual; RMSNorm -> SwiGLU MLP
-// (down(silu(gate) * up)) -> residual; final RMSNorm; output layer (or the embedding when tied).
-// Qwen2-style QKV bias is supported; no other biases. RMSNorm, SwiGLU and the attention input
-// (split into heads, qk-norm, RoPE) are the fused kernels of fused.h.
+// softmax in query blocks (src/train/attention.h), output projection) -> residual; RMSNorm ->
+// SwiGLU MLP (down(silu(gate) * up)) -> residual; final RMSNorm; output layer (or the embedding
+// when tied). Qwen2-style QKV bias is supported; no other biases. RMSNorm, SwiGLU and the attention
+// input (split into heads, qk-norm, RoPE) are the fused kernels of src/train/fused.h.
 //
 // Params are the ModelSpec's, by Megatron name and TP-local shape (model/transformer.cpp):
 // `embedding.word_embeddings.weight` [V/T, h] and `output_layer.weight` [V/T, h] vocabulary

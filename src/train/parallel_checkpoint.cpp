@@ -264,15 +264,10 @@ std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const Save
 
 }  // namespace canzona::train
 
-// Load: resume and --init-from.
+// Load: resume and --init-from (the save half's aliases and using-declarations hold here too).
 
 namespace canzona::train {
 namespace {
-
-namespace fs = std::filesystem;
-using ckpt::ElementRun;
-using ckpt::HfLayout;
-using namespace detail;
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string text = "[";

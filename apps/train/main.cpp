@@ -332,7 +332,10 @@ Launch prepare(TrainFlags& f) {
   };
   add("--verify", f.verify ? "true" : "false");
   add("--trace", f.trace);
-  add("--optimizer", f.optimizer);
+  // The job's --optimizer is the matrix optimizer (muon under --optimizer adamw); the flag as
+  // given says both, so the one setting of that name carries it.
+  for (launch::Setting& s : l.settings)
+    if (s.key == "--optimizer") s.value = f.optimizer;
   add("--steps", std::to_string(o.steps));
   add("--seq-len", std::to_string(o.seq_len));
   add("--micro-batch", std::to_string(o.micro_batch));

@@ -1,5 +1,7 @@
 // The engine's fp32 param and gradient buffers: layout.numel elements each in the Megatron layout
-// of the stage's TP-local shapes (layout.h), with each param's place in them.
+// of the stage's TP-local shapes (layout.h), with each param's place in them. Both are page
+// buffers (page_buffer.h), so ZeRO-3 can give back a bucket's pages between uses and keep the
+// addresses the model's tensors view.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 
 #include "canzona/layout/layout.h"
 #include "canzona/model/spec.h"
+#include "page_buffer.h"
 
 namespace canzona::engine {
 
@@ -42,12 +45,22 @@ class ParamBuffers {
 
   // FNV-1a of the params in model param order, padding excluded (Engine::params_fnv).
   std::uint64_t params_fnv() const;
+  // Folds param p's values into a running FNV-1a (params_fnv, one param at a time).
+  void mix_param(std::uint64_t& h, int p) const;
+
+  // Gives back bucket b's param elements outside [keep_begin, keep_end) (bucket-relative); they
+  // read as zeros until written again. Returns the bytes given back.
+  std::int64_t release_params(int b, std::int64_t keep_begin, std::int64_t keep_end);
+  // Gives back bucket b's gradients (they read as zeros: the next step's zeroed gradient).
+  std::int64_t release_grads(int b);
+  // Zeroes the whole gradient buffer: in place, or by giving its pages back.
+  void zero_grads(bool give_back);
 
  private:
   const layout::Layout& layout_;
   std::vector<ParamPlace> place_;  // [model param]
-  std::vector<float> params_;      // (layout.numel)
-  std::vector<float> grads_;       // (layout.numel)
+  PageBuffer params_;              // (layout.numel)
+  PageBuffer grads_;               // (layout.numel)
 };
 
 }  // namespace canzona::engine

@@ -4,14 +4,18 @@
 // (tp_exchange.h) and the param sync (param_sync.h).
 #include "canzona/engine/engine.h"
 
+#include <algorithm>
+
 #include "buffers.h"
 #include "canzona/common/clock.h"
 #include "canzona/common/error.h"
+#include "canzona/common/fnv.h"
 #include "collectives.h"
 #include "context.h"
 #include "grad_sync.h"
 #include "optimizer_shards.h"
 #include "param_sync.h"
+#include "residency.h"
 #include "tp_exchange.h"
 
 namespace canzona::engine {
@@ -27,6 +31,7 @@ struct Engine::Parts {
   OptimizerShards shards;
   std::unique_ptr<TpExchange> tp_exchange;
   std::unique_ptr<ParamSync> param_sync;
+  ParamResidency residency;
   bool main_loaded = false;   // init_main_params() ran
   bool grads_synced = false;  // finish_grad_sync() ran since the last step()
 
@@ -45,7 +50,8 @@ struct Engine::Parts {
         grad_sync(make_grad_sync(context, grid.dp(), buffers, waits)),
         shards(context, buffers, *grad_sync),
         tp_exchange(make_tp_exchange(context, {grid.tp(), *grad_sync, shards, buffers, waits})),
-        param_sync(make_param_sync(context, grid.dp(), buffers, waits)) {}
+        param_sync(make_param_sync(context, grid.dp(), buffers, waits)),
+        residency(context, grid.dp(), buffers, waits) {}
 };
 
 Engine::Engine(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
@@ -68,8 +74,73 @@ std::span<const float> Engine::params() const {
   return parts_->buffers.params();
 }
 
-std::uint64_t Engine::params_fnv() const {
-  return parts_->buffers.params_fnv();
+std::uint64_t Engine::params_fnv() {
+  Parts& c = *parts_;
+  if (!c.residency.sharded()) return c.buffers.params_fnv();
+  // One bucket gathered at a time, in the order model params visit them.
+  std::uint64_t h = kFnvOffset;
+  int gathered = -1;
+  for (int p = 0; p < c.buffers.num_params(); ++p) {
+    const int b = c.buffers.place(p).bucket;
+    if (b < 0) continue;
+    if (b != gathered) {
+      if (gathered >= 0) c.residency.release(gathered);
+      c.residency.wait(b);
+      gathered = b;
+    }
+    c.buffers.mix_param(h, p);
+  }
+  c.residency.release_all();
+  return h;
+}
+
+int Engine::zero_stage() const {
+  return parts_->context.options.zero_stage;
+}
+
+ElementRange Engine::held_elements(int p) const {
+  const Parts& c = *parts_;
+  const ParamPlace& at = c.buffers.place(p);
+  if (at.bucket < 0) return {};
+  if (c.context.rank_plan.shards.empty()) return {0, at.numel};
+  const std::int64_t begin = std::max(at.slot_offset, c.residency.shard_begin(at.bucket));
+  const std::int64_t end = std::min(at.slot_offset + at.numel, c.residency.shard_end(at.bucket));
+  if (begin >= end) return {};
+  return {begin - at.slot_offset, end - at.slot_offset};
+}
+
+std::span<const float> Engine::reduced_grad(int p) const {
+  const ElementRange held = held_elements(p);
+  if (held.begin == held.end) return {};
+  return {parts_->grad_sync->reduced_grad(p, held.begin),
+          static_cast<std::size_t>(held.end - held.begin)};
+}
+
+void Engine::zero_grads() {
+  parts_->buffers.zero_grads(parts_->residency.sharded());
+}
+
+void Engine::prefetch_params(int bucket) {
+  parts_->residency.prefetch(bucket);
+}
+
+void Engine::release_params(int bucket) {
+  parts_->residency.release(bucket);
+}
+
+MemoryHeld Engine::memory_held() const {
+  const Parts& c = *parts_;
+  MemoryHeld m;
+  m.params_bytes = c.residency.persistent_bytes();
+  std::int64_t reduced = 0;
+  for (const GradRange& r : c.grad_sync->reduced())
+    reduced += static_cast<std::int64_t>(r.values.size());
+  const std::int64_t full = c.buffers.layout().numel;
+  // The gradient buffer, plus the Reduce-Scatter's shard buffer when it is a separate one.
+  m.grads_bytes = static_cast<std::int64_t>(sizeof(float)) *
+                  (c.residency.sharded() ? reduced : full + (c.grad_sync->sharded() ? reduced : 0));
+  m.optimizer_state_bytes = c.shards.state_bytes();
+  return m;
 }
 
 std::span<float> Engine::param(int p) {
@@ -91,6 +162,7 @@ int Engine::bucket_of(int p) const {
 void Engine::init_main_params() {
   parts_->shards.init_local_main();
   parts_->tp_exchange->init_main();
+  parts_->residency.release_all();
   parts_->main_loaded = true;
 }
 
@@ -131,16 +203,22 @@ StepTimes Engine::step() {
 }
 
 double Engine::start_param_sync() {
+  if (parts_->residency.sharded()) return 0.0;  // gathered on use
   return parts_->param_sync->start();
 }
 
 double Engine::wait_param_sync(int bucket) {
+  if (parts_->residency.sharded()) return parts_->residency.wait(bucket);
   return parts_->param_sync->wait(bucket);
 }
 
 void Engine::finish() {
-  for (std::size_t b = 0; b < parts_->context.stage.layout.buckets.size(); ++b)
-    parts_->param_sync->wait(static_cast<int>(b));
+  for (std::size_t b = 0; b < parts_->context.stage.layout.buckets.size(); ++b) {
+    if (parts_->residency.sharded())
+      parts_->residency.release(static_cast<int>(b));
+    else
+      parts_->param_sync->wait(static_cast<int>(b));
+  }
 }
 
 std::vector<GradRange> Engine::reduced_grads() const {

@@ -23,7 +23,9 @@ GradSync::GradSync(const RankContext& context, comm::Communicator& dp, ParamBuff
       waits_(waits),
       ready_(buffers.layout().buckets.size(), 0),
       param_ready_(context.model.params.size(), 0),
-      pending_(buffers.layout().buckets.size()) {}
+      pending_(buffers.layout().buckets.size()),
+      give_back_(context.options.zero_stage == 3),
+      given_back_(buffers.layout().buckets.size(), 0) {}
 
 void GradSync::mark_ready(int p) {
   const ParamPlace& at = buffers_.place(p);
@@ -45,8 +47,13 @@ void GradSync::mark_ready(int p) {
 }
 
 void GradSync::progress() {
-  for (Pending& p : pending_)
-    if (p.request.pending()) p.request.test();
+  for (std::size_t b = 0; b < pending_.size(); ++b) {
+    Pending& p = pending_[b];
+    if (p.request.pending() && p.request.test() && give_back_ && !given_back_[b]) {
+      buffers_.release_grads(static_cast<int>(b));
+      given_back_[b] = 1;
+    }
+  }
 }
 
 double GradSync::finish() {
@@ -56,7 +63,11 @@ double GradSync::finish() {
                   "finish_grad_sync: bucket ", b, " has ", ready_[b], " of ",
                   buckets[b].slots.size(), " params ready");
   double exposed = 0.0;
-  for (Pending& p : pending_) waits_.wait(p, exposed);
+  for (std::size_t b = 0; b < pending_.size(); ++b) {
+    waits_.wait(pending_[b], exposed);
+    if (give_back_ && !given_back_[b]) buffers_.release_grads(static_cast<int>(b));
+  }
+  std::fill(given_back_.begin(), given_back_.end(), 0);
   std::fill(ready_.begin(), ready_.end(), 0);
   std::fill(param_ready_.begin(), param_ready_.end(), 0);
   return exposed;

@@ -2,6 +2,8 @@
 // of a step and one collective per bucket, posted when the bucket's last param is ready, after the
 // bucket is scaled by 1/DP (grad_scale, Megatron's gradient_scaling_factor). Which collective is
 // the strategy's plan::DpSync; the reduced gradient it leaves is read through reduced_grad().
+// Under ZeRO-3 each bucket's gradients are given back (ParamBuffers::release_grads) as soon as its
+// collective completes: only the reduced shard stays.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +57,8 @@ class GradSync {
   std::vector<int> ready_;         // [bucket] params marked ready this step
   std::vector<char> param_ready_;  // [model param]
   std::vector<Pending> pending_;   // [bucket]
+  bool give_back_;                 // ZeRO-3
+  std::vector<char> given_back_;   // [bucket] this step
 };
 
 std::unique_ptr<GradSync> make_grad_sync(const RankContext& context, comm::Communicator& dp,

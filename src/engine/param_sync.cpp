@@ -98,10 +98,7 @@ class BucketAllGather final : public ParamSync {
       const plan::BucketShards& s = shards_[i];
       Pending& pending = pending_[i];
       waits_.label(pending, str("bucket ", i, " all-gather"));
-      const std::span<float> bucket = buffers_.bucket_params(static_cast<int>(i));
-      pending.request = dp_.all_gather(bucket.subspan(static_cast<std::size_t>(s.displs[dp_rank_]),
-                                                      static_cast<std::size_t>(s.counts[dp_rank_])),
-                                       bucket, s.counts, s.displs);
+      pending.request = all_gather_bucket(dp_, buffers_, s, dp_rank_, static_cast<int>(i));
     }
     return 0.0;
   }
@@ -122,6 +119,14 @@ class BucketAllGather final : public ParamSync {
 };
 
 }  // namespace
+
+comm::Request all_gather_bucket(comm::Communicator& dp, ParamBuffers& buffers,
+                                const plan::BucketShards& shards, int dp_rank, int b) {
+  const std::span<float> bucket = buffers.bucket_params(b);
+  return dp.all_gather(bucket.subspan(static_cast<std::size_t>(shards.displs[dp_rank]),
+                                      static_cast<std::size_t>(shards.counts[dp_rank])),
+                       bucket, shards.counts, shards.displs);
+}
 
 std::unique_ptr<ParamSync> make_param_sync(const RankContext& context, comm::Communicator& dp,
                                            ParamBuffers& buffers, CollectiveWaits& waits) {

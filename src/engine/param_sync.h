@@ -20,6 +20,11 @@ class ParamSync {
   virtual double wait(int bucket) = 0;
 };
 
+// Posts the in-place variable All-Gather of bucket b's params over DP from each rank's shard
+// (shards: the plan's counts and displacements of the bucket).
+comm::Request all_gather_bucket(comm::Communicator& dp, ParamBuffers& buffers,
+                                const plan::BucketShards& shards, int dp_rank, int b);
+
 std::unique_ptr<ParamSync> make_param_sync(const RankContext& context, comm::Communicator& dp,
                                            ParamBuffers& buffers, CollectiveWaits& waits);
 

@@ -1,6 +1,7 @@
 // The tensor-parallel Qwen3 decoder (model.h).
 #include "canzona/train/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -114,6 +115,26 @@ std::vector<float> shard_of(const model::ParamSpec& param, int tp, int tp_rank,
   return out;
 }
 
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Identity whose backward first calls the segment's before_backward hook: autograd reaches it
+// right before the segment's own backward nodes.
+struct SegmentBoundary : torch::autograd::Function<SegmentBoundary> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const std::function<void(int)>* hook, std::int64_t segment) {
+    ctx->saved_data["hook"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(hook));
+    ctx->saved_data["segment"] = segment;
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto* hook = reinterpret_cast<const std::function<void(int)>*>(
+        static_cast<std::intptr_t>(ctx->saved_data["hook"].toInt()));
+    (*hook)(static_cast<int>(ctx->saved_data["segment"].toInt()));
+    return {grads[0], torch::Tensor(), torch::Tensor()};
+  }
+};
+
 struct Qwen3Model::Impl {
   model::TransformerConfig config;
   TpGroup tp;
@@ -123,15 +144,54 @@ struct Qwen3Model::Impl {
   std::vector<std::vector<std::int64_t>> shapes;  // [spec index] TP-local shapes
   std::vector<std::vector<float>> owned;          // [spec index] memory of unbound params
   std::vector<std::vector<float>> owned_grads;
-  std::map<std::string, int> index;  // name -> spec index
-  std::function<void(int)> before_use;
+  std::map<std::string, int> index;        // name -> spec index
+  std::vector<std::vector<int>> segments;  // forward_segments()
+  SegmentHooks hooks;
+  int segment = -1;                  // the segment the forward is in
   torch::Tensor rope_cos, rope_sin;  // [S, d] cache
   std::int64_t rope_len = 0;
 
   const torch::Tensor& use(const std::string& name) {
     const int p = index.at(name);
-    if (before_use) before_use(p);
+    const std::vector<int>& in = segments.at(static_cast<std::size_t>(segment));
+    CANZONA_CHECK(std::find(in.begin(), in.end(), p) != in.end(), "param ", name,
+                  " read outside its forward segment ", segment);
     return params[static_cast<std::size_t>(p)];
+  }
+
+  void enter(int s) {
+    segment = s;
+    if (hooks.before_forward) hooks.before_forward(s);
+  }
+
+  // The segment's output, through the boundary whose backward calls before_backward.
+  torch::Tensor leave(torch::Tensor y) {
+    if (hooks.after_forward) hooks.after_forward(segment);
+    if (hooks.before_backward && torch::GradMode::is_enabled() && y.requires_grad())
+      y = SegmentBoundary::apply(y, &hooks.before_backward, static_cast<std::int64_t>(segment));
+    return y;
+  }
+
+  // forward_segments, in the order logits() enters them.
+  void build_segments(const model::TransformerConfig& c) {
+    auto list = [&](const std::vector<std::string>& names) {
+      std::vector<int> out;
+      for (const std::string& n : names) out.push_back(index.at(n));
+      segments.push_back(std::move(out));
+    };
+    list({"embedding.word_embeddings.weight"});
+    for (int i = 0; i < c.num_layers; ++i) {
+      const std::string p = "decoder.layers." + std::to_string(i) + ".self_attention.";
+      std::vector<std::string> attn = {p + "linear_qkv.layer_norm_weight", p + "linear_qkv.weight"};
+      if (c.qkv_bias) attn.push_back(p + "linear_qkv.bias");
+      if (c.qk_norm) attn.insert(attn.end(), {p + "q_layernorm.weight", p + "k_layernorm.weight"});
+      attn.push_back(p + "linear_proj.weight");
+      list(attn);
+      const std::string m = "decoder.layers." + std::to_string(i) + ".mlp.";
+      list({m + "linear_fc1.layer_norm_weight", m + "linear_fc1.weight", m + "linear_fc2.weight"});
+    }
+    list({"decoder.final_layernorm.weight",
+          c.tied_embeddings ? "embedding.word_embeddings.weight" : "output_layer.weight"});
   }
 
   torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight) const {
@@ -186,16 +246,24 @@ struct Qwen3Model::Impl {
   torch::Tensor logits(const torch::Tensor& inputs) {
     build_rope(inputs.size(1));
     const std::int64_t vocab_start = tp.rank * (padded_vocab / tp.size);
-    const torch::Tensor& embedding = use("embedding.word_embeddings.weight");
-    torch::Tensor x = vocab_parallel_embedding(inputs, embedding, vocab_start, tp);
+    int s = 0;
+    enter(s++);
+    torch::Tensor x = leave(
+        vocab_parallel_embedding(inputs, use("embedding.word_embeddings.weight"), vocab_start, tp));
     for (int i = 0; i < config.num_layers; ++i) {
       const std::string p = "decoder.layers." + std::to_string(i) + ".";
-      x = x + attention(x, p);
-      x = x + mlp(x, p);
+      enter(s++);
+      x = x + leave(attention(x, p));
+      enter(s++);
+      x = x + leave(mlp(x, p));
     }
+    enter(s++);
     x = rms_norm(x, use("decoder.final_layernorm.weight"));
-    const torch::Tensor& output = config.tied_embeddings ? embedding : use("output_layer.weight");
-    return column_parallel_linear(x, output, torch::Tensor(), tp);
+    const torch::Tensor& output =
+        use(config.tied_embeddings ? "embedding.word_embeddings.weight" : "output_layer.weight");
+    torch::Tensor out = leave(column_parallel_linear(x, output, torch::Tensor(), tp));
+    segment = -1;
+    return out;
   }
 };
 
@@ -227,6 +295,7 @@ Qwen3Model::Qwen3Model(const model::TransformerConfig& config, const model::Mode
   }
   CANZONA_REQUIRE(wanted.empty(), "model '", spec.name, "': the plan lacks param ",
                   wanted.empty() ? "" : wanted.begin()->first);
+  m.build_segments(config);
   m.params.resize(spec.params.size());
   m.owned.resize(spec.params.size());
   m.owned_grads.resize(spec.params.size());
@@ -272,8 +341,12 @@ void Qwen3Model::bind(int p, std::span<float> value, std::span<float> grad) {
   std::vector<float>().swap(impl_->owned_grads[static_cast<std::size_t>(p)]);
 }
 
-void Qwen3Model::set_before_use(std::function<void(int)> hook) {
-  impl_->before_use = std::move(hook);
+const std::vector<std::vector<int>>& Qwen3Model::forward_segments() const {
+  return impl_->segments;
+}
+
+void Qwen3Model::set_segment_hooks(SegmentHooks hooks) {
+  impl_->hooks = std::move(hooks);
 }
 
 torch::Tensor Qwen3Model::local_logits(const torch::Tensor& inputs) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 
+#include "bucket_schedule.h"
 #include "canzona/common/checked.h"
 #include "canzona/common/clock.h"
 #include "canzona/common/error.h"
@@ -103,16 +104,27 @@ std::vector<float> sum_over(comm::Communicator& comm, std::vector<float> values)
   return values;
 }
 
-// The first non-finite gradient or param of this rank, by spec order ("" when none).
+// The first non-finite gradient or param of this rank, by spec order ("" when none). Under
+// ZeRO-3 the rank holds its shard only: the reduced gradient and the params of its held elements
+// (a non-finite local gradient reaches some rank's reduced shard).
 std::string first_non_finite(const model::ModelSpec& spec, engine::Engine& engine) {
+  const bool sharded = engine.zero_stage() == 3;
   for (const char* what : {"gradient", "param"}) {
     for (std::size_t p = 0; p < spec.params.size(); ++p) {
-      const std::span<float> values =
-          what[0] == 'g' ? engine.grad(static_cast<int>(p)) : engine.param(static_cast<int>(p));
+      const int param = static_cast<int>(p);
+      const engine::ElementRange held =
+          sharded ? engine.held_elements(param)
+                  : engine::ElementRange{0, static_cast<std::int64_t>(engine.param(param).size())};
+      std::span<const float> values;
+      if (what[0] == 'g')
+        values = sharded ? engine.reduced_grad(param) : engine.grad(param);
+      else
+        values = engine.param(param).subspan(static_cast<std::size_t>(held.begin),
+                                             static_cast<std::size_t>(held.end - held.begin));
       for (std::size_t i = 0; i < values.size(); ++i)
         if (!std::isfinite(values[i]))
-          return str(what, " of ", spec.params[p].name, " (local element ", i, " = ", values[i],
-                     ")");
+          return str(what, " of ", spec.params[p].name, " (local element ",
+                     held.begin + static_cast<std::int64_t>(i), " = ", values[i], ")");
     }
   }
   return "";
@@ -134,26 +146,35 @@ class Run {
     launch::check_plan_agreement(grid.world(), plan_);
     result_.strategy = strategy;
     result_.plan_hash = plan::plan_hash(plan_);
-    engine_ = std::make_unique<engine::Engine>(grid, spec, plan_,
-                                               launch::engine_options(options.job), trace);
+    engine::EngineOptions engine_options = launch::engine_options(options.job);
+    engine_options.zero_stage = options.zero_stage;
+    engine_ = std::make_unique<engine::Engine>(grid, spec, plan_, engine_options, trace);
     const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
     model_ = std::make_unique<Qwen3Model>(config, spec, TpGroup{&grid.tp(), tp, tp_rank},
                                           Qwen3Model::Storage::kBound);
+    schedule_ = std::make_unique<BucketSchedule>(*engine_, model_->forward_segments());
     for (int p = 0; p < model_->num_params(); ++p) {
       model_->bind(p, engine_->param(p), engine_->grad(p));
-      init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.job.seed,
-                 engine_->param(p));
+      // ZeRO-3 keeps only the held elements: a param of another rank's shard is not written.
+      const engine::ElementRange held = engine_->held_elements(p);
+      if (options.zero_stage == 1 || held.begin < held.end)
+        init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.job.seed,
+                   engine_->param(p));
       auto accumulator = torch::autograd::impl::grad_accumulator(model_->param(p));
       accumulator->add_post_hook(std::make_unique<AfterAccumulate>([this, p] {
-        if (!last_micro_) return;
-        engine_->grad_ready(p);
-        if (in_backward_) ++grad_ready_in_backward_;
-        engine_->progress();
+        if (last_micro_) {
+          engine_->grad_ready(p);
+          if (in_backward_) ++grad_ready_in_backward_;
+        }
+        schedule_->accumulated(p);
+        if (last_micro_) engine_->progress();
       }));
       accumulators_.push_back(std::move(accumulator));
     }
-    model_->set_before_use(
-        [this](int p) { param_sync_ms_ += engine_->wait_param_sync(engine_->bucket_of(p)); });
+    model_->set_segment_hooks(
+        {[this](int s) { param_sync_ms_ += schedule_->before_forward(s); },
+         [this](int s) { schedule_->after_forward(s, torch::GradMode::is_enabled()); },
+         [this](int s) { param_sync_ms_ += schedule_->before_backward(s); }});
     validation_ = validation_batches(corpus.val, options.seq_len, options.micro_batch,
                                      options.eval_windows, grid.shape().dp, grid.coord().dp);
   }
@@ -170,10 +191,7 @@ class Run {
     const double t0 = wall_ms();
     param_sync_ms_ = 0.0;
     engine.set_lr_scale(record.lr_scale);
-    for (int p = 0; p < model_->num_params(); ++p) {
-      const std::span<float> grad = engine.grad(p);
-      std::fill(grad.begin(), grad.end(), 0.0f);
-    }
+    engine.zero_grads();
     float local_loss = 0.0f;
     const float inv_accum = 1.0f / static_cast<float>(options_.grad_accum);
     double compute_ms = 0.0;
@@ -248,10 +266,15 @@ class Run {
     engine_->finish();
     const std::vector<std::uint64_t> ranks = grid_.world().all_gather_u64(engine_->params_fnv());
     result_.params_hash = fnv1a(ranks.data(), ranks.size() * sizeof(std::uint64_t));
-    if (options_.keep_final_params && grid_.shape().tp == 1 && grid_.world().rank() == 0) {
+    if (options_.keep_final_params && grid_.shape().tp == 1) {
+      // ZeRO-3: every DP rank gathers each bucket in turn (collective); rank 0 copies.
       for (int p = 0; p < model_->num_params(); ++p) {
+        const int b = engine_->bucket_of(p);
+        engine_->wait_param_sync(b);
         const std::span<float> v = engine_->param(p);
-        final_params_.emplace_back(v.begin(), v.end());
+        if (grid_.world().rank() == 0) final_params_.emplace_back(v.begin(), v.end());
+        if (p + 1 == model_->num_params() || engine_->bucket_of(p + 1) != b)
+          engine_->release_params(b);
       }
     }
   }
@@ -268,6 +291,7 @@ class Run {
   StrategyRun result_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<Qwen3Model> model_;
+  std::unique_ptr<BucketSchedule> schedule_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keeps the hooks alive
   std::vector<Batch> validation_;
   std::vector<std::vector<float>> final_params_;
@@ -382,6 +406,19 @@ void validate(const TrainOptions& o) {
                   "--resume and --init-from exclude each other (a checkpoint has its weights)");
   CANZONA_REQUIRE(c.save_every == 0 || !c.save_dir.empty(), "--save-every needs --save-dir");
   CANZONA_REQUIRE(c.keep == 0 || !c.save_dir.empty(), "--keep needs --save-dir");
+  CANZONA_REQUIRE(o.zero_stage == 1 || o.zero_stage == 3, "--zero-stage ", o.zero_stage,
+                  ": must be 1 (ZeRO-1) or 3 (ZeRO-3)");
+  if (o.zero_stage == 3) {
+    for (plan::Strategy st : o.strategies) {
+      const plan::StrategyParts parts = plan::strategy_parts(st);
+      CANZONA_REQUIRE(st == plan::Strategy::kAsc || st == plan::Strategy::kLbAsc,
+                      "--zero-stage 3: strategy ", plan::to_string(st),
+                      parts.dp_sync == plan::DpSync::kAllReduce
+                          ? " All-Reduces gradients, so every rank keeps every param"
+                          : " cuts its buckets into equal shards that split params",
+                      "; ZeRO-3 shards params along Canzona's cuts: asc, lb-asc");
+    }
+  }
   launch::validate(o.job);
 }
 

@@ -21,6 +21,17 @@
 // strategy picks one variant of the three that differ (plan::StrategyParts: grad_sync.cpp,
 // tp_exchange.cpp, param_sync.cpp).
 //
+// ZeRO-3 (EngineOptions::zero_stage = 3). Both buffers stay at fixed addresses, but between
+// uses a rank keeps only its DP shard of the params (the elements [cuts[d], cuts[d+1]) of each
+// bucket: whole matrices on Canzona's cuts) and of the reduced gradients; every other page is
+// given back to the system (page_buffer.h). The client gathers a bucket before using it
+// (prefetch_params posts its All-Gather, wait_param_sync completes it) and release_params gives it
+// back after its last use, in the forward and again in the backward. A bucket's gradients are given
+// back as soon as its Reduce-Scatter completes. The optimizer step is the stage-1 step: every
+// element a rank updates lies in its shard, so it needs no communication beyond stage 1's TP
+// exchange, and start_param_sync posts nothing (the next forward gathers). Values are bitwise
+// those of stage 1.
+//
 // Optimizer state. Main params (fp32 copies of each computed task matrix) and optimizer state live
 // only on the ranks that compute them. optimizer_state() lists what this rank holds by param name
 // and state name; set_optimizer_state() and set_step_count() restore it (checkpoint resume: with
@@ -49,6 +60,10 @@ struct EngineOptions {
   nlohmann::json optimizer_options = nlohmann::json::object();  // its options (registry keys)
   nlohmann::json adamw_options = nlohmann::json::object();      // element-wise params
   bool pipeline = true;  // TP micro groups: post group k+1's gather before computing group k
+  // 1: every rank keeps the whole param and gradient buffers (ZeRO-1: only optimizer state is
+  // sharded). 3: each rank keeps only its DP shard of both between uses (ZeRO-3, below); needs a
+  // strategy with Reduce-Scatter and bucket All-Gather (asc, lb-asc).
+  int zero_stage = 1;
 };
 
 // The factor every local gradient is multiplied by before its DP collective: float(1 / dp)
@@ -70,6 +85,18 @@ struct StepTimes {
                              // bucket All-Gathers waited in the next forward)
   double opt_cpu = 0.0;      // thread CPU time of the optimizer's compute
   double busy_cpu = 0.0;     // thread CPU time of all compute (waits excluded)
+};
+
+// Local elements [begin, end) of a param.
+struct ElementRange {
+  std::int64_t begin = 0, end = 0;
+};
+
+// Bytes this rank keeps between steps (max over nothing: this rank's own).
+struct MemoryHeld {
+  std::int64_t params_bytes = 0;           // the param buffer, or its shards under ZeRO-3
+  std::int64_t grads_bytes = 0;            // the gradient buffer and the reduced shards
+  std::int64_t optimizer_state_bytes = 0;  // state_bytes(): main params and optimizer state
 };
 
 // A range of reduced gradient this rank holds: {layout offset, values}.
@@ -111,14 +138,32 @@ class Engine {
   std::span<const float> params() const;
   // FNV-1a of this rank's params in model param order, padding excluded: equal for equal values
   // under any layout (the order inside a bucket is free, docs/design.md section 3).
-  std::uint64_t params_fnv() const;
+  // Under ZeRO-3 collective over DP: it gathers one bucket at a time and releases it.
+  std::uint64_t params_fnv();
   std::span<float> param(int p);
   std::span<float> grad(int p);
   int bucket_of(int p) const;
+  int zero_stage() const;
+  // The local elements of p inside this rank's DP shard (the whole param for strategies without
+  // cuts; empty when the shard holds none of it): what ZeRO-3 keeps of p between uses.
+  ElementRange held_elements(int p) const;
+  // The reduced gradient of p's held elements after finish_grad_sync (sharded strategies), or of
+  // all of p (All-Reduce ones).
+  std::span<const float> reduced_grad(int p) const;
+  // Zeroes the gradient buffer for the next step's accumulation (ZeRO-3: by giving its pages
+  // back, so it stays unresident until backward writes it).
+  void zero_grads();
+  // ZeRO-3 (no-ops under stage 1): posts bucket b's param All-Gather unless it is gathered or in
+  // flight, and gives back b's params outside this rank's shard. Collective over DP: every DP rank
+  // gathers the same buckets in the same order.
+  void prefetch_params(int bucket);
+  void release_params(int bucket);
+  MemoryHeld memory_held() const;
 
   // Collective over grid.tp(): copies the params the client wrote into the main params of the
   // tasks this rank computes (TP-split ones gathered through the strategy's TP exchange). Call
-  // once after the params are initialised (or loaded), before the first step().
+  // once after the params are initialised (or loaded), before the first step(). Under ZeRO-3 the
+  // client need write only its held elements; every bucket is released afterwards.
   void init_main_params();
 
   // Marks p's gradient as written for this step. When every param of its bucket is ready, scales
@@ -138,8 +183,10 @@ class Engine {
   // layer-wise All-Gather-v is waited here; bucket All-Gathers are only posted).
   double start_param_sync();
   // Waits for bucket b's param sync (no-op when none is in flight); returns the exposed ms.
+  // ZeRO-3: gathers bucket b (prefetch_params) and waits for it.
   double wait_param_sync(int bucket);
-  // Waits for every param sync still in flight; afterwards params() is final.
+  // Waits for every param sync still in flight; afterwards params() is final (stage 1). ZeRO-3:
+  // releases every bucket; params() then holds only this rank's shards.
   void finish();
 
   // The reduced gradient of the last step where this rank holds it: All-Reduce strategies hold

@@ -57,8 +57,20 @@ class Qwen3Model {
   // Makes param p a view of `value` and its gradient a view of `grad` (local numel each; the
   // gradient accumulates there in place). The values are not changed.
   void bind(int p, std::span<float> value, std::span<float> grad);
-  // Called with p before the forward first reads param p (e.g. to wait for its All-Gather).
-  void set_before_use(std::function<void(int)> hook);
+  // The forward reads params segment by segment: the embedding; per layer its attention
+  // (qkv norm, qkv weight and bias, q/k norms, output projection), then its MLP (fc1 norm, fc1,
+  // fc2); the final norm with the output layer (or the tied embedding again). Spec indices.
+  const std::vector<std::vector<int>>& forward_segments() const;
+  // Hooks around each segment s (index into forward_segments): before_forward before its first
+  // read, after_forward after its last; before_backward when a backward reaches the segment's
+  // output, before any of its own backward runs (set only when gradients are recorded). A read of
+  // a param outside the running segment throws Error (the schedule would not have gathered it).
+  struct SegmentHooks {
+    std::function<void(int)> before_forward;
+    std::function<void(int)> after_forward;
+    std::function<void(int)> before_backward;
+  };
+  void set_segment_hooks(SegmentHooks hooks);
 
   // Per-token next-token loss [B * S] of inputs/targets [B, S] (int64 token ids < padded
   // vocabulary), identical on every TP rank.

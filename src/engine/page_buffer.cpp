@@ -1,0 +1,73 @@
+#include "page_buffer.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "canzona/common/error.h"
+
+namespace canzona::engine {
+namespace {
+
+std::size_t page_bytes() {
+  static const std::size_t bytes = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return bytes;
+}
+
+}  // namespace
+
+PageBuffer::PageBuffer(std::int64_t numel) : numel_(numel) {
+  CANZONA_CHECK(numel >= 0, "PageBuffer of ", numel, " elements");
+  if (numel == 0) return;
+  mapped_ = static_cast<std::size_t>(numel) * sizeof(float);
+  void* p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CANZONA_CHECK(p != MAP_FAILED, "cannot map ", mapped_, " bytes: ", std::strerror(errno));
+  data_ = static_cast<float*>(p);
+}
+
+PageBuffer::~PageBuffer() {
+  if (data_ != nullptr) munmap(data_, mapped_);
+}
+
+PageBuffer::PageBuffer(PageBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      numel_(std::exchange(other.numel_, 0)),
+      mapped_(std::exchange(other.mapped_, 0)) {}
+
+PageBuffer& PageBuffer::operator=(PageBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) munmap(data_, mapped_);
+    data_ = std::exchange(other.data_, nullptr);
+    numel_ = std::exchange(other.numel_, 0);
+    mapped_ = std::exchange(other.mapped_, 0);
+  }
+  return *this;
+}
+
+std::int64_t PageBuffer::release(std::int64_t begin, std::int64_t end) {
+  CANZONA_CHECK(0 <= begin && begin <= end && end <= numel_, "PageBuffer::release [", begin, ", ",
+                end, ") of ", numel_);
+  if (begin == end) return 0;
+  const std::uintptr_t page = page_bytes();
+  const auto first = reinterpret_cast<std::uintptr_t>(data_ + begin);
+  const auto last = reinterpret_cast<std::uintptr_t>(data_ + end);
+  const std::uintptr_t inner_begin = (first + page - 1) / page * page;
+  const std::uintptr_t inner_end = last / page * page;
+  if (inner_begin >= inner_end) {  // no whole page inside
+    std::fill(data_ + begin, data_ + end, 0.0f);
+    return 0;
+  }
+  std::memset(reinterpret_cast<void*>(first), 0, inner_begin - first);
+  std::memset(reinterpret_cast<void*>(inner_end), 0, last - inner_end);
+  const int rc =
+      madvise(reinterpret_cast<void*>(inner_begin), inner_end - inner_begin, MADV_DONTNEED);
+  CANZONA_CHECK(rc == 0, "madvise(MADV_DONTNEED) of ", inner_end - inner_begin,
+                " bytes: ", std::strerror(errno));
+  return static_cast<std::int64_t>(inner_end - inner_begin);
+}
+
+}  // namespace canzona::engine

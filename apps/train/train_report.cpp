@@ -7,6 +7,7 @@
 
 #include "canzona/common/error.h"
 #include "canzona/common/hex.h"
+#include "canzona/train/memory.h"
 
 namespace canzona::apps {
 namespace {
@@ -22,6 +23,10 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string rss_text(std::int64_t bytes) {
+  return bytes < 0 ? std::string("?") : train::format_bytes(static_cast<double>(bytes));
 }
 
 }  // namespace
@@ -48,13 +53,13 @@ std::string format_header(const TrainHeader& h, const train::TrainOptions& o) {
 
 std::string format_step(const train::StrategyRun& run, const train::StepRecord& s,
                         std::int64_t steps) {
-  char line[320];
+  char line[360];
   std::snprintf(line, sizeof line,
                 "%-9s step %5lld/%lld | loss %.4f | lr x%.3f | %7.0f tok/s | fwd-bwd %8.1f ms | "
-                "grad-sync %6.1f ms | optimizer %7.1f ms | param-sync %6.1f ms\n",
+                "grad-sync %6.1f ms | optimizer %7.1f ms | param-sync %6.1f ms | peak %s\n",
                 plan::to_string(run.strategy), static_cast<long long>(s.step),
                 static_cast<long long>(steps), s.loss, s.lr_scale, s.tokens_per_s, s.fwd_bwd_ms,
-                s.grad_sync_ms, s.opt_ms, s.param_sync_ms);
+                s.grad_sync_ms, s.opt_ms, s.param_sync_ms, rss_text(s.peak_rss_bytes).c_str());
   return line;
 }
 
@@ -109,11 +114,12 @@ bool bitwise_identical(const std::vector<train::StrategyRun>& runs) {
 std::string format_summary(const TrainHeader& h, const train::TrainOptions& o,
                            const std::vector<train::StrategyRun>& runs) {
   std::ostringstream out;
-  out << "\nper-step breakdown (median over steps 2.., max over ranks), ms:\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "%-9s %9s %9s %9s %9s %10s %9s %7s %10s  %s\n", "strategy",
+  out << "\nper-step breakdown (median over steps 2.., max over ranks), ms; ZeRO-" << o.zero_stage
+      << ", peak resident size per rank:\n";
+  char line[288];
+  std::snprintf(line, sizeof line, "%-9s %9s %9s %9s %9s %10s %9s %7s %10s %10s  %s\n", "strategy",
                 "step", "fwd-bwd", "grad-sync", "optimizer", "param-sync", "tok/s", "MFU",
-                "final loss", "params hash");
+                "peak RSS", "final loss", "params hash");
   out << line;
   for (const train::StrategyRun& r : runs) {
     if (r.steps.empty() && r.val.empty()) {
@@ -124,11 +130,11 @@ std::string format_summary(const TrainHeader& h, const train::TrainOptions& o,
     }
     const train::StepRecord m = median_step(r.steps);
     const double final_loss = r.val.empty() ? r.steps.back().loss : r.val.back().loss;
-    std::snprintf(line, sizeof line,
-                  "%-9s %9.1f %9.1f %9.1f %9.1f %10.1f %9.0f %6.1f%% %10.4f  %s\n",
-                  plan::to_string(r.strategy), m.step_ms, m.fwd_bwd_ms, m.grad_sync_ms, m.opt_ms,
-                  m.param_sync_ms, m.tokens_per_s, 100.0 * mfu(h, o, m), final_loss,
-                  hex64(r.params_hash).c_str());
+    std::snprintf(
+        line, sizeof line, "%-9s %9.1f %9.1f %9.1f %9.1f %10.1f %9.0f %6.1f%% %10s %10.4f  %s\n",
+        plan::to_string(r.strategy), m.step_ms, m.fwd_bwd_ms, m.grad_sync_ms, m.opt_ms,
+        m.param_sync_ms, m.tokens_per_s, 100.0 * mfu(h, o, m),
+        rss_text(r.memory.peak_rss_bytes).c_str(), final_loss, hex64(r.params_hash).c_str());
     out << line;
   }
   if (runs.size() > 1)
@@ -165,6 +171,7 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
   j["seq_len"] = o.seq_len;
   j["micro_batch"] = o.micro_batch;
   j["grad_accum"] = o.grad_accum;
+  j["zero_stage"] = o.zero_stage;
   j["tokens_per_step"] = o.tokens_per_step();
   j["runs"] = nlohmann::json::array();
   for (const train::StrategyRun& r : runs) {
@@ -184,7 +191,8 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
                                 {"fwd_bwd", s.fwd_bwd_ms},
                                 {"grad_sync", s.grad_sync_ms},
                                 {"optimizer", s.opt_ms},
-                                {"param_sync", s.param_sync_ms}}}});
+                                {"param_sync", s.param_sync_ms}}},
+                              {"peak_rss_bytes", s.peak_rss_bytes}});
     run["val"] = nlohmann::json::array();
     for (const train::ValRecord& v : r.val)
       run["val"].push_back({{"step", v.step}, {"loss", v.loss}});
@@ -195,6 +203,12 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
                         {"optimizer", m.opt_ms},
                         {"param_sync", m.param_sync_ms}};
     run["median_tokens_per_s"] = m.tokens_per_s;
+    run["memory"] = {{"params_bytes", r.memory.params_bytes},
+                     {"grads_bytes", r.memory.grads_bytes},
+                     {"optimizer_state_bytes", r.memory.optimizer_state_bytes},
+                     {"activations_bytes", r.memory.activations_bytes},
+                     {"peak_rss_bytes", r.memory.peak_rss_bytes},
+                     {"base_rss_bytes", r.memory.base_rss_bytes}};
     run["mfu"] = mfu(h, o, m);
     j["runs"].push_back(run);
   }

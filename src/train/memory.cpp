@@ -1,6 +1,9 @@
 // estimate_memory / available_memory / check_memory_fits (memory.h).
 #include "canzona/train/memory.h"
 
+#include <dlfcn.h>
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -196,6 +199,51 @@ int ranks_on_this_node() {
     if (end != text && *end == '\0' && n >= 1 && n <= (1L << 20)) return static_cast<int>(n);
   }
   return 1;
+}
+
+namespace {
+
+// A "Name:   123 kB" line of /proc/self/status, in bytes; -1 when absent.
+std::int64_t status_kb(const char* name) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  const std::string key = std::string(name) + ":";
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    return 1024 * std::strtoll(line.c_str() + key.size(), nullptr, 10);
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::int64_t resident_bytes() {
+  return status_kb("VmRSS");
+}
+
+std::int64_t peak_resident_bytes() {
+  return status_kb("VmHWM");
+}
+
+bool reset_peak_resident() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+std::int64_t heap_in_use_bytes() {
+  // tcmalloc (canzona-train links it) answers through its C extension API; glibc's counters
+  // stay at zero then, so they are the fallback only.
+  using Property = int (*)(const char*, std::size_t*);
+  static const auto tcmalloc_property =
+      reinterpret_cast<Property>(dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty"));
+  std::size_t bytes = 0;
+  if (tcmalloc_property != nullptr &&
+      tcmalloc_property("generic.current_allocated_bytes", &bytes) != 0)
+    return static_cast<std::int64_t>(bytes);
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<std::int64_t>(info.uordblks + info.hblkhd);
 }
 
 std::string format_bytes(double bytes) {

@@ -25,6 +25,18 @@ using ckpt::ElementRun;
 using ckpt::HfLayout;
 using namespace detail;
 
+// The element runs of param p this rank holds: all of its TP shard, or under ZeRO-3 those of its
+// held elements (Engine::held_elements), in local offsets.
+std::vector<ElementRun> param_runs(const engine::Engine& engine, const HfLayout& hf, int p, int tp,
+                                   int tp_rank) {
+  std::vector<ElementRun> runs = hf.runs(p, tp, tp_rank);
+  if (engine.zero_stage() != 3) return runs;
+  const engine::ElementRange held = engine.held_elements(p);
+  runs = clip(runs, held.begin, held.end);
+  for (ElementRun& r : runs) r.local += held.begin;
+  return runs;
+}
+
 std::string serialize(const std::vector<HeldState>& units) {
   std::ostringstream os;
   for (const HeldState& u : units)
@@ -156,11 +168,15 @@ std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const Save
       ckpt::OutFile model_file(model_path, false);
       for (std::size_t p = 0; p < spec.params.size(); ++p) {
         const bool split = spec.params[p].tp_split_dim >= 0;
-        if (static_cast<int>(p % static_cast<std::size_t>(dp)) != dp_rank ||
-            (!split && tp_rank != 0))
+        if (!split && tp_rank != 0) continue;
+        // ZeRO-3: each DP rank writes the elements it holds; stage 1: every DP rank holds every
+        // param, so params go round-robin over DP.
+        if (engine.zero_stage() != 3 &&
+            static_cast<int>(p % static_cast<std::size_t>(dp)) != dp_rank)
           continue;
         const std::span<const float> values = engine.param(static_cast<int>(p));
-        for (const ElementRun& r : hf.runs(static_cast<int>(p), grid.shape().tp, tp_rank)) {
+        for (const ElementRun& r :
+             param_runs(engine, hf, static_cast<int>(p), grid.shape().tp, tp_rank)) {
           const ckpt::TensorEntry& t =
               entry(model_layout.header, hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
           model_file.pwrite(file_offset(model_layout.header, t, r.hf),
@@ -344,7 +360,7 @@ void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::Mode
   collectively(world, [&] {
     const ckpt::InFile file(model_path);
     for (std::size_t p = 0; p < spec.params.size(); ++p)
-      read_runs(file, model_header, hf, hf.runs(static_cast<int>(p), tp, tp_rank),
+      read_runs(file, model_header, hf, param_runs(engine, hf, static_cast<int>(p), tp, tp_rank),
                 engine.param(static_cast<int>(p)));
   });
   engine.init_main_params();
@@ -402,7 +418,7 @@ void load_weights(comm::Grid& grid, engine::Engine& engine, const model::ModelSp
   collectively(world, [&] {
     for (std::size_t p = 0; p < spec.params.size(); ++p) {
       const std::span<float> values = engine.param(static_cast<int>(p));
-      for (const ElementRun& r : hf.runs(static_cast<int>(p), tp, tp_rank)) {
+      for (const ElementRun& r : param_runs(engine, hf, static_cast<int>(p), tp, tp_rank)) {
         const ckpt::WeightsDir::Found found =
             weights->find(hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
         const std::int64_t have =

@@ -27,6 +27,7 @@
 #include "canzona/engine/trace.h"
 #include "canzona/launch/plan_check.h"
 #include "canzona/optim/optimizer.h"
+#include "canzona/train/memory.h"
 #include "canzona/train/model.h"
 
 namespace canzona::train {
@@ -199,6 +200,7 @@ class Run {
       const Batch batch = sampler_.batch(step, grid_.coord().dp, static_cast<int>(m));
       last_micro_ = m + 1 == options_.grad_accum;
       const double c0 = wall_ms(), sync0 = param_sync_ms_;
+      const std::int64_t heap0 = heap_in_use_bytes();
       torch::Tensor loss =
           model_
               ->token_losses(tokens(batch.inputs, batch.micro_batch, batch.seq_len),
@@ -208,6 +210,7 @@ class Run {
       if (m == 0 && faults::fires(faults::Fault::kPoisonLoss, grid_.world().rank(), step))
         loss = loss * std::numeric_limits<float>::quiet_NaN();
       local_loss += loss.item<float>();
+      activations_bytes_ = std::max(activations_bytes_, heap_in_use_bytes() - heap0);
       in_backward_ = true;
       loss.backward();
       in_backward_ = false;
@@ -244,6 +247,7 @@ class Run {
     record.step_ms = wall_ms() - t0;
     record.tokens_per_s =
         static_cast<double>(options_.tokens_per_step()) / (record.step_ms / 1000.0);
+    record.peak_rss_bytes = peak_resident_bytes();
     return record;
   }
 
@@ -260,6 +264,19 @@ class Run {
     }
     const std::vector<float> total = sum_over(grid_.dp(), {sum, count});
     return static_cast<double>(total[0] / total[1]);
+  }
+
+  // The run's memory, max over ranks (call after the last step, before finish()).
+  void measure_memory(std::int64_t base_rss) {
+    const engine::MemoryHeld held = engine_->memory_held();
+    const std::vector<std::int64_t> mine = {held.params_bytes,          held.grads_bytes,
+                                            held.optimizer_state_bytes, activations_bytes_,
+                                            peak_resident_bytes(),      base_rss};
+    std::vector<std::int64_t> most = mine;
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      for (std::uint64_t v : grid_.world().all_gather_u64(static_cast<std::uint64_t>(mine[i])))
+        most[i] = std::max(most[i], static_cast<std::int64_t>(v));
+    result_.memory = {most[0], most[1], most[2], most[3], most[4], most[5]};
   }
 
   void finish() {
@@ -299,13 +316,16 @@ class Run {
   bool in_backward_ = false;
   int grad_ready_in_backward_ = 0;
   double param_sync_ms_ = 0.0;
+  std::int64_t activations_bytes_ = 0;
 };
 
 // Per-step times of every rank -> max over ranks, on world rank 0.
 void max_over_ranks(comm::Communicator& world, std::vector<StepRecord>& steps) {
+  constexpr std::size_t kFields = 6;
   std::vector<double> mine;
   for (const StepRecord& s : steps)
-    mine.insert(mine.end(), {s.step_ms, s.fwd_bwd_ms, s.grad_sync_ms, s.opt_ms, s.param_sync_ms});
+    mine.insert(mine.end(), {s.step_ms, s.fwd_bwd_ms, s.grad_sync_ms, s.opt_ms, s.param_sync_ms,
+                             static_cast<double>(s.peak_rss_bytes)});
   const auto all =
       world.all_gather_bytes(std::as_bytes(std::span<const double>(mine.data(), mine.size())));
   for (const auto& bytes : all) {
@@ -315,11 +335,13 @@ void max_over_ranks(comm::Communicator& world, std::vector<StepRecord>& steps) {
     std::memcpy(theirs.data(), bytes.data(), bytes.size());
     for (std::size_t i = 0; i < steps.size(); ++i) {
       StepRecord& s = steps[i];
-      s.step_ms = std::max(s.step_ms, theirs[5 * i]);
-      s.fwd_bwd_ms = std::max(s.fwd_bwd_ms, theirs[5 * i + 1]);
-      s.grad_sync_ms = std::max(s.grad_sync_ms, theirs[5 * i + 2]);
-      s.opt_ms = std::max(s.opt_ms, theirs[5 * i + 3]);
-      s.param_sync_ms = std::max(s.param_sync_ms, theirs[5 * i + 4]);
+      const double* t = theirs.data() + kFields * i;
+      s.step_ms = std::max(s.step_ms, t[0]);
+      s.fwd_bwd_ms = std::max(s.fwd_bwd_ms, t[1]);
+      s.grad_sync_ms = std::max(s.grad_sync_ms, t[2]);
+      s.opt_ms = std::max(s.opt_ms, t[3]);
+      s.param_sync_ms = std::max(s.param_sync_ms, t[4]);
+      s.peak_rss_bytes = std::max(s.peak_rss_bytes, static_cast<std::int64_t>(t[5]));
     }
   }
 }
@@ -347,6 +369,7 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
            {"seq_len", o.seq_len},
            {"micro_batch", o.micro_batch},
            {"grad_accum", o.grad_accum},
+           {"zero_stage", o.zero_stage},  // informational: either stage resumes either
            {"data_position",
             {{"sampler", "counter(seed, step, dp_rank, micro, row)"}, {"next_step", step + 1}}},
            {"schedule",
@@ -469,6 +492,8 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
     const plan::Strategy strategy = options.strategies[k];
     engine::Trace trace(k == 0 && !options.trace_path.empty());
     if (reporter && progress.start) progress.start(strategy);
+    reset_peak_resident();
+    const std::int64_t base_rss = resident_bytes();
     Run run(grid, config, spec, options, corpus, strategy, trace);
     const double t0 = wall_ms();
     if (!resume_dir.empty()) {
@@ -529,6 +554,7 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
     // A run resumed at its last step saves that step again (e.g. in its new shape).
     if (!ckpt_options.save_dir.empty() && run.result().first_step > options.steps)
       save(options.steps);
+    run.measure_memory(base_rss);
     run.finish();
     max_over_ranks(grid.world(), run.result().steps);
     if (trace.enabled()) engine::write_chrome_trace(grid, trace, options.trace_path);

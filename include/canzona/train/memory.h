@@ -73,6 +73,17 @@ int ranks_on_this_node();
 void check_memory_fits(const MemoryNeed& need, int ranks, const MemoryAvailable& available,
                        const TrainOptions& options);
 
+// Measured memory of this process, bytes (-1 when the system does not say). resident_bytes and
+// peak_resident_bytes are VmRSS and VmHWM of /proc/self/status; reset_peak_resident sets the peak
+// to the current resident size (writes 5 to /proc/self/clear_refs; false when it cannot);
+// heap_in_use_bytes is what the allocator has handed out and not taken back (tcmalloc's
+// generic.current_allocated_bytes when it is the process's malloc, else glibc's mallinfo2): where
+// libtorch's tensors live (the engine's buffers are their own mappings, not on the heap).
+std::int64_t resident_bytes();
+std::int64_t peak_resident_bytes();
+bool reset_peak_resident();
+std::int64_t heap_in_use_bytes();
+
 // "1.5 GiB", "312.0 MiB", "12 KiB".
 std::string format_bytes(double bytes);
 

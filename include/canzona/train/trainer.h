@@ -82,6 +82,24 @@ struct StepRecord {
   // This rank's grad_ready calls made from autograd's accumulation hooks while backward ran
   // (every param of the stage, when gradients are handed over during backward).
   int grad_ready_in_backward = 0;
+  // Peak resident size of this process so far in this run (VmHWM, memory.h; -1 unknown); in the
+  // JSON the max over ranks.
+  std::int64_t peak_rss_bytes = -1;
+};
+
+// Memory of one run per rank, max over ranks (world rank 0). params, grads and optimizer state
+// are what the engine keeps between steps (engine::MemoryHeld: the shards under ZeRO-3);
+// activations the largest growth of the heap over one forward (what autograd keeps for the
+// backward, measured); peak_rss the process's peak resident size during the run, base_rss its
+// resident size when the run started (libtorch, MPI, the corpus, a previous run's heap). So
+// peak_rss - base_rss - activations is what the run's buffers, state and transient gathers took.
+struct RunMemory {
+  std::int64_t params_bytes = 0;
+  std::int64_t grads_bytes = 0;
+  std::int64_t optimizer_state_bytes = 0;
+  std::int64_t activations_bytes = 0;
+  std::int64_t peak_rss_bytes = -1;
+  std::int64_t base_rss_bytes = -1;
 };
 
 struct ValRecord {
@@ -96,6 +114,7 @@ struct StrategyRun {
   std::vector<ValRecord> val;
   std::uint64_t params_hash = 0;  // FNV-1a of every rank's final params in world-rank order
   std::uint64_t plan_hash = 0;
+  RunMemory memory;
   // World rank 0 of a TP = 1 grid with keep_final_params: [spec param] final values (compared
   // with run_reference); empty otherwise.
   std::vector<std::vector<float>> final_params;

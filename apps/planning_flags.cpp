@@ -50,8 +50,15 @@ void add_planning_flags(CLI::App* sub, PlanningFlags& f, PlanningCommand command
   sub->add_option("--cmax-mb", f.cmax_mb, "Fused all-to-all capacity per host per micro group, MiB")
       ->capture_default_str();
   sub->add_option("--bucket-size", f.bucket_size,
-                  "DP bucket size in elements (0 = Megatron default max(40M, 1M x dp))")
+                  "DP bucket size in elements (0 = Megatron default max(40M, 1M x dp); under "
+                  "--zero-stage 3 the largest layer's)")
       ->capture_default_str();
+  if (!run) {
+    sub->add_option("--zero-stage", f.zero_stage,
+                    "1: ZeRO-1 (optimizer state sharded); 3: ZeRO-3 (params and gradients too; "
+                    "the memory model counts them, buckets of one layer)")
+        ->capture_default_str();
+  }
   sub->add_option("--split-qkv", f.split_qkv, "Split fused QKV: none | qkv | head")
       ->capture_default_str();
   sub->add_flag("--split-fc1", f.split_fc1, "Split fc1 into gate and up tasks");
@@ -76,6 +83,7 @@ void to_job(const PlanningFlags& f, launch::JobOptions& o) {
   o.alpha = f.alpha;
   o.cmax_mb = f.cmax_mb;
   o.bucket_size = f.bucket_size;
+  o.zero_stage = f.zero_stage;
   o.layerwise_tp = plan::parse_layerwise_tp(f.layerwise_tp);
   o.layerwise_buckets = plan::parse_layerwise_buckets(f.layerwise_buckets);
   o.reorder_buckets = plan::parse_bucket_order(f.bucket_order);

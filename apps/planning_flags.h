@@ -35,6 +35,7 @@ struct PlanningFlags {
   double alpha = 1.0;              // Algorithm 1 blend
   double cmax_mb = 512.0;          // micro-group capacity, MiB per host
   std::int64_t bucket_size = 0;    // elements; 0 = Megatron default
+  int zero_stage = 1;              // 1 | 3 (launch::JobOptions::zero_stage)
   std::string split_qkv = "none";
   bool split_fc1 = false;
   std::string layerwise_tp = "duplicated";     // layerwise: duplicated | layer-sharded

@@ -52,7 +52,6 @@ struct TrainFlags : PlanningFlags {
   double lr = 0.0, adamw_lr = 0.0;
   bool lr_given = false, adamw_lr_given = false, warmup_given = false;
   std::int64_t steps = 100, seq_len = 128, micro_batch = 4, grad_accum = 1;
-  int zero_stage = 1;
   std::int64_t warmup = 10, eval_every = 25, eval_windows = 64;  // warmup: min(10, --steps)
   std::string schedule = "cosine";
   double min_lr_ratio = 0.1;
@@ -286,7 +285,6 @@ Launch prepare(TrainFlags& f) {
   o.schedule.warmup = f.warmup_given ? f.warmup : std::min<std::int64_t>(f.warmup, f.steps);
   o.schedule.total = f.steps;
   o.schedule.min_ratio = f.min_lr_ratio;
-  o.zero_stage = f.zero_stage;
   // Under ZeRO-3 "all" is every strategy that shards params along its cuts.
   o.strategies = plan::parse_strategy_list(
       f.zero_stage == 3 && f.strategies == "all" ? std::string("asc,lb-asc") : f.strategies);
@@ -348,7 +346,6 @@ Launch prepare(TrainFlags& f) {
   add("--seq-len", std::to_string(o.seq_len));
   add("--micro-batch", std::to_string(o.micro_batch));
   add("--grad-accum", std::to_string(o.grad_accum));
-  add("--zero-stage", std::to_string(o.zero_stage));
   add("--warmup", std::to_string(o.schedule.warmup));
   add("--schedule", f.schedule);
   add("--min-lr-ratio", str(o.schedule.min_ratio));

@@ -58,8 +58,11 @@ double optimizer_flops(const std::string& optimizer, std::int64_t rows, std::int
 
 double state_bytes(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                    const CostOptions& options) {
-  return optim::find_optimizer_spec(optimizer).state_bytes(rows, cols,
-                                                           options_for(optimizer, options));
+  const double state = optim::find_optimizer_spec(optimizer).state_bytes(
+      rows, cols, options_for(optimizer, options));
+  if (options.zero_stage != 3) return state;
+  const double per_element = optimizer == kElementwiseOptimizer ? 8.0 : 12.0;
+  return state + per_element * static_cast<double>(rows) * static_cast<double>(cols);
 }
 
 ElementwiseRates elementwise_rates(const CostOptions& options) {

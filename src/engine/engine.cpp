@@ -172,6 +172,7 @@ void Engine::grad_ready(int p) {
 
 void Engine::progress() {
   parts_->grad_sync->progress();
+  parts_->residency.progress();
 }
 
 double Engine::finish_grad_sync() {

@@ -13,6 +13,8 @@
 namespace canzona::engine {
 namespace {
 
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
 std::size_t page_bytes() {
   static const std::size_t bytes = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return bytes;
@@ -24,9 +26,20 @@ PageBuffer::PageBuffer(std::int64_t numel) : numel_(numel) {
   CANZONA_CHECK(numel >= 0, "PageBuffer of ", numel, " elements");
   if (numel == 0) return;
   mapped_ = static_cast<std::size_t>(numel) * sizeof(float);
-  void* p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // Map 2 MiB more than needed and keep a 2 MiB-aligned window, so that transparent huge pages
+  // (asked for with MADV_HUGEPAGE; a hint the kernel may ignore) can back it: a gathered bucket
+  // then faults in once per 2 MiB instead of once per 4 KiB page.
+  const std::size_t extra = kHugePage;
+  void* p =
+      mmap(nullptr, mapped_ + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CANZONA_CHECK(p != MAP_FAILED, "cannot map ", mapped_, " bytes: ", std::strerror(errno));
-  data_ = static_cast<float*>(p);
+  const auto base = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t aligned = (base + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > base) munmap(p, aligned - base);
+  const std::size_t tail = base + mapped_ + extra - (aligned + mapped_);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + mapped_), tail);
+  data_ = reinterpret_cast<float*>(aligned);
+  if (mapped_ >= kHugePage) madvise(data_, mapped_, MADV_HUGEPAGE);
 }
 
 PageBuffer::~PageBuffer() {

@@ -58,6 +58,11 @@ void ParamResidency::release_all() {
   for (std::size_t b = 0; b < state_.size(); ++b) release(static_cast<int>(b));
 }
 
+void ParamResidency::progress() {
+  for (Pending& p : pending_)
+    if (p.request.pending()) p.request.test();
+}
+
 bool ParamResidency::gathered(int b) const {
   return state_.at(b) == State::kGathered;
 }

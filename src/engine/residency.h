@@ -34,6 +34,8 @@ class ParamResidency {
   void release(int b);
   void release_all();
   bool gathered(int b) const;
+  // Request::test() on every gather in flight.
+  void progress();
   // This rank's shard of bucket b: elements [begin, end) relative to the bucket.
   std::int64_t shard_begin(int b) const;
   std::int64_t shard_end(int b) const;

@@ -25,6 +25,8 @@ void validate(const JobOptions& o) {
                   ": run and compare execute one pipeline stage only (use --pp 1; `canzona plan` "
                   "and `canzona simulate` handle pp > 1)");
   require_in_range(o.bucket_size, 0, kMaxBucketSize, "--bucket-size", "kMaxBucketSize");
+  CANZONA_REQUIRE(o.zero_stage == 1 || o.zero_stage == 3, "--zero-stage ", o.zero_stage,
+                  ": must be 1 (ZeRO-1) or 3 (ZeRO-3)");
   const std::vector<std::string> matrix = optim::optimizer_names(optim::OptimizerShape::kMatrix);
   CANZONA_REQUIRE(std::find(matrix.begin(), matrix.end(), o.optimizer) != matrix.end(),
                   "--optimizer must be a matrix optimizer: ", cost::matrix_optimizer_list(),
@@ -57,6 +59,7 @@ engine::EngineOptions engine_options(const JobOptions& o) {
   e.optimizer_options = o.optimizer_options;
   e.adamw_options = o.adamw_options;
   e.pipeline = o.pipeline;
+  e.zero_stage = o.zero_stage;
   return e;
 }
 
@@ -76,6 +79,8 @@ plan::PlanOptions plan_options(const JobOptions& o, plan::Strategy strategy) {
   p.cost.matrix_optimizer = o.optimizer;
   p.cost.optimizer_options = o.optimizer_options;
   p.layout.bucket_size = o.bucket_size;
+  p.layout.zero_stage = o.zero_stage;
+  p.cost.zero_stage = o.zero_stage;
   return p;
 }
 
@@ -104,6 +109,7 @@ Settings job_settings(const JobOptions& o, const std::vector<plan::Strategy>& st
       {"--cmax-mb", setting_value(o.cmax_mb)},
       {"--cost", cost::to_string(o.cost)},
       {"--bucket-size", std::to_string(o.bucket_size)},
+      {"--zero-stage", std::to_string(o.zero_stage)},
   };
   settings.insert(settings.end(), loop.begin(), loop.end());
   settings.insert(settings.end(), {{"--seed", std::to_string(o.seed)},

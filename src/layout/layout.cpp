@@ -26,6 +26,21 @@ std::int64_t effective_bucket_size(const LayoutOptions& options) {
   return std::max<std::int64_t>(40'000'000, 1'000'000 * static_cast<std::int64_t>(options.dp));
 }
 
+std::int64_t layer_bucket_size(const model::ModelSpec& model, const std::vector<int>& params,
+                               int tp) {
+  std::vector<std::int64_t> per_layer;
+  for (int p : params) {
+    const model::ParamSpec& param = model.params.at(static_cast<std::size_t>(p));
+    if (param.layer < 0) continue;
+    if (per_layer.size() <= static_cast<std::size_t>(param.layer))
+      per_layer.resize(static_cast<std::size_t>(param.layer) + 1, 0);
+    per_layer[static_cast<std::size_t>(param.layer)] += param.local_numel(tp);
+  }
+  std::int64_t most = 1;
+  for (std::int64_t n : per_layer) most = std::max(most, n);
+  return most;
+}
+
 Layout build_layout(const model::ModelSpec& model, const std::vector<int>& params,
                     const LayoutOptions& options) {
   CANZONA_REQUIRE(options.dp > 0, "dp must be positive (got ", options.dp, ")");
@@ -36,7 +51,9 @@ Layout build_layout(const model::ModelSpec& model, const std::vector<int>& param
   CANZONA_REQUIRE(options.param_align > 0, "param alignment must be positive (got ",
                   options.param_align, ")");
   require_in_range(options.param_align, 1, kMaxParamAlign, "param alignment", "kMaxParamAlign");
-  const std::int64_t bucket_size = effective_bucket_size(options);
+  const std::int64_t bucket_size = options.zero_stage == 3 && options.bucket_size == 0
+                                       ? layer_bucket_size(model, params, options.tp)
+                                       : effective_bucket_size(options);
   const std::int64_t end_align = bucket_end_alignment(options);
 
   Layout layout;

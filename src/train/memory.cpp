@@ -13,6 +13,7 @@
 
 #include "canzona/common/error.h"
 #include "canzona/cost/cost.h"
+#include "canzona/layout/layout.h"
 
 namespace canzona::train {
 namespace {
@@ -78,6 +79,19 @@ MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSp
   }
   need.params_bytes = local * kFloat;
   need.grads_bytes = local * kFloat;
+  if (o.job.zero_stage == 3 && dp > 1) {
+    // ZeRO-3: the DP shard (at most one param beyond the mean) and two gathered buckets (the one
+    // in use and the prefetched one); gradients: two buckets in flight, or the whole buffer while
+    // micro-batches accumulate (they are reduce-scattered in the last one only).
+    std::vector<int> all(spec.params.size());
+    for (std::size_t p = 0; p < all.size(); ++p) all[p] = static_cast<int>(p);
+    const double bucket =
+        std::min(local, static_cast<double>(o.job.bucket_size > 0
+                                                ? o.job.bucket_size
+                                                : layout::layer_bucket_size(spec, all, tp)));
+    need.params_bytes = kFloat * (local / dp + largest_local + 2.0 * bucket);
+    need.grads_bytes = kFloat * (o.grad_accum > 1 ? local : std::min(local, 2.0 * bucket));
+  }
   cost::CostOptions cost;
   cost.matrix_optimizer = o.job.optimizer;
   cost.optimizer_options = o.job.optimizer_options;

@@ -156,6 +156,7 @@ struct Qwen3Model::Impl {
     const std::vector<int>& in = segments.at(static_cast<std::size_t>(segment));
     CANZONA_CHECK(std::find(in.begin(), in.end(), p) != in.end(), "param ", name,
                   " read outside its forward segment ", segment);
+    if (hooks.poll) hooks.poll();
     return params[static_cast<std::size_t>(p)];
   }
 

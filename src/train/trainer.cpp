@@ -147,9 +147,8 @@ class Run {
     launch::check_plan_agreement(grid.world(), plan_);
     result_.strategy = strategy;
     result_.plan_hash = plan::plan_hash(plan_);
-    engine::EngineOptions engine_options = launch::engine_options(options.job);
-    engine_options.zero_stage = options.zero_stage;
-    engine_ = std::make_unique<engine::Engine>(grid, spec, plan_, engine_options, trace);
+    engine_ = std::make_unique<engine::Engine>(grid, spec, plan_,
+                                               launch::engine_options(options.job), trace);
     const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
     model_ = std::make_unique<Qwen3Model>(config, spec, TpGroup{&grid.tp(), tp, tp_rank},
                                           Qwen3Model::Storage::kBound);
@@ -158,7 +157,7 @@ class Run {
       model_->bind(p, engine_->param(p), engine_->grad(p));
       // ZeRO-3 keeps only the held elements: a param of another rank's shard is not written.
       const engine::ElementRange held = engine_->held_elements(p);
-      if (options.zero_stage == 1 || held.begin < held.end)
+      if (options.job.zero_stage == 1 || held.begin < held.end)
         init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.job.seed,
                    engine_->param(p));
       auto accumulator = torch::autograd::impl::grad_accumulator(model_->param(p));
@@ -175,7 +174,8 @@ class Run {
     model_->set_segment_hooks(
         {[this](int s) { param_sync_ms_ += schedule_->before_forward(s); },
          [this](int s) { schedule_->after_forward(s, torch::GradMode::is_enabled()); },
-         [this](int s) { param_sync_ms_ += schedule_->before_backward(s); }});
+         [this](int s) { param_sync_ms_ += schedule_->before_backward(s); },
+         [this] { engine_->progress(); }});
     validation_ = validation_batches(corpus.val, options.seq_len, options.micro_batch,
                                      options.eval_windows, grid.shape().dp, grid.coord().dp);
   }
@@ -369,7 +369,7 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
            {"seq_len", o.seq_len},
            {"micro_batch", o.micro_batch},
            {"grad_accum", o.grad_accum},
-           {"zero_stage", o.zero_stage},  // informational: either stage resumes either
+           {"zero_stage", o.job.zero_stage},  // informational: either stage resumes either
            {"data_position",
             {{"sampler", "counter(seed, step, dp_rank, micro, row)"}, {"next_step", step + 1}}},
            {"schedule",
@@ -429,9 +429,7 @@ void validate(const TrainOptions& o) {
                   "--resume and --init-from exclude each other (a checkpoint has its weights)");
   CANZONA_REQUIRE(c.save_every == 0 || !c.save_dir.empty(), "--save-every needs --save-dir");
   CANZONA_REQUIRE(c.keep == 0 || !c.save_dir.empty(), "--keep needs --save-dir");
-  CANZONA_REQUIRE(o.zero_stage == 1 || o.zero_stage == 3, "--zero-stage ", o.zero_stage,
-                  ": must be 1 (ZeRO-1) or 3 (ZeRO-3)");
-  if (o.zero_stage == 3) {
+  if (o.job.zero_stage == 3) {
     for (plan::Strategy st : o.strategies) {
       const plan::StrategyParts parts = plan::strategy_parts(st);
       CANZONA_REQUIRE(st == plan::Strategy::kAsc || st == plan::Strategy::kLbAsc,

@@ -37,6 +37,10 @@ struct CostOptions {
   // optimizer's documented defaults.
   nlohmann::json optimizer_options = nlohmann::json::object();
   const Calibration* calibration = nullptr;  // required for kCalibrated, borrowed
+  // The memory model (state_bytes): 1 counts optimizer state only (ZeRO-1: every rank holds every
+  // param and gradient alike); 3 adds what ZeRO-3 shards with the state: the fp32 param and
+  // gradient (8 bytes per element), and for a matrix task its fp32 main copy (4 more).
+  int zero_stage = 1;
 };
 
 // Throws UsageError unless matrix_optimizer names a registered matrix optimizer ("... must be a
@@ -58,7 +62,8 @@ const nlohmann::json& options_for(const std::string& optimizer, const CostOption
 double optimizer_flops(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                        const CostOptions& options);
 
-// Optimizer-state bytes, from the registry descriptor.
+// Optimizer-state bytes, from the registry descriptor; under options.zero_stage 3 plus the param,
+// gradient and (matrix optimizers) main-param bytes of rows x cols elements.
 double state_bytes(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                    const CostOptions& options);
 

@@ -169,7 +169,8 @@ class Engine {
   // Marks p's gradient as written for this step. When every param of its bucket is ready, scales
   // the bucket by 1/DP and posts its collective. Throws Error when p is marked twice in a step.
   void grad_ready(int p);
-  // Lets collectives in flight progress (call between pieces of backward compute).
+  // Lets collectives in flight progress (call between pieces of backward compute, and under
+  // ZeRO-3 of forward compute: the param gathers).
   void progress();
   // Waits for every gradient collective of the step; returns the exposed wait in ms. Throws
   // Error unless every bucket was posted.

@@ -38,7 +38,10 @@ struct JobOptions {
   double alpha = 1.0;           // Algorithm 1 blend
   double cmax_mb = 512.0;       // micro-group capacity, MiB per host
   cost::CostKind cost = cost::CostKind::kFlops;  // the unit the planners balance
-  std::int64_t bucket_size = 0;                  // elements; 0 = Megatron default
+  std::int64_t bucket_size = 0;                  // elements; 0 = Megatron default (ZeRO-3: a layer)
+  // 1: ZeRO-1; 3: ZeRO-3 (engine/engine.h), whose default buckets hold one transformer layer
+  // each (layout.h). `canzona train` executes it; `plan` and `simulate` plan for it.
+  int zero_stage = 1;
 
   std::uint64_t seed = 1;  // init and data (synthetic or sampled)
   bool pipeline = true;    // TP micro groups: post group k+1's gather before computing k
@@ -52,10 +55,11 @@ inline constexpr double kMaxCmaxMb = plan::kMaxCmaxMb;
 inline constexpr std::int64_t kMaxBucketSize = std::int64_t{1} << 40;
 
 // Throws UsageError naming the flag (and the limit above) for: dp, tp outside [1, kMaxRanks] or
-// dp x tp > kMaxRanks; pp != 1 (not executed); bucket_size outside [0, kMaxBucketSize]; alpha not
-// finite or outside [0, 1]; cmax_mb not finite or outside (0, kMaxCmaxMb]; an optimizer that is
-// not a registered matrix optimizer (optim/registry.h; "adamw" is element-wise); non-object option
-// JSON, unknown option keys and option values out of range (the optimizers' own checks).
+// dp x tp > kMaxRanks; pp != 1 (not executed); zero_stage not 1 or 3; bucket_size outside [0,
+// kMaxBucketSize]; alpha not finite or outside [0, 1]; cmax_mb not finite or outside (0,
+// kMaxCmaxMb]; an optimizer that is not a registered matrix optimizer (optim/registry.h; "adamw" is
+// element-wise); non-object option JSON, unknown option keys and option values out of range (the
+// optimizers' own checks).
 void validate(const JobOptions& options);
 
 // The model build options (TP padding, task splits) and the model they give (model::load_model).

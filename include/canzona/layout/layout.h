@@ -28,6 +28,10 @@ struct LayoutOptions {
   std::int64_t bucket_size = 0;   // elements; 0 = Megatron default max(40,000,000, 1,000,000 dp)
   std::int64_t param_align = 64;  // param starts are rounded up to this many elements
   bool pad_bucket_end = true;     // round bucket ends up to lcm(dp, 128)
+  // 3 (ZeRO-3): bucket_size 0 means the elements of the largest transformer layer (TP-local), so a
+  // bucket is about one layer, the unit ZeRO-3 gathers (FSDP wraps one block per unit); 1 keeps
+  // Megatron's default.
+  int zero_stage = 1;
 };
 
 // One param inside a bucket.
@@ -51,6 +55,10 @@ struct Layout {
 
 // Resolved bucket size for the options (applies the Megatron default when bucket_size == 0).
 std::int64_t effective_bucket_size(const LayoutOptions& options);
+// The ZeRO-3 default: the largest sum of TP-local elements of one layer's params among `params`
+// (at least 1).
+std::int64_t layer_bucket_size(const model::ModelSpec& model, const std::vector<int>& params,
+                               int tp);
 
 // Lays out `params` (indices into model.params, in registration order; typically one pipeline
 // stage). Throws UsageError when dp, tp or param_align is not positive, bucket_size is negative,

@@ -6,6 +6,8 @@
 // The estimate (bytes, fp32 everywhere, per rank of a DP x TP grid):
 //   params      the engine's parameter buffer: every param's TP-local elements x 4
 //   grads       the engine's gradient buffer, the same size
+//   (ZeRO-3)    params: the DP shard (local / DP plus the largest param) and two gathered buckets;
+//               grads: two buckets, or the whole buffer when micro-batches accumulate
 //   optimizer   ZeRO-1 state: every task's state (cost::state_bytes of its optimizer and shape)
 //               summed over the model, / (DP x TP), plus the largest single task's state (DP
 //               buckets are cut at param boundaries, so a rank holds at most one task beyond the

@@ -69,6 +69,7 @@ class Qwen3Model {
     std::function<void(int)> before_forward;
     std::function<void(int)> after_forward;
     std::function<void(int)> before_backward;
+    std::function<void()> poll;  // before every param read: lets collectives in flight progress
   };
   void set_segment_hooks(SegmentHooks hooks);
 

@@ -34,7 +34,9 @@ namespace canzona::train {
 
 struct TrainOptions {
   // Model, grid, matrix optimizer and its options, AdamW options, planner knobs, seed (init and
-  // data sampler), reduce mode.
+  // data sampler), reduce mode, ZeRO stage (job.zero_stage 3: each rank keeps its DP shard of
+  // params and gradients, buckets gathered around their use forward and backward; asc and lb-asc
+  // only; bitwise the same results as stage 1).
   launch::JobOptions job;
   // "adamw": every param element-wise (the model spec is re-classed before planning).
   bool all_adamw = false;
@@ -46,10 +48,6 @@ struct TrainOptions {
   std::int64_t eval_every = 25;    // validation loss every N steps (and after the last); 0 = off
   std::int64_t eval_windows = 64;  // held-out windows per validation
   std::vector<plan::Strategy> strategies = {plan::Strategy::kLbAsc};
-  // 1: ZeRO-1 (every rank keeps the whole params and gradients). 3: ZeRO-3 (engine.h: each rank
-  // keeps its DP shard of both; buckets gathered around their use, forward and backward); asc and
-  // lb-asc only. Bitwise the same results either way.
-  int zero_stage = 1;
   // Copy the final params into StrategyRun::final_params (world rank 0, TP = 1) for --verify: one
   // more fp32 copy of the model, so off unless asked for.
   bool keep_final_params = false;

@@ -1,7 +1,10 @@
 // The training loop on the distributed-optimizer engine (trainer.h).
 #include "canzona/train/trainer.h"
 
+#include <fcntl.h>
 #include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -10,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -41,17 +45,35 @@ constexpr std::int64_t kMaxGradAccum = 1 << 20;
 
 // The first SIGTERM / SIGINT this process received during train() (0: none).
 volatile std::sig_atomic_t g_stop_signal = 0;
+// stdout's file status flags when it is a launcher's output channel (a pipe or socket, or under
+// Open MPI its pseudo-terminal), else -1 (a file, or a terminal this process shares with a shell).
+volatile std::sig_atomic_t g_stdout_flags = -1;
 
 extern "C" void on_stop_signal(int signal) {
   g_stop_signal = signal;
+  // mpirun stops draining its ranks' output once it is told to terminate, and gives them one
+  // second (odls_base_sigkill_timeout) before SIGKILL: a rank blocked writing a progress line
+  // would never reach the agreement and the save. A non-blocking stdout lets that write (restarted
+  // by SA_RESTART) return at once; the line is lost, the checkpoint is not. fcntl is
+  // async-signal-safe.
+  if (g_stdout_flags >= 0) fcntl(STDOUT_FILENO, F_SETFL, g_stdout_flags | O_NONBLOCK);
 }
 
 // SIGTERM and SIGINT set g_stop_signal once (SA_RESETHAND: a second one takes the default action
-// and ends the process); the previous handlers come back when train() returns.
+// and ends the process); the previous handlers come back when train() returns, and stdout its
+// blocking mode.
 class StopSignals {
  public:
   StopSignals() {
     g_stop_signal = 0;
+    struct stat out {};
+    const int flags = fcntl(STDOUT_FILENO, F_GETFL);
+    const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+    g_stdout_flags = flags >= 0 && fstat(STDOUT_FILENO, &out) == 0 &&
+                             (S_ISFIFO(out.st_mode) || S_ISSOCK(out.st_mode) ||
+                              (launched && S_ISCHR(out.st_mode)))
+                         ? flags
+                         : -1;
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);
@@ -62,6 +84,8 @@ class StopSignals {
   ~StopSignals() {
     sigaction(SIGTERM, &old_term_, nullptr);
     sigaction(SIGINT, &old_int_, nullptr);
+    if (g_stdout_flags >= 0) fcntl(STDOUT_FILENO, F_SETFL, g_stdout_flags);
+    g_stdout_flags = -1;
   }
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;

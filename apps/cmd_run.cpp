@@ -143,7 +143,7 @@ void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
   if (compare) {
     f.strategies = "all";
     sub->add_option("--strategy,--strategies", f.strategies,
-                    "Comma list of sc, layerwise, asc, lb-asc, or all")
+                    "Comma list of sc, layerwise, layerwise-paper, asc, lb-asc, fsdp-a2a, or all")
         ->capture_default_str();
   } else {
     f.strategies = "lb-asc";

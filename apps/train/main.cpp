@@ -77,7 +77,8 @@ void add_flags(CLI::App& app, TrainFlags& f) {
   app.get_option("--optimizer")
       ->description("Matrix optimizer: muon | shampoo | soap, or adamw for every param");
   app.add_option("--strategy,--strategies", f.strategies,
-                 "Comma list of sc, layerwise, asc, lb-asc, or all: each trains from the same init")
+                 "Comma list of sc, layerwise, layerwise-paper, asc, lb-asc, fsdp-a2a, or all: "
+                 "each trains from the same init")
       ->capture_default_str();
   app.add_option("--optimizer-options", f.optimizer_options,
                  "JSON object of the matrix optimizer's options")
@@ -94,7 +95,7 @@ void add_flags(CLI::App& app, TrainFlags& f) {
       ->capture_default_str();
   app.add_option("--zero-stage", f.zero_stage,
                  "1: params and gradients whole on every rank; 3: each rank keeps its DP shard "
-                 "of them, gathered around their use (asc, lb-asc)")
+                 "of them, gathered around their use (asc, lb-asc, fsdp-a2a)")
       ->capture_default_str();
   app.add_option("--warmup", f.warmup, "Linear lr warmup steps (default: 10, or --steps if fewer)")
       ->each([&f](const std::string&) { f.warmup_given = true; });
@@ -286,8 +287,9 @@ Launch prepare(TrainFlags& f) {
   o.schedule.total = f.steps;
   o.schedule.min_ratio = f.min_lr_ratio;
   // Under ZeRO-3 "all" is every strategy that shards params along its cuts.
-  o.strategies = plan::parse_strategy_list(
-      f.zero_stage == 3 && f.strategies == "all" ? std::string("asc,lb-asc") : f.strategies);
+  o.strategies = plan::parse_strategy_list(f.zero_stage == 3 && f.strategies == "all"
+                                               ? std::string("asc,lb-asc,fsdp-a2a")
+                                               : f.strategies);
   o.trace_path = f.trace;
   o.checkpoint = f.checkpoint;
   if (!resume_dir.empty()) o.checkpoint.resume = resume_dir;  // resolved once

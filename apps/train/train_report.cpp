@@ -179,20 +179,23 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
     run["strategy"] = plan::to_string(r.strategy);
     run["plan_hash"] = hex64(r.plan_hash);
     run["params_hash"] = hex64(r.params_hash);
+    run["state_hash"] = hex64(r.state_hash);
     run["first_step"] = r.first_step;
     run["steps"] = nlohmann::json::array();
     for (const train::StepRecord& s : r.steps)
-      run["steps"].push_back({{"step", s.step},
-                              {"loss", s.loss},
-                              {"lr_scale", s.lr_scale},
-                              {"tokens_per_s", s.tokens_per_s},
-                              {"ms",
-                               {{"step", s.step_ms},
-                                {"fwd_bwd", s.fwd_bwd_ms},
-                                {"grad_sync", s.grad_sync_ms},
-                                {"optimizer", s.opt_ms},
-                                {"param_sync", s.param_sync_ms}}},
-                              {"peak_rss_bytes", s.peak_rss_bytes}});
+      run["steps"].push_back(
+          {{"step", s.step},
+           {"loss", s.loss},
+           {"lr_scale", s.lr_scale},
+           {"tokens_per_s", s.tokens_per_s},
+           {"ms",
+            {{"step", s.step_ms},
+             {"fwd_bwd", s.fwd_bwd_ms},
+             {"grad_sync", s.grad_sync_ms},
+             {"optimizer", s.opt_ms},
+             {"param_sync", s.param_sync_ms}}},
+           {"peak_rss_bytes", s.peak_rss_bytes},
+           {"optimizer_step_bytes", {{"dp", s.opt_dp_bytes}, {"tp", s.opt_tp_bytes}}}});
     run["val"] = nlohmann::json::array();
     for (const train::ValRecord& v : r.val)
       run["val"].push_back({{"step", v.step}, {"loss", v.loss}});

@@ -1,7 +1,8 @@
 // Engine: the parts composed in dependency order, the grad-ready protocol and the optimizer step
 // (engine.h). Each part owns its state: the buffers (buffers.h), the DP gradient sync
 // (grad_sync.h), what this rank's optimizer updates (optimizer_shards.h), the TP exchange
-// (tp_exchange.h) and the param sync (param_sync.h).
+// (tp_exchange.h), the DP owner exchange (owner_exchange.h, fsdp-a2a only) and the param sync
+// (param_sync.h).
 #include "canzona/engine/engine.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "context.h"
 #include "grad_sync.h"
 #include "optimizer_shards.h"
+#include "owner_exchange.h"
 #include "param_sync.h"
 #include "residency.h"
 #include "tp_exchange.h"
@@ -30,6 +32,7 @@ struct Engine::Parts {
   std::unique_ptr<GradSync> grad_sync;
   OptimizerShards shards;
   std::unique_ptr<TpExchange> tp_exchange;
+  std::unique_ptr<OwnerExchange> owner_exchange;
   std::unique_ptr<ParamSync> param_sync;
   ParamResidency residency;
   bool main_loaded = false;   // init_main_params() ran
@@ -50,6 +53,8 @@ struct Engine::Parts {
         grad_sync(make_grad_sync(context, grid.dp(), buffers, waits)),
         shards(context, buffers, *grad_sync),
         tp_exchange(make_tp_exchange(context, {grid.tp(), *grad_sync, shards, buffers, waits})),
+        owner_exchange(make_owner_exchange(
+            context, {grid.dp(), grid.tp(), *grad_sync, shards, buffers, waits})),
         param_sync(make_param_sync(context, grid.dp(), buffers, waits)),
         residency(context, grid.dp(), buffers, waits) {}
 };
@@ -162,6 +167,7 @@ int Engine::bucket_of(int p) const {
 void Engine::init_main_params() {
   parts_->shards.init_local_main();
   parts_->tp_exchange->init_main();
+  parts_->owner_exchange->init_main();
   parts_->residency.release_all();
   parts_->main_loaded = true;
 }
@@ -193,9 +199,11 @@ StepTimes Engine::step() {
   const double cpu0 = thread_cpu_ms();
   const double wait_cpu0 = c.waits.wait_cpu_ms();
   double comm_ms = 0.0;
+  c.owner_exchange->begin_step();
   c.tp_exchange->begin_step();
   c.shards.step_local(c.waits.trace());
   c.tp_exchange->finish_step(comm_ms);
+  c.owner_exchange->finish_step(comm_ms);
   times.opt = wall_ms() - wall0;
   times.opt_comm = comm_ms;
   times.opt_compute = times.opt - comm_ms;

@@ -22,7 +22,10 @@ OptimizerShards::OptimizerShards(const RankContext& context, ParamBuffers& buffe
     t.param = task.param;
     t.piece = task.piece;
     t.role = rt.role;
-    if (t.role == plan::TaskRole::kLocal) {
+    const bool tp_gathered =
+        t.role == plan::TaskRole::kOwnerGathered && context.tp > 1 && spec.tp_split_dim >= 0;
+    if (t.role == plan::TaskRole::kLocal ||
+        (t.role == plan::TaskRole::kOwnerGathered && !tp_gathered)) {
       t.maps.push_back(shard_map(spec, task.piece, context.tp, context.tp_rank));
     } else {
       for (int q = 0; q < context.tp; ++q)
@@ -76,7 +79,7 @@ void OptimizerShards::step_task(ComputedTask& t, const float* full_grad) {
   const optim::ParamInfo& info = t.optimizer->param();
   t.optimizer->step(optim::matrix_view(t.main.data(), info.rows, info.cols),
                     optim::matrix_view(full_grad, info.rows, info.cols));
-  if (t.role == plan::TaskRole::kHosted) return;
+  if (t.role == plan::TaskRole::kHosted || t.role == plan::TaskRole::kOwnerGathered) return;
   const ShardMap& own = t.role == plan::TaskRole::kLocal ? t.maps[0] : t.maps[context_.tp_rank];
   task_to_local(own, t.main.data(), buffers_.param(t.param));
 }

@@ -24,7 +24,8 @@ struct ComputedTask {
   int param = 0;
   int piece = -1;
   plan::TaskRole role = plan::TaskRole::kLocal;
-  std::vector<ShardMap> maps;  // [tp rank]; kLocal: one map, this rank's
+  std::vector<ShardMap> maps;  // [tp rank]; kLocal, and kOwnerGathered unless TP-split under
+                               // TP > 1: one map, this rank's
   std::unique_ptr<optim::Optimizer> optimizer;
   std::vector<float> main;  // (rows, cols) fp32 main param of the task matrix
 };
@@ -57,7 +58,8 @@ class OptimizerShards {
   // One optimizer step of every element-wise slice and every local task.
   void step_local(Trace& trace);
   // One optimizer step of t given its full gradient (rows x cols, contiguous); writes this rank's
-  // rows of the updated main param into the param buffer unless the task is hosted.
+  // rows of the updated main param into the param buffer unless the task is hosted or
+  // owner-gathered (their exchanges send the rows where they belong).
   void step_task(ComputedTask& t, const float* full_grad);
 
   // Engine's optimizer-state access (engine.h).

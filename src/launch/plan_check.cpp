@@ -51,6 +51,10 @@ void check_owners(const model::ModelSpec& model, const plan::StagePlan& stage,
           " entries for ", model.params.size(), " params");
   const plan::StrategyParts parts = plan::strategy_parts(strategy, layerwise_tp);
   const bool rs = parts.dp_sync == plan::DpSync::kReduceScatter;
+  // The owner exchange moves each matrix to its owner wherever the cuts put it.
+  const bool exchanged = parts.dp_exchange == plan::DpExchange::kOwnerAllToAll;
+  require(exchanged || stage.owner_batches.empty(), plan::to_string(strategy),
+          " has owner-exchange batches");
   require(rs ? stage.cuts.size() == stage.layout.buckets.size() : stage.cuts.empty(), "cuts for ",
           stage.cuts.size(), " of ", stage.layout.buckets.size(), " buckets");
   for (std::size_t b = 0; b < stage.cuts.size(); ++b) {
@@ -64,11 +68,30 @@ void check_owners(const model::ModelSpec& model, const plan::StagePlan& stage,
       while (r + 1 < dp && c[r + 1] <= slot.offset) ++r;
       const bool inside = slot.end() <= c[r + 1];
       const model::ParamSpec& p = model.params[slot.param];
+      if (exchanged) {
+        const int owner = stage.owner[slot.param];
+        require(p.is_matrix() ? owner >= 0 && owner < dp : owner == plan::kDivided, "param '",
+                p.name, "' owner ", owner, " under the owner exchange");
+        continue;
+      }
       require(inside || !p.is_matrix(), "matrix param '", p.name, "' is split by a DP cut");
       const int owner = stage.owner[slot.param];
       require(owner == (inside ? r : plan::kDivided) || (!p.is_matrix() && owner == plan::kDivided),
               "param '", p.name, "' owner ", owner, " but its slot starts in shard ", r);
     }
+  }
+  if (exchanged) {
+    // Every matrix param in exactly one batch.
+    std::vector<int> batched(model.params.size(), 0);
+    for (const std::vector<int>& batch : stage.owner_batches)
+      for (int p : batch) {
+        require(p >= 0 && p < static_cast<int>(model.params.size()) && model.params[p].is_matrix(),
+                "owner-exchange batch names param ", p, ", not a matrix param");
+        ++batched[p];
+      }
+    for (int p : stage.params)
+      require(batched[p] == (model.params[p].is_matrix() ? 1 : 0), "param '", model.params[p].name,
+              "' is in ", batched[p], " owner-exchange batches");
   }
   // All-Reduce strategies: every DP rank updates the param itself (no param sync) or its one
   // owner does and the param sync spreads it.

@@ -13,11 +13,12 @@ namespace {
 template <typename E, std::size_t N>
 using Names = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr Names<Strategy, 5> kStrategies{{{Strategy::kSc, "sc"},
+constexpr Names<Strategy, 6> kStrategies{{{Strategy::kSc, "sc"},
                                           {Strategy::kLayerwise, "layerwise"},
                                           {Strategy::kLayerwisePaper, "layerwise-paper"},
                                           {Strategy::kAsc, "asc"},
-                                          {Strategy::kLbAsc, "lb-asc"}}};
+                                          {Strategy::kLbAsc, "lb-asc"},
+                                          {Strategy::kFsdpA2a, "fsdp-a2a"}}};
 constexpr Names<PlannerVariant, 3> kVariants{
     {{PlannerVariant::kPaper, "paper"},
      {PlannerVariant::kMegatronCanzona, "megatron-canzona"},
@@ -48,7 +49,7 @@ const E* value_of(const Names<E, N>& names, const std::string& name) {
 Strategy parse_strategy(const std::string& name) {
   if (const Strategy* s = value_of(kStrategies, name)) return *s;
   throw UsageError(str("unknown strategy '", name,
-                       "' (expected sc, layerwise, layerwise-paper, asc or lb-asc)"));
+                       "' (expected sc, layerwise, layerwise-paper, asc, lb-asc or fsdp-a2a)"));
 }
 
 std::vector<Strategy> parse_strategy_list(const std::string& text) {
@@ -64,8 +65,8 @@ std::vector<Strategy> parse_strategy_list(const std::string& text) {
     begin = comma + 1;
   }
   CANZONA_REQUIRE(!out.empty(),
-                  "--strategy: give sc, layerwise, layerwise-paper, asc, lb-asc, a comma list or "
-                  "all");
+                  "--strategy: give sc, layerwise, layerwise-paper, asc, lb-asc, fsdp-a2a, a comma "
+                  "list or all");
   return out;
 }
 

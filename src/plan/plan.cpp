@@ -71,6 +71,9 @@ StagePlan plan_stage(const model::ModelSpec& model, StagePlan stage, const PlanO
     case Strategy::kLbAsc:
       planner = plan_lb_asc;
       break;
+    case Strategy::kFsdpA2a:
+      planner = plan_fsdp_a2a;
+      break;
   }
   CANZONA_CHECK(planner != nullptr, "unknown strategy ", static_cast<int>(o.strategy));
   return planner(model, std::move(stage), o);
@@ -182,6 +185,10 @@ std::uint64_t plan_hash(const Plan& plan) {
     for (const auto& groups : stage.groups)
       for (const auto& g : groups)
         for (int t : g.tasks) hash_value(h, t);
+    for (const auto& batch : stage.owner_batches) {
+      hash_value(h, batch.size());
+      for (int p : batch) hash_value(h, p);
+    }
   }
   return h;
 }

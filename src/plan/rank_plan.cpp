@@ -21,6 +21,9 @@ StrategyParts strategy_parts(Strategy strategy, LayerwiseTp layerwise_tp) {
     case Strategy::kAsc:
     case Strategy::kLbAsc:
       return {DpSync::kReduceScatter, TpExchange::kMicroGroups, ParamSync::kBucketAllGather};
+    case Strategy::kFsdpA2a:
+      return {DpSync::kReduceScatter, TpExchange::kRedundantGather, ParamSync::kBucketAllGather,
+              DpExchange::kOwnerAllToAll};
   }
   CANZONA_CHECK(false, "unknown strategy");
   return {};
@@ -73,6 +76,14 @@ std::int64_t RankGroup::send_total() const {
 }
 
 std::int64_t RankGroup::recv_total() const {
+  return recv_counts.empty() ? 0 : recv_displs.back() + recv_counts.back();
+}
+
+std::int64_t OwnerBatch::send_total() const {
+  return send_counts.empty() ? 0 : send_displs.back() + send_counts.back();
+}
+
+std::int64_t OwnerBatch::recv_total() const {
   return recv_counts.empty() ? 0 : recv_displs.back() + recv_counts.back();
 }
 
@@ -130,6 +141,48 @@ RankGroup decode_group(const model::ModelSpec& model, const StagePlan& stage,
   return g;
 }
 
+// Batch `index` of the owner exchange as DP rank `me` sees it: each piece is a param's slot
+// clipped to one DP shard of its bucket.
+OwnerBatch decode_owner_batch(const StagePlan& stage, const std::vector<SlotOf>& where,
+                              const std::vector<int>& params, int index, int dp, int me) {
+  OwnerBatch b;
+  b.index = index;
+  b.send_counts.assign(dp, 0);
+  b.send_displs.assign(dp, 0);
+  b.recv_counts.assign(dp, 0);
+  b.recv_displs.assign(dp, 0);
+  auto part = [&](int p, int d) {
+    const SlotOf at = where[p];
+    return slot_part(stage, at.bucket, stage.layout.buckets[at.bucket].slots[at.slot], d);
+  };
+  std::int64_t sent = 0;
+  for (int owner = 0; owner < dp; ++owner) {
+    b.send_displs[owner] = sent;
+    for (int p : params) {
+      if (stage.owner[p] != owner) continue;
+      const auto [first, last] = part(p, me);
+      if (first >= last) continue;
+      b.sends.push_back({p, first, last - first, sent});
+      sent += last - first;
+    }
+    b.send_counts[owner] = sent - b.send_displs[owner];
+  }
+  for (int p : params)
+    if (stage.owner[p] == me) b.owned.push_back(p);
+  std::int64_t received = 0;
+  for (int q = 0; q < dp; ++q) {
+    b.recv_displs[q] = received;
+    for (int p : b.owned) {
+      const auto [first, last] = part(p, q);
+      if (first >= last) continue;
+      b.receives.push_back({p, first, last - first, received});
+      received += last - first;
+    }
+    b.recv_counts[q] = received - b.recv_displs[q];
+  }
+  return b;
+}
+
 }  // namespace
 
 RankPlan decode_rank(const model::ModelSpec& model, const Plan& plan, int stage_index, int dp_rank,
@@ -167,7 +220,9 @@ RankPlan decode_rank(const model::ModelSpec& model, const Plan& plan, int stage_
     if (!task_dp_ranks(t, o.dp).contains(dp_rank) || !task_tp_ranks(t, o.tp).contains(tp_rank))
       continue;
     TaskRole role = TaskRole::kRedundantGather;
-    if (t.host >= 0)
+    if (r.parts.dp_exchange == DpExchange::kOwnerAllToAll)
+      role = TaskRole::kOwnerGathered;
+    else if (t.host >= 0)
       role = TaskRole::kHosted;
     else if (o.tp == 1 || model.params[t.param].tp_split_dim < 0)
       role = TaskRole::kLocal;
@@ -190,6 +245,13 @@ RankPlan decode_rank(const model::ModelSpec& model, const Plan& plan, int stage_
       }
       r.shards.push_back(std::move(s));
     }
+  }
+
+  if (r.parts.dp_exchange == DpExchange::kOwnerAllToAll) {
+    CANZONA_CHECK(sharded, "the owner exchange needs DP shards");
+    for (std::size_t k = 0; k < stage.owner_batches.size(); ++k)
+      r.owner_batches.push_back(decode_owner_batch(stage, where, stage.owner_batches[k],
+                                                   static_cast<int>(k), o.dp, dp_rank));
   }
 
   if (r.parts.param_sync == ParamSync::kLayerwiseAllGatherV) {

@@ -22,6 +22,7 @@ StagePlan plan_layerwise_paper(const model::ModelSpec& model, StagePlan stage,
                                const PlanOptions& o);
 StagePlan plan_asc(const model::ModelSpec& model, StagePlan stage, const PlanOptions& o);
 StagePlan plan_lb_asc(const model::ModelSpec& model, StagePlan stage, const PlanOptions& o);
+StagePlan plan_fsdp_a2a(const model::ModelSpec& model, StagePlan stage, const PlanOptions& o);
 
 // The stage plan of o.strategy (o.variant for lb-asc); what make_plan calls per stage and the
 // never-behind selection calls for the peers.

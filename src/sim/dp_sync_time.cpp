@@ -56,10 +56,47 @@ void for_each_owned(const plan::StagePlan& stage, int dp, Include include, Add a
   }
 }
 
+// ZeRO-3 (dp_sync's contract): buckets in forward order are the buffer's in reverse.
+DpSync zero3_sync(const plan::StagePlan& stage, int dp, const Link& link,
+                  const StageCompute& compute, const Workload& workload, std::int64_t micro_batches,
+                  const std::vector<double>& reduce_scatter_s, double total_numel) {
+  const auto& buckets = stage.layout.buckets;
+  const std::size_t n = buckets.size();
+  std::vector<double> fwd_c(n), fwd_g(n), bwd_c(n), bwd_g(n), none(n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t b = n - 1 - i;  // forward order
+    const double share = total_numel > 0 ? static_cast<double>(buckets[b].numel) / total_numel : 0;
+    fwd_c[i] = compute.first_forward_s() * share;
+    fwd_g[i] = all_gather_v_s(link, shard_bytes(stage, b, dp, workload.param_bytes),
+                              workload.var_collective);
+  }
+  for (std::size_t b = 0; b < n; ++b) {  // backward order; bucket 0 ended the forward
+    const double share = total_numel > 0 ? static_cast<double>(buckets[b].numel) / total_numel : 0;
+    bwd_c[b] = compute.last_backward_s() * share;
+    bwd_g[b] = b == 0 ? 0.0 : fwd_g[n - 1 - b];
+  }
+  const PassTimeline fwd = run_prefetched_pass(fwd_c, fwd_g, none);
+  const PassTimeline bwd = run_prefetched_pass(bwd_c, bwd_g, none);
+  const PassTimeline last = run_prefetched_pass(bwd_c, bwd_g, reduce_scatter_s);
+  const double m = static_cast<double>(micro_batches);
+  const double fwd_stall = fwd.compute_end_s - fwd.compute_s;
+  const double bwd_stall = bwd.compute_end_s - bwd.compute_s;
+  const double last_stall = last.compute_end_s - last.compute_s;
+  DpSync out;
+  out.gather_exposed_s = m * fwd_stall + (m - 1.0) * bwd_stall + last_stall;
+  out.gather_total_s = m * (std::accumulate(fwd_g.begin(), fwd_g.end(), 0.0) +
+                            std::accumulate(bwd_g.begin(), bwd_g.end(), 0.0));
+  out.exposed_s = out.gather_exposed_s + std::max(0.0, last.stream_end_s - last.compute_end_s);
+  out.total_s =
+      out.gather_total_s + std::accumulate(reduce_scatter_s.begin(), reduce_scatter_s.end(), 0.0);
+  return out;
+}
+
 }  // namespace
 
 DpSync dp_sync(const plan::StagePlan& stage, const plan::StrategyParts& parts, int dp,
-               const Link& link, const StageCompute& compute, const Workload& workload) {
+               const Link& link, const StageCompute& compute, const Workload& workload,
+               int zero_stage, std::int64_t micro_batches) {
   const auto& buckets = stage.layout.buckets;
   const bool all_reduce = parts.dp_sync == plan::DpSync::kAllReduce;
   double total_numel = 0.0;
@@ -79,6 +116,8 @@ DpSync dp_sync(const plan::StagePlan& stage, const plan::StrategyParts& parts, i
     }
   }
   DpSync out;
+  if (zero_stage == 3 && !all_reduce)
+    return zero3_sync(stage, dp, link, compute, workload, micro_batches, grad_comm, total_numel);
   out.exposed_s = exposed_after_window(ready, grad_comm, compute.last_backward_s());
   out.total_s = std::accumulate(grad_comm.begin(), grad_comm.end(), 0.0);
   if (all_reduce) return out;
@@ -91,8 +130,10 @@ DpSync dp_sync(const plan::StagePlan& stage, const plan::StrategyParts& parts, i
     gather_comm.push_back(all_gather_v_s(link, shard_bytes(stage, i, dp, workload.param_bytes),
                                          workload.var_collective));
   }
-  out.exposed_s += stall_before_needs(gather_comm, need);
-  out.total_s += std::accumulate(gather_comm.begin(), gather_comm.end(), 0.0);
+  out.gather_exposed_s = stall_before_needs(gather_comm, need);
+  out.gather_total_s = std::accumulate(gather_comm.begin(), gather_comm.end(), 0.0);
+  out.exposed_s += out.gather_exposed_s;
+  out.total_s += out.gather_total_s;
   return out;
 }
 

@@ -56,8 +56,14 @@ RankStep optimizer_step(const model::ModelSpec& model, const plan::StagePlan& st
   std::size_t hosted = 0;
   double all_tp_s = 0.0;       // tasks every TP rank computes
   double all_tp_comm_s = 0.0;  // their gradient All-Gathers
+  const bool exchanged = plan::strategy_parts(options.strategy, options.layerwise_tp).dp_exchange ==
+                         plan::DpExchange::kOwnerAllToAll;
   for (const auto& t : stage.tasks) {
     if (!plan::task_dp_ranks(t, options.dp).contains(dp_rank)) continue;
+    if (exchanged) {
+      for (double& h : out.host_task_s) h += task_seconds(t, options.cost, cluster.device);
+      continue;
+    }
     if (t.host != plan::kAllTp) {
       ++hosted;
       continue;
@@ -70,7 +76,7 @@ RankStep optimizer_step(const model::ModelSpec& model, const plan::StagePlan& st
       all_tp_comm_s += ring_all_gather_s(link, tp, bytes);
     }
   }
-  for (double& h : out.host_task_s) h = all_tp_s;
+  for (double& h : out.host_task_s) h += all_tp_s;
 
   std::vector<GroupCost> groups;
   std::size_t grouped = 0;
@@ -92,6 +98,51 @@ RankStep optimizer_step(const model::ModelSpec& model, const plan::StagePlan& st
   out.compute_s = elementwise_s + all_tp_s + used.compute_s;
   out.total_s = out.compute_s + all_tp_comm_s + used.exposed_comm_s();
   return out;
+}
+
+OwnerExchangeTime owner_exchange(const model::ModelSpec& model, const plan::StagePlan& stage,
+                                 const plan::PlanOptions& options, const Cluster& cluster,
+                                 const Workload& workload) {
+  const int dp = options.dp, tp = options.tp;
+  const Link dp_net = dp_link(cluster, dp, tp);
+  const Link tp_net = tp_link(cluster, tp);
+  // Where each param lies: (bucket, slot).
+  std::vector<std::pair<int, int>> where(model.params.size(), {-1, -1});
+  for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b)
+    for (std::size_t k = 0; k < stage.layout.buckets[b].slots.size(); ++k)
+      where[stage.layout.buckets[b].slots[k].param] = {static_cast<int>(b), static_cast<int>(k)};
+  std::vector<double> task_s(model.params.size(), 0.0);
+  for (const plan::Task& t : stage.tasks)
+    task_s[t.param] += task_seconds(t, options.cost, cluster.device);
+  std::vector<GroupCost> batches;
+  for (const std::vector<int>& batch : stage.owner_batches) {
+    std::vector<double> sent(dp, 0.0), received(dp, 0.0), compute(dp, 0.0), tp_gather(dp, 0.0);
+    for (int p : batch) {
+      const int owner = stage.owner[p];
+      CANZONA_CHECK(owner >= 0 && owner < dp && where[p].first >= 0, "owner-exchange param ", p);
+      const layout::Slot& slot = stage.layout.buckets[where[p].first].slots[where[p].second];
+      for (int q = 0; q < dp; ++q) {
+        if (q == owner) continue;
+        const auto [first, last] = plan::slot_part(stage, where[p].first, slot, q);
+        const double bytes = static_cast<double>(last - first) * workload.grad_bytes;
+        sent[q] += bytes;
+        received[owner] += bytes;
+      }
+      compute[owner] += task_s[p];
+      if (tp > 1 && model.params[p].tp_split_dim >= 0)
+        tp_gather[owner] += ring_all_gather_s(
+            tp_net, tp, static_cast<double>(model.params[p].numel()) * workload.grad_bytes);
+    }
+    double most = 0.0;
+    for (int d = 0; d < dp; ++d) most = std::max({most, sent[d], received[d]});
+    GroupCost g;
+    g.compute_s = {*std::max_element(compute.begin(), compute.end())};
+    g.scatter_s = all_to_all_s(dp_net, dp, most);
+    g.gather_s = g.scatter_s + *std::max_element(tp_gather.begin(), tp_gather.end());
+    batches.push_back(std::move(g));
+  }
+  const TpTimeline timeline = run_micro_groups(batches, true);
+  return {timeline.compute_s, timeline.exposed_comm_s()};
 }
 
 }  // namespace canzona::sim::detail

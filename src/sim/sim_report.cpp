@@ -49,7 +49,10 @@ nlohmann::json to_json(const Breakdown& r) {
           {"optimizer_s", r.optimizer_s},
           {"tp_comm_s", r.tp_comm_s},
           {"param_sync_s", r.param_sync_s},
+          {"dp_exchange_s", r.dp_exchange_s},
           {"optimizer_step_s", r.optimizer_step_s},
+          {"param_gather_total_s", r.param_gather_total_s},
+          {"param_gather_exposed_s", r.param_gather_exposed_s},
           {"tp_comm_sequential_s", r.tp_comm_sequential_s},
           {"tp_comm_pipelined_s", r.tp_comm_pipelined_s},
           {"dp_comm_total_s", r.dp_comm_total_s},
@@ -69,9 +72,9 @@ nlohmann::json to_json(const std::vector<Breakdown>& results) {
 }
 
 std::string format_table(const std::vector<Breakdown>& results) {
-  const char* headers[] = {"strategy",  "iteration",    "fwd-bwd",     "dp-exposed",
-                           "optimizer", "tp-comm",      "param-sync",  "opt-step",
-                           "balance",   "step-speedup", "iter-speedup"};
+  const char* headers[] = {"strategy",     "iteration",   "fwd-bwd",  "dp-exposed",  "optimizer",
+                           "tp-comm",      "param-sync",  "opt-step", "balance",     "step-speedup",
+                           "iter-speedup", "dp-exchange", "gathers",  "gather-stall"};
   std::string out;
   for (std::size_t i = 0; i < std::size(headers); ++i) {
     out += pad(headers[i], i == 0 ? 10 : 13, i == 0);
@@ -88,6 +91,8 @@ std::string format_table(const std::vector<Breakdown>& results) {
     out +=
         pad(format("%.2fx", ratio(base.optimizer_step_s, r.optimizer_step_s, "step-speedup")), 13);
     out += pad(format("%.2fx", ratio(base.iteration_s, r.iteration_s, "iter-speedup")), 13);
+    for (double v : {r.dp_exchange_s, r.param_gather_total_s, r.param_gather_exposed_s})
+      out += pad(format("%.4f s", v), 13);
     out += "\n";
   }
   return out;

@@ -38,6 +38,9 @@ void check_result(const Breakdown& b) {
       {"optimizer_s", b.optimizer_s},
       {"tp_comm_s", b.tp_comm_s},
       {"param_sync_s", b.param_sync_s},
+      {"dp_exchange_s", b.dp_exchange_s},
+      {"param_gather_total_s", b.param_gather_total_s},
+      {"param_gather_exposed_s", b.param_gather_exposed_s},
       {"optimizer_step_s", b.optimizer_step_s},
       {"tp_comm_sequential_s", b.tp_comm_sequential_s},
       {"tp_comm_pipelined_s", b.tp_comm_pipelined_s},
@@ -150,7 +153,12 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const plan::StagePlan& stage = plan.stages[s];
     const plan::StrategyParts parts = plan::strategy_parts(options.strategy, options.layerwise_tp);
-    const detail::DpSync sync = detail::dp_sync(stage, parts, dp, dp_net, compute[s], workload);
+    const detail::DpSync sync = detail::dp_sync(stage, parts, dp, dp_net, compute[s], workload,
+                                                options.layout.zero_stage, out.micro_batches);
+    const detail::OwnerExchangeTime exchange =
+        parts.dp_exchange == plan::DpExchange::kOwnerAllToAll
+            ? detail::owner_exchange(model, stage, options, cluster, workload)
+            : detail::OwnerExchangeTime{};
     const double param_sync = parts.param_sync == plan::ParamSync::kLayerwiseAllGatherV
                                   ? detail::layerwise_param_sync_s(stage, dp, dp_net, workload)
                                   : 0.0;
@@ -168,13 +176,17 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
       }
       if (d == 0 || step.total_s > slowest.total_s) slowest = std::move(step);
     }
-    const double stage_s = sync.exposed_s + slowest.total_s + param_sync;
+    const double stage_s = sync.exposed_s + slowest.total_s + exchange.compute_s +
+                           exchange.exposed_comm_s + param_sync;
     if (stage_s > worst) {
       worst = stage_s;
       out.critical_stage = static_cast<int>(s);
       out.dp_comm_exposed_s = sync.exposed_s;
       out.dp_comm_total_s = sync.total_s;
-      out.optimizer_s = slowest.compute_s;
+      out.optimizer_s = slowest.compute_s + exchange.compute_s;
+      out.dp_exchange_s = exchange.exposed_comm_s;
+      out.param_gather_total_s = sync.gather_total_s;
+      out.param_gather_exposed_s = sync.gather_exposed_s;
       out.tp_comm_s = slowest.total_s - slowest.compute_s;
       out.tp_comm_sequential_s = slowest.tp_comm_sequential_s;
       out.tp_comm_pipelined_s = slowest.tp_comm_pipelined_s;
@@ -188,7 +200,7 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
       : rank_min == out.optimizer_rank_max_s
           ? rank_min
           : std::min(out.optimizer_rank_max_s, rank_sum / static_cast<double>(rank_count));
-  out.optimizer_step_s = out.optimizer_s + out.tp_comm_s + out.param_sync_s;
+  out.optimizer_step_s = out.optimizer_s + out.tp_comm_s + out.dp_exchange_s + out.param_sync_s;
   out.iteration_s = out.fwd_bwd_s + out.dp_comm_exposed_s + out.optimizer_step_s;
   check_result(out);
   return out;

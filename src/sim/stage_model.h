@@ -20,13 +20,20 @@ struct StageCompute {
 };
 
 struct DpSync {
-  double exposed_s = 0.0;  // backward overrun + forward stall
-  double total_s = 0.0;    // sum of every DP collective
+  double exposed_s = 0.0;         // backward overrun + forward (and ZeRO-3 backward) stalls
+  double total_s = 0.0;           // sum of every DP collective
+  double gather_total_s = 0.0;    // the param All-Gathers among them
+  double gather_exposed_s = 0.0;  // the compute stalls they cause
 };
 
-// DP gradient sync and ZeRO-1 param gather of one stage (bucket by bucket, Megatron order).
+// DP gradient sync and param gathers of one stage (bucket by bucket, Megatron order). ZeRO-1:
+// one gather per bucket after the step, overlapped with the first forward. ZeRO-3 (zero_stage 3):
+// every micro batch gathers each bucket before its forward and again before its backward (but the
+// last bucket of the forward, still gathered), one bucket prefetched (run_prefetched_pass); the
+// gradient Reduce-Scatters follow the last micro batch's backward on the same stream.
 DpSync dp_sync(const plan::StagePlan& stage, const plan::StrategyParts& parts, int dp,
-               const Link& link, const StageCompute& compute, const Workload& workload);
+               const Link& link, const StageCompute& compute, const Workload& workload,
+               int zero_stage, std::int64_t micro_batches);
 
 // The optimizer step of one DP rank of one stage (all its TP ranks): `elementwise_s` of AdamW,
 // then the matrix tasks the rank computes (dp_owner == dp_rank, or every rank for negative
@@ -34,7 +41,8 @@ DpSync dp_sync(const plan::StagePlan& stage, const plan::StrategyParts& parts, i
 // rank, after a ring All-Gather of the gradient over TP when the param is TP-split (one per task,
 // not overlapped). Hosted tasks run in the rank's micro groups (stage.groups[dp_rank]) on
 // run_micro_groups, pipelined or not per workload.tp_pipeline. Task.gather_bytes is read as the
-// fp32 bytes of the full matrix and scaled to workload.grad_bytes.
+// fp32 bytes of the full matrix and scaled to workload.grad_bytes. Under the owner exchange
+// (fsdp-a2a) the rank's tasks count in host_task_s only: owner_exchange times them.
 struct RankStep {
   double compute_s = 0.0;  // time with free communication
   double total_s = 0.0;    // with TP communication
@@ -47,6 +55,19 @@ struct RankStep {
 RankStep optimizer_step(const model::ModelSpec& model, const plan::StagePlan& stage,
                         const plan::PlanOptions& options, int dp_rank, const Cluster& cluster,
                         const Workload& workload, double elementwise_s);
+
+// fsdp-a2a: the owner exchange of one stage (owner_exchange.h of the engine). Every DP rank takes
+// part in each batch's All-to-All; per batch the gradient All-to-All over DP (max over ranks of
+// the bytes sent or received off-rank, workload.grad_bytes per element), then with TP > 1 the
+// owners' ring All-Gathers of their TP-split matrices, the slowest owner's tasks, and the update
+// All-to-All back (the same volume), pipelined as the micro groups are (run_micro_groups).
+struct OwnerExchangeTime {
+  double compute_s = 0.0;       // sum over batches of the slowest owner's task seconds
+  double exposed_comm_s = 0.0;  // what the exchange adds to it
+};
+OwnerExchangeTime owner_exchange(const model::ModelSpec& model, const plan::StagePlan& stage,
+                                 const plan::PlanOptions& options, const Cluster& cluster,
+                                 const Workload& workload);
 
 // layerwise: All-Gather-v of the updated params each DP rank owns, inside the optimizer step.
 double layerwise_param_sync_s(const plan::StagePlan& stage, int dp, const Link& link,

@@ -23,6 +23,7 @@ constexpr Segment kSegments[] = {
     {"exposed DP comm", "#f28e2b", &Breakdown::dp_comm_exposed_s},
     {"optimizer compute", "#e15759", &Breakdown::optimizer_s},
     {"exposed TP comm", "#76b7b2", &Breakdown::tp_comm_s},
+    {"exposed owner exchange", "#b07aa1", &Breakdown::dp_exchange_s},
     {"param sync", "#59a14f", &Breakdown::param_sync_s},
 };
 

@@ -28,6 +28,31 @@ double stall_before_needs(const std::vector<double>& comm_s, const std::vector<d
   return stall;
 }
 
+PassTimeline run_prefetched_pass(const std::vector<double>& compute_s,
+                                 const std::vector<double>& gather_s,
+                                 const std::vector<double>& after_s) {
+  CANZONA_CHECK_EQ(compute_s.size(), gather_s.size());
+  CANZONA_CHECK_EQ(compute_s.size(), after_s.size());
+  PassTimeline out;
+  if (compute_s.empty()) return out;
+  double stream_free = gather_s[0];
+  double gathered = stream_free;  // end of the gather the next segment waits for
+  double t = 0.0;
+  for (std::size_t i = 0; i < compute_s.size(); ++i) {
+    const double start = std::max(t, gathered);
+    if (i + 1 < compute_s.size()) {
+      stream_free = std::max(stream_free, start) + gather_s[i + 1];
+      gathered = stream_free;
+    }
+    t = start + compute_s[i];
+    out.compute_s += compute_s[i];
+    if (after_s[i] > 0.0) stream_free = std::max(stream_free, t) + after_s[i];
+  }
+  out.compute_end_s = t;
+  out.stream_end_s = stream_free;
+  return out;
+}
+
 namespace {
 
 // A collective on the shared comm stream: starts when every rank posted it and the stream is free.

@@ -23,6 +23,20 @@ double exposed_after_window(const std::vector<double>& ready_s, const std::vecto
 // of its own (un-delayed) time. Returns the total stall, max over i of (end_i - need_i), or 0.
 double stall_before_needs(const std::vector<double>& comm_s, const std::vector<double>& need_s);
 
+// ZeRO-3: one forward or backward pass over segments (buckets) in pass order. Segment i computes
+// for compute_s[i] once its params are gathered (gather_s[i]; 0 for a bucket still gathered). The
+// gather of segment 0 is posted at time 0 and that of segment i + 1 when segment i starts (one
+// prefetched), on one FIFO comm stream that also runs after_s[i], posted when segment i ends (the
+// backward's gradient Reduce-Scatter; 0 for none). Requires equal sizes.
+struct PassTimeline {
+  double compute_end_s = 0.0;  // end of the last segment's compute
+  double stream_end_s = 0.0;   // end of the last collective
+  double compute_s = 0.0;      // sum of compute_s: compute_end_s - compute_s is the stall
+};
+PassTimeline run_prefetched_pass(const std::vector<double>& compute_s,
+                                 const std::vector<double>& gather_s,
+                                 const std::vector<double>& after_s);
+
 // One TP micro group: per-host compute seconds (size = TP), the fused gradient All-to-All before
 // and the update All-to-All after.
 struct GroupCost {

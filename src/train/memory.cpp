@@ -52,14 +52,15 @@ double activations(const model::TransformerConfig& c, const model::ModelSpec& sp
 }
 
 // How many ranks share the optimizer work of a strategy: every rank computes every update under
-// sc; layer-wise TP gathers whole matrices on every TP rank, so only DP shares them; asc and
-// lb-asc compute each matrix once on the grid (rank_plan.cpp, strategy_parts).
+// sc; layer-wise and fsdp-a2a TP gather whole matrices on every TP rank, so only DP shares them;
+// asc and lb-asc compute each matrix once on the grid (rank_plan.cpp, strategy_parts).
 double compute_share(plan::Strategy strategy, int dp, int tp) {
   switch (strategy) {
     case plan::Strategy::kSc:
       return 1.0;
     case plan::Strategy::kLayerwise:
     case plan::Strategy::kLayerwisePaper:
+    case plan::Strategy::kFsdpA2a:
       return dp;
     case plan::Strategy::kAsc:
     case plan::Strategy::kLbAsc:

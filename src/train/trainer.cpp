@@ -4,17 +4,17 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -264,7 +264,10 @@ class Run {
                               "); first non-finite tensor: ", first,
                               "; stopped before the optimizer step, nothing written"));
     }
+    const std::int64_t dp0 = grid_.dp().bytes().total(), tp0 = grid_.tp().bytes().total();
     const engine::StepTimes opt = engine.step();
+    record.opt_dp_bytes = grid_.dp().bytes().total() - dp0;
+    record.opt_tp_bytes = grid_.tp().bytes().total() - tp0;
     record.opt_ms = opt.opt;
     param_sync_ms_ += engine.start_param_sync();
     record.param_sync_ms = param_sync_ms_;
@@ -307,6 +310,11 @@ class Run {
     engine_->finish();
     const std::vector<std::uint64_t> ranks = grid_.world().all_gather_u64(engine_->params_fnv());
     result_.params_hash = fnv1a(ranks.data(), ranks.size() * sizeof(std::uint64_t));
+    std::uint64_t state = kFnvOffset;
+    for (const engine::StateTensor& s : engine_->optimizer_state())
+      fnv1a_mix(state, s.values.data(), s.values.size() * sizeof(float));
+    const std::vector<std::uint64_t> states = grid_.world().all_gather_u64(state);
+    result_.state_hash = fnv1a(states.data(), states.size() * sizeof(std::uint64_t));
     if (options_.keep_final_params && grid_.shape().tp == 1) {
       // ZeRO-3: every DP rank gathers each bucket in turn (collective); rank 0 copies.
       for (int p = 0; p < model_->num_params(); ++p) {
@@ -345,11 +353,13 @@ class Run {
 
 // Per-step times of every rank -> max over ranks, on world rank 0.
 void max_over_ranks(comm::Communicator& world, std::vector<StepRecord>& steps) {
-  constexpr std::size_t kFields = 6;
+  constexpr std::size_t kFields = 8;
   std::vector<double> mine;
   for (const StepRecord& s : steps)
-    mine.insert(mine.end(), {s.step_ms, s.fwd_bwd_ms, s.grad_sync_ms, s.opt_ms, s.param_sync_ms,
-                             static_cast<double>(s.peak_rss_bytes)});
+    mine.insert(mine.end(),
+                {s.step_ms, s.fwd_bwd_ms, s.grad_sync_ms, s.opt_ms, s.param_sync_ms,
+                 static_cast<double>(s.peak_rss_bytes), static_cast<double>(s.opt_dp_bytes),
+                 static_cast<double>(s.opt_tp_bytes)});
   const auto all =
       world.all_gather_bytes(std::as_bytes(std::span<const double>(mine.data(), mine.size())));
   for (const auto& bytes : all) {
@@ -366,6 +376,8 @@ void max_over_ranks(comm::Communicator& world, std::vector<StepRecord>& steps) {
       s.opt_ms = std::max(s.opt_ms, t[3]);
       s.param_sync_ms = std::max(s.param_sync_ms, t[4]);
       s.peak_rss_bytes = std::max(s.peak_rss_bytes, static_cast<std::int64_t>(t[5]));
+      s.opt_dp_bytes = std::max(s.opt_dp_bytes, static_cast<std::int64_t>(t[6]));
+      s.opt_tp_bytes = std::max(s.opt_tp_bytes, static_cast<std::int64_t>(t[7]));
     }
   }
 }
@@ -456,12 +468,13 @@ void validate(const TrainOptions& o) {
   if (o.job.zero_stage == 3) {
     for (plan::Strategy st : o.strategies) {
       const plan::StrategyParts parts = plan::strategy_parts(st);
-      CANZONA_REQUIRE(st == plan::Strategy::kAsc || st == plan::Strategy::kLbAsc,
+      CANZONA_REQUIRE(st == plan::Strategy::kAsc || st == plan::Strategy::kLbAsc ||
+                          st == plan::Strategy::kFsdpA2a,
                       "--zero-stage 3: strategy ", plan::to_string(st),
                       parts.dp_sync == plan::DpSync::kAllReduce
                           ? " All-Reduces gradients, so every rank keeps every param"
-                          : " cuts its buckets into equal shards that split params",
-                      "; ZeRO-3 shards params along Canzona's cuts: asc, lb-asc");
+                          : " is Megatron-LM's layer-wise optimizer, which has no ZeRO-3",
+                      "; ZeRO-3 runs asc, lb-asc and fsdp-a2a");
     }
   }
   launch::validate(o.job);

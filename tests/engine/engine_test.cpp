@@ -57,10 +57,11 @@ void expect_bitwise(int dp, int tp, const std::string& optimizer,
   comm::run_on_thread_grid({dp, tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
     SessionOptions session;
     session.verify = true;
-    CompareResult r = run_strategies(g, m, o,
-                                     {Strategy::kSc, Strategy::kLayerwise,
-                                      Strategy::kLayerwisePaper, Strategy::kAsc, Strategy::kLbAsc},
-                                     session);
+    CompareResult r =
+        run_strategies(g, m, o,
+                       {Strategy::kSc, Strategy::kLayerwise, Strategy::kLayerwisePaper,
+                        Strategy::kAsc, Strategy::kLbAsc, Strategy::kFsdpA2a},
+                       session);
     if (g.world().rank() != 0) return;
     std::lock_guard<std::mutex> lock(mutex);
     result = std::move(r);
@@ -69,7 +70,7 @@ void expect_bitwise(int dp, int tp, const std::string& optimizer,
   EXPECT_TRUE(result.verify.passed) << result.verify.first_mismatch;
   EXPECT_EQ(result.verify.elements, m.total_numel());
   EXPECT_EQ(result.verify.grad_elements, m.total_numel());
-  ASSERT_EQ(result.strategies.size(), 5u);
+  ASSERT_EQ(result.strategies.size(), 6u);
   for (const StrategyResult& s : result.strategies)
     EXPECT_EQ(s.params_hash, result.strategies[0].params_hash) << plan::to_string(s.strategy);
 }

@@ -36,7 +36,7 @@ void expect_bitwise(int dp, int tp) {
   const CompareResult r = run_strategies(
       *grid, model, o,
       {plan::Strategy::kSc, plan::Strategy::kLayerwise, plan::Strategy::kLayerwisePaper,
-       plan::Strategy::kAsc, plan::Strategy::kLbAsc},
+       plan::Strategy::kAsc, plan::Strategy::kLbAsc, plan::Strategy::kFsdpA2a},
       session);
   EXPECT_TRUE(r.verify.ran);
   EXPECT_TRUE(r.verify.bitwise) << r.verify.first_mismatch;

@@ -45,7 +45,9 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
   std::vector<int> seen(m.params.size(), 0);
   for (const auto& stage : plan.stages) {
     const bool has_cuts = o.strategy == Strategy::kAsc || o.strategy == Strategy::kLbAsc ||
-                          o.strategy == Strategy::kLayerwise;
+                          o.strategy == Strategy::kLayerwise || o.strategy == Strategy::kFsdpA2a;
+    // fsdp-a2a's equal flat shards may split a matrix: its owner gathers it (owner exchange).
+    const bool exchanged = o.strategy == Strategy::kFsdpA2a;
     ASSERT_EQ(stage.cuts.size(), has_cuts ? stage.layout.buckets.size() : 0u);
     for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b) {
       const auto& bucket = stage.layout.buckets[b];
@@ -66,7 +68,7 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
         }
         if (!has_cuts) continue;
         const auto& cuts = stage.cuts[b];
-        if (owner >= 0) {  // the owner's contiguous shard holds the whole slot
+        if (owner >= 0 && !exchanged) {  // the owner's contiguous shard holds the whole slot
           EXPECT_LE(cuts[owner], slot.offset);
           EXPECT_GE(cuts[owner + 1], slot.end());
         }
@@ -77,12 +79,12 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
       EXPECT_EQ(cuts.front(), 0);
       EXPECT_EQ(cuts.back(), bucket.numel);
       for (int r = 0; r < o.dp; ++r) EXPECT_LE(cuts[r], cuts[r + 1]);
-      if (o.strategy == Strategy::kLayerwise) {  // padded equal shards: standard RS / AG
+      if (o.strategy == Strategy::kLayerwise || exchanged) {  // equal shards: standard RS / AG
         EXPECT_EQ(bucket.numel % o.dp, 0);
         for (int r = 0; r <= o.dp; ++r) EXPECT_EQ(cuts[r], bucket.numel / o.dp * r);
       }
       for (const auto& slot : bucket.slots)
-        if (m.params[slot.param].is_matrix()) {
+        if (m.params[slot.param].is_matrix() && !exchanged) {
           for (auto c : cuts)
             EXPECT_FALSE(slot.offset < c && c < slot.end()) << "cut inside matrix";
         }
@@ -243,7 +245,8 @@ TEST(PlanMetrics, CountsTensorsAnEqualChunkShardWouldSplit) {
 TEST(PlanOptionsErrors, StrategyListsParseOrSayWhatIsWrong) {
   EXPECT_EQ(parse_strategy_list("all"),
             (std::vector<Strategy>{Strategy::kSc, Strategy::kLayerwise, Strategy::kLayerwisePaper,
-                                   Strategy::kAsc, Strategy::kLbAsc}));
+                                   Strategy::kAsc, Strategy::kLbAsc, Strategy::kFsdpA2a}));
+  EXPECT_EQ(parse_strategy("fsdp-a2a"), Strategy::kFsdpA2a);
   EXPECT_EQ(parse_strategy("layerwise-paper"), Strategy::kLayerwisePaper);
   EXPECT_EQ(parse_variant("megatron-canzona"), PlannerVariant::kMegatronCanzona);
   EXPECT_EQ(parse_layerwise_tp("layer-sharded"), LayerwiseTp::kLayerSharded);

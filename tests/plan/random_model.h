@@ -56,6 +56,7 @@ inline constexpr Case kCases[] = {
     {Strategy::kLayerwise, PlannerVariant::kCanzona, LayerwiseTp::kLayerSharded},
     {Strategy::kLayerwisePaper, PlannerVariant::kCanzona},
     {Strategy::kAsc, PlannerVariant::kCanzona},
+    {Strategy::kFsdpA2a, PlannerVariant::kCanzona},
     {Strategy::kLbAsc, PlannerVariant::kPaper},
     {Strategy::kLbAsc, PlannerVariant::kMegatronCanzona},
     {Strategy::kLbAsc, PlannerVariant::kCanzona, LayerwiseTp::kDuplicated, false},

@@ -4,13 +4,15 @@
 // RankPlan says it writes (element-wise slices, its own rows of local and redundantly computed
 // tasks, every TP rank's rows of the tasks it hosts; with a param sync, to every DP replica) and
 // require that every element of every param of every (DP, TP) replica is written exactly once.
-// Also: the All-to-All counts of each micro group match between every sender and receiver, the
-// Reduce-Scatter shards tile each bucket, and a hand-built plan decodes to the values derived by
-// hand.
+// Also: the All-to-All counts of each micro group and of each owner-exchange batch match between
+// every sender and receiver, an owner receives every element of the params it owns exactly once,
+// the Reduce-Scatter shards tile each bucket, and a hand-built plan decodes to the values derived
+// by hand.
 #include "canzona/plan/rank_plan.h"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "random_model.h"
@@ -47,7 +49,8 @@ void check_writes_once(const model::ModelSpec& m, const Plan& plan) {
       ASSERT_EQ(r.parts.dp_sync == DpSync::kReduceScatter,
                 plan.options.strategy == Strategy::kAsc ||
                     plan.options.strategy == Strategy::kLbAsc ||
-                    plan.options.strategy == Strategy::kLayerwise);
+                    plan.options.strategy == Strategy::kLayerwise ||
+                    plan.options.strategy == Strategy::kFsdpA2a);
       // The DP replicas a write on DP rank d reaches: all of them through a param sync.
       const bool synced = r.parts.param_sync != ParamSync::kNone;
       const int d_lo = synced ? 0 : d, d_hi = synced ? dp : d + 1;
@@ -66,6 +69,11 @@ void check_writes_once(const model::ModelSpec& m, const Plan& plan) {
           for (int q = d_lo; q < d_hi; ++q)
             for (int peer = 0; peer < tp; ++peer)
               cover(shard_map(p, task.piece, tp, peer), writes[q * tp + peer][task.param]);
+        } else if (rt.role == TaskRole::kOwnerGathered) {
+          // The owner's TP ranks each write their own rows (sent back to the shards' holders).
+          EXPECT_EQ(plan.options.strategy, Strategy::kFsdpA2a);
+          for (int q = d_lo; q < d_hi; ++q)
+            cover(shard_map(p, task.piece, tp, t), writes[q * tp + t][task.param]);
         } else {
           EXPECT_EQ(rt.role == TaskRole::kLocal, tp == 1 || p.tp_split_dim < 0);
           for (int q = d_lo; q < d_hi; ++q)
@@ -98,6 +106,43 @@ void check_groups_match(const model::ModelSpec& m, const Plan& plan) {
           for (const GroupHosted& g : ranks[h].groups[k].hosted) hosted += g.numel[q];
           EXPECT_EQ(hosted, ranks[h].groups[k].recv_counts[q]);
         }
+  }
+}
+
+// Every owner-exchange batch: what DP rank q sends to owner o is what o expects from q, each piece
+// lies in the sender's shard, and an owner's pieces of a param cover its local elements once.
+void check_owner_batches(const model::ModelSpec& m, const Plan& plan) {
+  const int dp = plan.options.dp;
+  const StagePlan& stage = plan.stages[0];
+  std::vector<RankPlan> ranks;
+  for (int d = 0; d < dp; ++d) ranks.push_back(decode_rank(m, plan, 0, d, 0));
+  if (ranks[0].parts.dp_exchange != DpExchange::kOwnerAllToAll) {
+    for (const RankPlan& r : ranks) EXPECT_TRUE(r.owner_batches.empty());
+    EXPECT_TRUE(stage.owner_batches.empty());
+    return;
+  }
+  std::vector<int> batched(m.params.size(), 0);
+  for (const auto& batch : stage.owner_batches)
+    for (int p : batch) ++batched[p];
+  for (int p : stage.params) EXPECT_EQ(batched[p], m.params[p].is_matrix() ? 1 : 0);
+  for (std::size_t k = 0; k < stage.owner_batches.size(); ++k) {
+    for (int q = 0; q < dp; ++q)
+      for (int o = 0; o < dp; ++o)
+        ASSERT_EQ(ranks[q].owner_batches[k].send_counts[o],
+                  ranks[o].owner_batches[k].recv_counts[q])
+            << "batch " << k << " from " << q << " to " << o;
+    for (int o = 0; o < dp; ++o) {
+      std::map<int, std::vector<int>> seen;
+      for (int p : ranks[o].owner_batches[k].owned) {
+        EXPECT_EQ(stage.owner[p], o);
+        seen[p].assign(static_cast<std::size_t>(m.params[p].local_numel(plan.options.tp)), 0);
+      }
+      for (const OwnerPiece& piece : ranks[o].owner_batches[k].receives)
+        for (std::int64_t e = piece.begin; e < piece.begin + piece.numel; ++e)
+          ++seen.at(piece.param).at(static_cast<std::size_t>(e));
+      for (const auto& [p, count] : seen)
+        for (int c : count) ASSERT_EQ(c, 1) << m.params[p].name;
+    }
   }
 }
 
@@ -141,6 +186,7 @@ TEST(RankPlan, EveryElementOfEveryReplicaIsWrittenOnce) {
       const Plan plan = make_plan(m, o);
       check_writes_once(m, plan);
       check_groups_match(m, plan);
+      check_owner_batches(m, plan);
       check_shards(m, plan);
     }
   }

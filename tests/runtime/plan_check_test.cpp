@@ -15,8 +15,8 @@ using launch::validate_plan;
 
 using plan::Strategy;
 
-constexpr Strategy kAll[] = {Strategy::kSc, Strategy::kLayerwise, Strategy::kLayerwisePaper,
-                             Strategy::kAsc, Strategy::kLbAsc};
+constexpr Strategy kAll[] = {Strategy::kSc,  Strategy::kLayerwise, Strategy::kLayerwisePaper,
+                             Strategy::kAsc, Strategy::kLbAsc,     Strategy::kFsdpA2a};
 
 plan::Plan toy_plan(Strategy s, int dp, int tp) {
   RunOptions o;

@@ -18,8 +18,8 @@ namespace {
 
 using plan::Strategy;
 
-const std::vector<Strategy> kAll = {Strategy::kSc, Strategy::kLayerwise, Strategy::kLayerwisePaper,
-                                    Strategy::kAsc, Strategy::kLbAsc};
+const std::vector<Strategy> kAll = {Strategy::kSc,  Strategy::kLayerwise, Strategy::kLayerwisePaper,
+                                    Strategy::kAsc, Strategy::kLbAsc,     Strategy::kFsdpA2a};
 
 // Small steps: 1 warmup + 2 timed, no simulated compute, several buckets.
 RunOptions quick_options(int dp, int tp, const std::string& optimizer) {
@@ -83,7 +83,7 @@ class GridTest : public ::testing::TestWithParam<std::string> {
     const model::ModelSpec qwen_model = load_model(qwen);
     const CompareResult a = run_all(*g, qwen_model, qwen);
     expect_complete_and_bitwise(a, qwen_model, *g);
-    ASSERT_EQ(a.strategies.size(), 5u);
+    ASSERT_EQ(a.strategies.size(), 6u);
     EXPECT_GT(a.strategies[0].buckets, 1);
 
     RunOptions toy = quick_options(dp, tp, GetParam());
@@ -150,6 +150,7 @@ TEST(Dp2Tp1Protocol, DpTotalsCountGradientAndParameterSync) {
   const StrategyResult& layerwise = result_of(r, Strategy::kLayerwisePaper);
   const StrategyResult& megatron = result_of(r, Strategy::kLayerwise);
   const StrategyResult& lb = result_of(r, Strategy::kLbAsc);
+  const StrategyResult& fsdp = result_of(r, Strategy::kFsdpA2a);
   const plan::Plan plan = plan::make_plan(load_model(o), plan_options(o, Strategy::kLbAsc));
   const std::int64_t layout_bytes = 4 * plan.stages[0].layout.numel;
   EXPECT_EQ(sc.dp_phase_bytes.grad_sync, 2 * layout_bytes);
@@ -165,8 +166,26 @@ TEST(Dp2Tp1Protocol, DpTotalsCountGradientAndParameterSync) {
   EXPECT_GE(padded_bytes, layout_bytes);
   EXPECT_EQ(megatron.dp_phase_bytes.grad_sync, padded_bytes);
   EXPECT_EQ(megatron.dp_phase_bytes.param_sync, padded_bytes);
+  // fsdp-a2a: equal shards of Megatron's layout both ways, and in the optimizer phase every
+  // matrix element outside its owner's shard travels to the owner and back (4 bytes each way).
+  const plan::Plan equal = plan::make_plan(load_model(o), plan_options(o, Strategy::kFsdpA2a));
+  const plan::StagePlan& stage = equal.stages[0];
+  EXPECT_EQ(fsdp.dp_phase_bytes.grad_sync, 4 * stage.layout.numel);
+  EXPECT_EQ(fsdp.dp_phase_bytes.param_sync, 4 * stage.layout.numel);
+  std::int64_t away = 0;
+  for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b)
+    for (const layout::Slot& slot : stage.layout.buckets[b].slots) {
+      const int owner = stage.owner[slot.param];
+      if (owner < 0) continue;  // element-wise: updated where it lies
+      const std::int64_t lo = std::max(slot.offset, stage.cuts[b][owner]);
+      const std::int64_t hi = std::min(slot.end(), stage.cuts[b][owner + 1]);
+      away += slot.numel - std::max<std::int64_t>(0, hi - lo);
+    }
+  EXPECT_GT(away, 0);
+  EXPECT_EQ(fsdp.dp_phase_bytes.optimizer, 2 * 4 * away);
   for (const StrategyResult& s : r.strategies) {
-    EXPECT_EQ(s.dp_phase_bytes.optimizer, 0) << plan::to_string(s.strategy);
+    if (s.strategy != Strategy::kFsdpA2a)
+      EXPECT_EQ(s.dp_phase_bytes.optimizer, 0) << plan::to_string(s.strategy);
     EXPECT_EQ(s.tp_phase_bytes.total(), 0) << plan::to_string(s.strategy);  // tp = 1
     // The by-kind counters and the by-phase ones count the same bytes.
     EXPECT_EQ(s.dp_bytes.total(), s.dp_phase_bytes.total()) << plan::to_string(s.strategy);

@@ -6,9 +6,9 @@
 namespace canzona::sim {
 namespace {
 
-const std::vector<plan::Strategy> kAll = {plan::Strategy::kSc, plan::Strategy::kLayerwise,
-                                          plan::Strategy::kLayerwisePaper, plan::Strategy::kAsc,
-                                          plan::Strategy::kLbAsc};
+const std::vector<plan::Strategy> kAll = {
+    plan::Strategy::kSc,  plan::Strategy::kLayerwise, plan::Strategy::kLayerwisePaper,
+    plan::Strategy::kAsc, plan::Strategy::kLbAsc,     plan::Strategy::kFsdpA2a};
 
 Scenario scenario(const std::string& model, int dp, int tp) {
   Scenario s;

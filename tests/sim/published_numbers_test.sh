@@ -29,13 +29,13 @@ for run in default split shampoo soap; do
     # The printed table equals the JSON (4 decimals per phase, as printed).
     checks=()
     while read -r name it _ fb _ dp _ op _ tp _ ps _ st _; do
-      case $name in sc | layerwise | layerwise-paper | asc | lb-asc) ;; *) continue ;; esac
+      case $name in sc | layerwise | layerwise-paper | asc | lb-asc | fsdp-a2a) ;; *) continue ;; esac
       s=/strategies/$name
       checks+=("$s/iteration_s~=$it" "$s/fwd_bwd_s~=$fb" "$s/dp_comm_exposed_s~=$dp"
                "$s/optimizer_s~=$op" "$s/tp_comm_s~=$tp" "$s/param_sync_s~=$ps"
                "$s/optimizer_step_s~=$st")
     done <"$work/$run.out"
-    check_file "$work/$run.json" json /strategies#==5 "${checks[@]}"
+    check_file "$work/$run.json" json /strategies#==6 "${checks[@]}"
   fi
 done
 

@@ -26,8 +26,9 @@ strategy_checks() {
   local s=$1/* pp=$2
   echo "$s/strategy:string $s/iteration_s>0 $s/fwd_bwd_s>0 $s/dp_comm_exposed_s>=0"
   echo "$s/optimizer_s>0 $s/tp_comm_s>=0 $s/param_sync_s>=0 $s/optimizer_step_s>0"
-  echo "$s/iteration_s==@$s/fwd_bwd_s+@$s/dp_comm_exposed_s+@$s/optimizer_s+@$s/tp_comm_s+@$s/param_sync_s"
-  echo "$s/optimizer_step_s==@$s/optimizer_s+@$s/tp_comm_s+@$s/param_sync_s"
+  echo "$s/iteration_s==@$s/fwd_bwd_s+@$s/dp_comm_exposed_s+@$s/optimizer_s+@$s/tp_comm_s+@$s/dp_exchange_s+@$s/param_sync_s"
+  echo "$s/optimizer_step_s==@$s/optimizer_s+@$s/tp_comm_s+@$s/dp_exchange_s+@$s/param_sync_s"
+  echo "$s/dp_exchange_s>=0 $s/param_gather_total_s>=@$s/param_gather_exposed_s $s/param_gather_exposed_s>=0"
   echo "$s/tp_comm_sequential_s>=0 $s/tp_comm_pipelined_s>=0 $s/tp_comm_s==@$s/tp_comm_pipelined_s"
   echo "$s/dp_comm_total_s>=@$s/dp_comm_exposed_s $s/optimizer_rank_mean_s>0"
   # max/mean of equal loads is exactly 1 (sc: every rank computes everything)
@@ -43,13 +44,15 @@ table_matches_json() {
   local keys=(iteration_s fwd_bwd_s dp_comm_exposed_s optimizer_s tp_comm_s param_sync_s
               optimizer_step_s)
   while read -r name fields; do
-    case $name in sc | layerwise | layerwise-paper | asc | lb-asc) ;; *) continue ;; esac
+    case $name in sc | layerwise | layerwise-paper | asc | lb-asc | fsdp-a2a) ;; *) continue ;; esac
     read -r -a f <<<"$fields"
     [ -z "$first" ] && first=$name
     for i in "${!keys[@]}"; do checks+=("$prefix/$name/${keys[$i]}~=${f[$((2 * i))]}"); done
     checks+=("$prefix/$name/optimizer_balance~=${f[14]}"
              "ratio($prefix/$first/optimizer_step_s,$prefix/$name/optimizer_step_s)~=${f[15]%x}"
-             "ratio($prefix/$first/iteration_s,$prefix/$name/iteration_s)~=${f[16]%x}")
+             "ratio($prefix/$first/iteration_s,$prefix/$name/iteration_s)~=${f[16]%x}"
+             "$prefix/$name/dp_exchange_s~=${f[17]}" "$prefix/$name/param_gather_total_s~=${f[19]}"
+             "$prefix/$name/param_gather_exposed_s~=${f[21]}")
     rows=$((rows + 1))
   done <"$out"
   if [ "$rows" -eq 0 ]; then fail "$out has no strategy rows"; return; fi
@@ -75,7 +78,7 @@ smoke)
       /workload/micro_batch==1 /workload/grad_bytes==4 /workload/param_bytes==2 \
       /workload/adamw_bytes_per_element">0" /workload/attention_flops:bool \
       /workload/tp_pipeline:bool \
-      $S#==5 $S/sc/strategy==sc $S/layerwise/strategy==layerwise \
+      $S#==6 $S/sc/strategy==sc $S/layerwise/strategy==layerwise \
       $S/layerwise-paper/strategy==layerwise-paper $S/asc/strategy==asc \
       $S/lb-asc/strategy==lb-asc $(strategy_checks $S 1) \
       $S/*/micro_batches==32 $S/*/fwd_bwd_s==@$S/sc/fwd_bwd_s \
@@ -85,9 +88,9 @@ smoke)
       $S/layerwise/micro_groups==0 $S/layerwise-paper/micro_groups==0 \
       $S/asc/micro_groups">=1" $S/lb-asc/micro_groups">=1"
     table_matches_json "$work/smoke.out" "$work/s.json" $S
-    # One bar per strategy: 5 forward-backward and 5 optimizer segments (+ 1 legend swatch each),
+    # One bar per strategy: 6 forward-backward and 6 optimizer segments (+ 1 legend swatch each),
     # param sync for layerwise-paper only; segments inside the canvas.
-    check_file "$work/s.svg" svg "count(rect[fill=#4e79a7])==6" "count(rect[fill=#e15759])==6" \
+    check_file "$work/s.svg" svg "count(rect[fill=#4e79a7])==7" "count(rect[fill=#e15759])==7" \
       "count(rect[fill=#59a14f])==2" "rect[fill=#4e79a7]@height>=0" "rect[fill=#e15759]@height>=0" \
       "rect[fill=#4e79a7]@y>=0" "rect[fill=#e15759]@y>=0" "text(qwen3-1.7b muon, DP=4 TP=2 PP=1 on h100-8)" \
       "text(lb-asc forward-backward: )" "text(layerwise-paper param sync: )" "text(exposed DP comm)"

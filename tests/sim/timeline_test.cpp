@@ -24,6 +24,26 @@ TEST(Overlap, ForwardStallsForTheFirstGather) {
   EXPECT_DOUBLE_EQ(stall_before_needs({1, 1}, {1, 2}), 0.0);
 }
 
+// ZeRO-3 prefetch, by hand. Gathers 1, 3, 1 and compute 2 each: segment 0 waits for gather 0
+// (ends 1), runs [1, 3); gather 1, posted at 1, ends 4: segment 1 runs [4, 6); gather 2, posted
+// at 4, ends 5: segment 2 runs [6, 8). Stall 8 - 6 = 2.
+TEST(Prefetch, OneSegmentAheadExposesOnlyWhatComputeCannotHide) {
+  const PassTimeline t = run_prefetched_pass({2, 2, 2}, {1, 3, 1}, {0, 0, 0});
+  EXPECT_DOUBLE_EQ(t.compute_end_s, 8.0);
+  EXPECT_DOUBLE_EQ(t.compute_s, 6.0);
+  EXPECT_DOUBLE_EQ(t.stream_end_s, 5.0);
+  // With a Reduce-Scatter of 1 after each segment on the same stream: RS 0 runs [4, 5) behind
+  // gather 1, so gather 2 (posted at 4) runs [5, 6); segment 2 still starts at 6 (end 8); RS 1
+  // runs [6, 7), RS 2 [8, 9).
+  const PassTimeline r = run_prefetched_pass({2, 2, 2}, {1, 3, 1}, {1, 1, 1});
+  EXPECT_DOUBLE_EQ(r.compute_end_s, 8.0);
+  EXPECT_DOUBLE_EQ(r.stream_end_s, 9.0);
+  // Gathers shorter than compute hide behind it but for the first.
+  const PassTimeline h = run_prefetched_pass({2, 2, 2}, {0.5, 0.5, 0.5}, {0, 0, 0});
+  EXPECT_DOUBLE_EQ(h.compute_end_s - h.compute_s, 0.5);
+  EXPECT_DOUBLE_EQ(run_prefetched_pass({}, {}, {}).compute_end_s, 0.0);
+}
+
 TEST(MicroGroups, SequentialAddsEveryCollective) {
   std::vector<GroupCost> groups = {{{2, 2}, 1, 1}, {{2, 2}, 1, 1}};
   TpTimeline t = run_micro_groups(groups, false);

@@ -51,10 +51,10 @@ if(TARGET canzona AND TARGET canzona-train)
   # --- 1. Exactness (--verify). Every strategy trains from the same init on the same batches: the
   # loss curves and final params agree bitwise across strategies and, at TP = 1, with the
   # single-process reference; at TP > 1 the losses agree with it within 1e-4 (relative). The
-  # verify line of each of the 5 strategies must appear, in order, printed by rank 0 only.
+  # verify line of each of the 6 strategies must appear, in order, printed by rank 0 only.
   set(verify_tp1 "loss curves and final params bitwise identical across strategies: yes\n")
   set(verify_tpn "${verify_tp1}")
-  foreach(s sc layerwise layerwise-paper asc lb-asc)
+  foreach(s sc layerwise layerwise-paper asc lb-asc fsdp-a2a)
     string(APPEND verify_tp1 "verify ${s} +vs single process: loss curve bitwise identical, "
                              "max relative loss difference 0, final params bitwise identical\n")
     string(APPEND verify_tpn "verify ${s} +vs single process: loss curve [a-z ]+, max relative "

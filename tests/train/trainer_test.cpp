@@ -55,8 +55,8 @@ TrainOptions tiny_options(int dp, int tp) {
   o.eval_windows = 4;
   o.schedule.warmup = 1;
   o.schedule.total = o.steps;
-  o.strategies = {plan::Strategy::kSc, plan::Strategy::kLayerwise, plan::Strategy::kLayerwisePaper,
-                  plan::Strategy::kAsc, plan::Strategy::kLbAsc};
+  o.strategies = {plan::Strategy::kSc,  plan::Strategy::kLayerwise, plan::Strategy::kLayerwisePaper,
+                  plan::Strategy::kAsc, plan::Strategy::kLbAsc,     plan::Strategy::kFsdpA2a};
   o.keep_final_params = true;
   return o;
 }
@@ -89,7 +89,7 @@ TEST(TrainThreads, EveryStrategyIsBitwiseTheSingleProcessRunAtDp2) {
   const std::vector<StrategyRun> runs = train_on_threads(o, corpus);
   const model::TransformerConfig config = model::preset(o.job.model);
   const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
-  ASSERT_EQ(runs.size(), 5u);
+  ASSERT_EQ(runs.size(), 6u);
   ASSERT_EQ(ref.losses.size(), 3u);
   for (const StrategyRun& r : runs) {
     SCOPED_TRACE(plan::to_string(r.strategy));
@@ -203,7 +203,7 @@ TrainOptions zero3_options(int dp, int tp) {
   TrainOptions o = tiny_options(dp, tp);
   o.job.zero_stage = 3;
   o.job.bucket_size = 16384;
-  o.strategies = {plan::Strategy::kAsc, plan::Strategy::kLbAsc};
+  o.strategies = {plan::Strategy::kAsc, plan::Strategy::kLbAsc, plan::Strategy::kFsdpA2a};
   return o;
 }
 
@@ -216,7 +216,7 @@ TEST(TrainZero3, IsBitwiseTheSingleProcessRunAtDp2AndDp3WithAccumulation) {
     const std::vector<StrategyRun> runs = train_on_threads(o, corpus);
     const model::TransformerConfig config = model::preset(o.job.model);
     const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
-    ASSERT_EQ(runs.size(), 2u);
+    ASSERT_EQ(runs.size(), 3u);
     for (const StrategyRun& r : runs) {
       SCOPED_TRACE(plan::to_string(r.strategy));
       ASSERT_EQ(r.steps.size(), ref.losses.size());
@@ -248,6 +248,7 @@ TEST(TrainZero3, EqualsStageOneBitwiseAtDp2Tp2AndKeepsOnlyTheShard) {
   for (std::size_t k = 0; k < a.size(); ++k) {
     SCOPED_TRACE(plan::to_string(a[k].strategy));
     EXPECT_EQ(a[k].params_hash, b[k].params_hash);
+    EXPECT_EQ(a[k].state_hash, b[k].state_hash);
     ASSERT_EQ(a[k].steps.size(), b[k].steps.size());
     for (std::size_t s = 0; s < a[k].steps.size(); ++s)
       EXPECT_TRUE(same_bits(a[k].steps[s].loss, b[k].steps[s].loss));
@@ -255,13 +256,14 @@ TEST(TrainZero3, EqualsStageOneBitwiseAtDp2Tp2AndKeepsOnlyTheShard) {
     for (std::size_t v = 0; v < a[k].val.size(); ++v)
       EXPECT_TRUE(same_bits(a[k].val[v].loss, b[k].val[v].loss));
     // Stage 1 keeps the whole TP-local buffer (plus padding) and the reduced shard beside the
-    // gradient buffer; stage 3 keeps the shards only. lb-asc balances them, so at DP 2 the larger
-    // shard is about half; asc's start-index cuts may leave one rank nearly everything.
+    // gradient buffer; stage 3 keeps the shards only. lb-asc balances them and fsdp-a2a cuts equal
+    // ones, so at DP 2 the larger shard is about half; asc's start-index cuts may leave one rank
+    // nearly everything.
     EXPECT_GE(a[k].memory.params_bytes, 4 * local);
     EXPECT_GT(a[k].memory.grads_bytes, a[k].memory.params_bytes);
     EXPECT_LE(b[k].memory.params_bytes, a[k].memory.params_bytes);
     EXPECT_LT(b[k].memory.grads_bytes, a[k].memory.grads_bytes);
-    if (a[k].strategy == plan::Strategy::kLbAsc) {
+    if (a[k].strategy != plan::Strategy::kAsc) {
       EXPECT_LT(b[k].memory.params_bytes, 4 * local * 3 / 4);
       EXPECT_LT(b[k].memory.grads_bytes, a[k].memory.grads_bytes / 2);
     }

@@ -25,9 +25,12 @@ namespace canzona::plan {
 // Megatron-LM's layer-wise optimizer as it ships today
 // (megatron/core/optimizer/layer_wise_optimizer.py: each bucket re-laid by LPT, padded equal
 // shards, standard Reduce-Scatter / All-Gather); kLayerwisePaper is the paper-era baseline
-// (ping-pong owners, All-Reduce, All-Gather-v). (kLayerwisePaper is last so the older values, which
-// plan_hash mixes in, keep their numbers.)
-enum class Strategy { kSc, kLayerwise, kAsc, kLbAsc, kLayerwisePaper };
+// (ping-pong owners, All-Reduce, All-Gather-v). kFsdpA2a is the equal-shard baseline of fully
+// sharded matrix optimizers (Microsoft's Dion, torchtitan's FlexShard, the authors' FSDP-Canzona):
+// FSDP's equal flat shards, each matrix's gradient moved to one owner DP rank by All-to-All,
+// updated there and sent back (strategy_fsdp_a2a.cpp). (New strategies go last so the older
+// values, which plan_hash mixes in, keep their numbers.)
+enum class Strategy { kSc, kLayerwise, kAsc, kLbAsc, kLayerwisePaper, kFsdpA2a };
 // lb-asc's planners. kPaper: Algorithms 1 and 2 as the paper's text states them.
 // kMegatronCanzona: the authors' published code as it behaves (liangyuwang/Megatron-Canzona,
 // megatron/core/optimizer/matrix_based_optimizer/). kCanzona: ours (docs/design.md section 3).
@@ -42,9 +45,9 @@ enum class LayerwiseTp { kDuplicated, kLayerSharded };
 // shards).
 enum class LayerwiseBuckets { kSoftMinimum, kFixed };
 
-// "sc" | "layerwise" | "layerwise-paper" | "asc" | "lb-asc"
+// "sc" | "layerwise" | "layerwise-paper" | "asc" | "lb-asc" | "fsdp-a2a"
 Strategy parse_strategy(const std::string& name);
-// "all" (the five in design order) or a comma list of names; throws UsageError when empty or bad.
+// "all" (the six in design order) or a comma list of names; throws UsageError when empty or bad.
 std::vector<Strategy> parse_strategy_list(const std::string& text);
 const char* to_string(Strategy strategy);
 PlannerVariant parse_variant(const std::string& name);  // "paper" | "megatron-canzona" | "canzona"
@@ -122,6 +125,9 @@ struct StagePlan {
   std::vector<Task> tasks;                      // matrix tasks of this stage
   std::vector<std::vector<MicroGroup>> groups;  // [dp rank] micro groups; empty when tp == 1 or
                                                 // the strategy computes TP redundantly
+  // fsdp-a2a: the matrix params of each owner All-to-All, in execution order (Dion's batches:
+  // params of one shape in registration order, dp at a time); empty for the other strategies.
+  std::vector<std::vector<int>> owner_batches;
 };
 
 struct Plan {

@@ -10,8 +10,10 @@
 // (All-Reduce of each bucket, or a variable Reduce-Scatter with the plan's cuts), the TP exchange
 // of TP-split matrices (every TP rank gathers the whole gradient and computes redundantly, or the
 // micro-group pipeline where one host per task computes) and the parameter sync (none, the
-// layer-wise All-Gather-v over DP, or one variable All-Gather per bucket). Elements are TP-local:
-// a param's local elements are its TP shard in the Megatron layout (layout.h).
+// layer-wise All-Gather-v over DP, or one variable All-Gather per bucket). fsdp-a2a adds a fourth,
+// the DP owner exchange: every matrix's reduced gradient moves from the DP shards that hold it to
+// its owner by All-to-All, and the updated values move back. Elements are TP-local: a param's
+// local elements are its TP shard in the Megatron layout (layout.h).
 #pragma once
 
 #include <cstdint>
@@ -26,17 +28,21 @@ namespace canzona::plan {
 enum class DpSync { kAllReduce, kReduceScatter };
 enum class TpExchange { kRedundantGather, kMicroGroups };
 enum class ParamSync { kNone, kLayerwiseAllGatherV, kBucketAllGather };
+enum class DpExchange { kNone, kOwnerAllToAll };
 
 struct StrategyParts {
   DpSync dp_sync = DpSync::kAllReduce;
   TpExchange tp_exchange = TpExchange::kRedundantGather;
   ParamSync param_sync = ParamSync::kNone;
+  DpExchange dp_exchange = DpExchange::kNone;
 };
 
 // sc: All-Reduce, redundant TP gather, no param sync. layerwise: Reduce-Scatter and bucket
 // All-Gather of its padded equal shards; redundant TP gather (kDuplicated) or micro groups
 // (kLayerSharded: one group per DP rank). layerwise-paper: All-Reduce, redundant TP gather,
 // layer-wise All-Gather-v. asc / lb-asc: Reduce-Scatter, micro groups, bucket All-Gather.
+// fsdp-a2a: Reduce-Scatter and bucket All-Gather of equal shards, the owner All-to-All over DP,
+// redundant TP gather.
 StrategyParts strategy_parts(Strategy strategy,
                              LayerwiseTp layerwise_tp = LayerwiseTp::kDuplicated);
 
@@ -74,6 +80,8 @@ enum class TaskRole {
   kLocal,            // its local shard is the whole matrix (tp == 1 or a replicated param)
   kRedundantGather,  // TP-split, every TP rank gathers the shards and computes it
   kHosted,           // TP-split, this rank is the task's host in a micro group
+  kOwnerGathered,    // fsdp-a2a: its DP shards arrive by the owner All-to-All (then, when
+                     // TP-split, every TP rank gathers the TP shards and computes it)
 };
 
 struct RankTask {
@@ -111,6 +119,30 @@ struct RankGroup {
   std::int64_t recv_total() const;
 };
 
+// One piece of the owner exchange: local elements [begin, begin + numel) of a matrix param, at
+// `offset` of a packed buffer.
+struct OwnerPiece {
+  int param = 0;
+  std::int64_t begin = 0;
+  std::int64_t numel = 0;
+  std::int64_t offset = 0;
+};
+
+// One batch of the owner exchange as this rank sees it. Gather: every rank sends the pieces of
+// the batch's params inside its DP shards to their owners (`sends`, by owner then batch order);
+// the owner receives every piece of the params it owns (`receives`, by source rank then batch
+// order) and so the whole TP-local param. Scatter: the same All-to-All with send and receive
+// swapped carries the updated values back. Counts and displacements per DP peer.
+struct OwnerBatch {
+  int index = 0;
+  std::vector<int> owned;  // params of the batch this rank owns, batch order
+  std::vector<OwnerPiece> sends, receives;
+  std::vector<std::int64_t> send_counts, send_displs;  // [dp peer]
+  std::vector<std::int64_t> recv_counts, recv_displs;  // [dp peer]
+  std::int64_t send_total() const;
+  std::int64_t recv_total() const;
+};
+
 // The DP shards of one bucket under the cuts: rank r's count and displacement (in elements from
 // the bucket start) for the variable Reduce-Scatter and All-Gather.
 struct BucketShards {
@@ -127,6 +159,7 @@ struct RankPlan {
   std::vector<RankGroup> groups;               // micro groups of its DP rank (kMicroGroups)
   std::vector<BucketShards> shards;            // [bucket] (kReduceScatter)
   std::vector<std::vector<int>> owned;         // [dp rank] params it owns (kLayerwiseAllGatherV)
+  std::vector<OwnerBatch> owner_batches;       // (kOwnerAllToAll) in execution order
 };
 
 // Everything (dp_rank, tp_rank) does in stage `stage` of `plan` (made for `model`). Pure;

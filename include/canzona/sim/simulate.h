@@ -5,9 +5,14 @@
 // (1F1B pipeline over PP stages), the DP gradient sync (overlapped with the last micro batch's
 // backward), the optimizer step (matrix tasks, element-wise AdamW, TP micro groups), and the
 // param sync (ZeRO-1 All-Gather overlapped with the next forward; layerwise's All-Gather-v inside
-// the step). Pipeline stages run in parallel; the slowest stage's step is the iteration's.
+// the step). Under ZeRO-3 (the plan's layout.zero_stage == 3) there is no param sync after the
+// step: every micro batch gathers each bucket before its forward and again before its backward,
+// one bucket prefetched, and those gathers' stalls count in dp_comm_exposed_s. fsdp-a2a's owner
+// exchange (the gradients to the owners and the updates back) runs in the step. Pipeline stages
+// run in parallel; the slowest stage's step is the iteration's.
 //
-//   iteration_s = fwd_bwd_s + dp_comm_exposed_s + optimizer_s + tp_comm_s + param_sync_s
+//   iteration_s = fwd_bwd_s + dp_comm_exposed_s + optimizer_s + tp_comm_s + dp_exchange_s
+//                 + param_sync_s
 #pragma once
 
 #include <cstdint>
@@ -54,17 +59,21 @@ struct Breakdown {
   double optimizer_s = 0.0;        // optimizer compute makespan (matrix tasks + AdamW)
   double tp_comm_s = 0.0;          // TP gathers/scatters not hidden behind optimizer compute
   double param_sync_s = 0.0;       // layerwise: All-Gather-v of updated params in the step
+  double dp_exchange_s = 0.0;      // fsdp-a2a: owner All-to-Alls not hidden behind the step
 
   // Details.
-  double optimizer_step_s = 0.0;       // optimizer_s + tp_comm_s + param_sync_s (paper's
-                                       // "optimizer step")
-  double tp_comm_sequential_s = 0.0;   // tp_comm_s when micro groups run one after another
-  double tp_comm_pipelined_s = 0.0;    // tp_comm_s when gather k+1 overlaps compute k
-  double dp_comm_total_s = 0.0;        // all DP collectives of the stage, hidden or not
-  double optimizer_rank_max_s = 0.0;   // max over grid ranks of the rank's matrix task seconds
-  double optimizer_rank_mean_s = 0.0;  // mean of the same over grid ranks
-  double fwd_bwd_flops = 0.0;          // model FLOPs of the iteration, whole cluster
-  std::int64_t micro_batches = 0;      // per DP replica
+  double optimizer_step_s = 0.0;        // optimizer_s + tp_comm_s + dp_exchange_s + param_sync_s
+                                        // (paper's "optimizer step")
+  double param_gather_total_s = 0.0;    // every param All-Gather of the iteration (ZeRO-1: after
+                                        // the step; ZeRO-3: in every forward and backward)
+  double param_gather_exposed_s = 0.0;  // the compute stalls they cause (in dp_comm_exposed_s)
+  double tp_comm_sequential_s = 0.0;    // tp_comm_s when micro groups run one after another
+  double tp_comm_pipelined_s = 0.0;     // tp_comm_s when gather k+1 overlaps compute k
+  double dp_comm_total_s = 0.0;         // all DP collectives of the stage, hidden or not
+  double optimizer_rank_max_s = 0.0;    // max over grid ranks of the rank's matrix task seconds
+  double optimizer_rank_mean_s = 0.0;   // mean of the same over grid ranks
+  double fwd_bwd_flops = 0.0;           // model FLOPs of the iteration, whole cluster
+  std::int64_t micro_batches = 0;       // per DP replica
   int critical_stage = 0;
   int micro_groups = 0;  // TP micro groups of the critical stage's slowest DP rank
 };

@@ -83,6 +83,11 @@ struct StepRecord {
   // Peak resident size of this process so far in this run (VmHWM, memory.h; -1 unknown); in the
   // JSON the max over ranks.
   std::int64_t peak_rss_bytes = -1;
+  // Bytes this rank handed its DP and TP communicators inside the optimizer step
+  // (comm::CommBytes, measured; in the JSON the max over ranks): 0 over DP for every strategy but
+  // fsdp-a2a, whose owner All-to-Alls move each matrix's gradient and update.
+  std::int64_t opt_dp_bytes = 0;
+  std::int64_t opt_tp_bytes = 0;
 };
 
 // Memory of one run per rank, max over ranks (world rank 0). params, grads and optimizer state
@@ -111,6 +116,10 @@ struct StrategyRun {
   std::vector<StepRecord> steps;  // world rank 0: per step, times = max over ranks
   std::vector<ValRecord> val;
   std::uint64_t params_hash = 0;  // FNV-1a of every rank's final params in world-rank order
+  // FNV-1a of every rank's final optimizer state (Engine::optimizer_state: main params and the
+  // optimizer's state, in the engine's order) in world-rank order: equal for equal state on
+  // equal plans (ZeRO-1 against ZeRO-3), not across strategies, which spread it differently.
+  std::uint64_t state_hash = 0;
   std::uint64_t plan_hash = 0;
   RunMemory memory;
   // World rank 0 of a TP = 1 grid with keep_final_params: [spec param] final values (compared

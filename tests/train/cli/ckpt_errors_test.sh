@@ -114,7 +114,7 @@ expect_usage_error "--save-every needs --save-dir" \
   "$canzona" train "${quick[@]}" --steps 2 --save-every 1
 expect_usage_error "--resume and --init-from exclude each other" \
   "$canzona" train "${quick[@]}" --steps 3 --resume "$good" --init-from "$good"
-expect_usage_error "--save-dir needs a single strategy (--strategies names 5)" \
+expect_usage_error "--save-dir needs a single strategy (--strategies names 6)" \
   "$canzona" train "${quick[@]}" --steps 2 --strategies all --save-dir "$work/all"
 expect_absent "$work/all"
 expect_usage_error "--keep = -1 must lie in [0, 1048576]" \

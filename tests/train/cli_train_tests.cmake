@@ -73,6 +73,30 @@ if(TARGET canzona AND TARGET canzona-train)
                    ONCE "${verify_once}"
                    COMMAND ${canzona} train ${train_quick} --tp 2 --strategies all --steps 3
                            --eval-every 2 --verify)
+  # ZeRO-3 (--zero-stage 3; `all` is asc, lb-asc and fsdp-a2a there): the same promises on DP2
+  # with accumulation, DP3, and DP2 x TP2 with split tasks.
+  set(verify_z3_tp1 "loss curves and final params bitwise identical across strategies: yes\n")
+  set(verify_z3_tpn "${verify_z3_tp1}")
+  foreach(s asc lb-asc fsdp-a2a)
+    string(APPEND verify_z3_tp1 "verify ${s} +vs single process: loss curve bitwise identical, "
+                                "max relative loss difference 0, final params bitwise identical\n")
+    string(APPEND verify_z3_tpn "verify ${s} +vs single process: loss curve [a-z ]+, max "
+                                "relative loss difference [-+.e0-9]+ \\(TP > 1: bound 1e-4\\)\n")
+  endforeach()
+  canzona_cli_test(train_cli_exact_zero3_dp2 NP 2 RC 0 TIMEOUT 90
+                   EXPECT "ZeRO-3, peak resident size per rank.*${verify_z3_tp1}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --grad-accum 2 --zero-stage 3
+                           --strategies all --steps 4 --eval-every 2 --verify)
+  canzona_cli_test(train_cli_exact_zero3_dp3 NP 3 RC 0 TIMEOUT 90 EXPECT "${verify_z3_tp1}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_quick} --dp 3 --zero-stage 3
+                           --strategies all --steps 3 --eval-every 2 --verify)
+  canzona_cli_test(train_cli_exact_zero3_dp2_tp2 NP 4 RC 0 TIMEOUT 120 EXPECT "${verify_z3_tpn}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --tp 2 --split-qkv qkv
+                           --split-fc1 --zero-stage 3 --strategies all --steps 3 --eval-every 2
+                           --verify)
   foreach(opt shampoo soap adamw)
     canzona_cli_test(train_cli_exact_dp2_${opt} NP 2 RC 0 TIMEOUT 90
                      EXPECT "optimizer ${opt} [^\n]*\n.*${verify_tp1}" ONCE "${verify_once}"
@@ -250,4 +274,16 @@ if(TARGET canzona AND TARGET canzona-train)
     set_tests_properties(train_cli_ckpt_${kind} PROPERTIES LABELS "cli;mpi" TIMEOUT ${timeout}
                          ENVIRONMENT "${CANZONA_TEST_ENV}")
   endforeach()
+
+  # --- 9. ZeRO-3 against ZeRO-1 (zero3_test.sh): the same losses, params and (on equal plans)
+  # optimizer state; the params and gradients a rank keeps, the memory JSON, no DP traffic in the
+  # optimizer step but fsdp-a2a's; a strategy that cannot shard, a bad stage, memory a ZeRO-3 run
+  # cannot have and an unreadable --resume refused in one line before training.
+  set(timeout 150)
+  canzona_scale_timeout(timeout)
+  add_test(NAME train_cli_zero3
+           COMMAND bash ${train_cli_src}/zero3_test.sh ${canzona} ${MPIEXEC_EXECUTABLE}
+                   $<TARGET_FILE:canzona_check_output>)
+  set_tests_properties(train_cli_zero3 PROPERTIES LABELS "cli;mpi" TIMEOUT ${timeout}
+                       ENVIRONMENT "${CANZONA_TEST_ENV}")
 endif()

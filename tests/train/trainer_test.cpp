@@ -232,23 +232,43 @@ TEST(TrainZero3, IsBitwiseTheSingleProcessRunAtDp2AndDp3WithAccumulation) {
   }
 }
 
-TEST(TrainZero3, EqualsStageOneBitwiseAtDp2Tp2AndKeepsOnlyTheShard) {
-  TrainOptions three = zero3_options(2, 2);
+// Loss curves, validation losses, final params and optimizer state (main params and every state
+// tensor, hashed per rank) of stage 3 are stage 1's to the bit on DP2, DP3 and DP2xTP2 with
+// gradient accumulation; and stage 3 keeps only the shard.
+void expect_stage_three_is_stage_one(int dp, int tp);
+
+TEST(TrainZero3, EqualsStageOneBitwiseAndKeepsOnlyTheShard) {
+  for (const auto& [dp, tp] : {std::pair{2, 1}, std::pair{3, 1}, std::pair{2, 2}})
+    expect_stage_three_is_stage_one(dp, tp);
+}
+
+void expect_stage_three_is_stage_one(int dp, int tp) {
+  SCOPED_TRACE(::testing::Message() << "dp " << dp << " tp " << tp);
+  TrainOptions three = zero3_options(dp, tp);
   TrainOptions one = three;
   one.job.zero_stage = 1;
+  ASSERT_EQ(three.grad_accum, 2);
   const Corpus corpus = test_corpus(three.seq_len);
   const std::vector<StrategyRun> a = train_on_threads(one, corpus);
   const std::vector<StrategyRun> b = train_on_threads(three, corpus);
   ASSERT_EQ(a.size(), b.size());
-  // The TP-local params of qwen3-tiny at TP 2, counted by hand from its shapes (model.h).
+  // The TP-local params of qwen3-tiny, counted from its shapes (model.h).
   const model::TransformerConfig config = model::preset(three.job.model);
   const model::ModelSpec spec = training_spec(config, three);
   std::int64_t local = 0;
-  for (const model::ParamSpec& p : spec.params) local += p.local_numel(2);
+  for (const model::ParamSpec& p : spec.params) local += p.local_numel(tp);
   for (std::size_t k = 0; k < a.size(); ++k) {
     SCOPED_TRACE(plan::to_string(a[k].strategy));
     EXPECT_EQ(a[k].params_hash, b[k].params_hash);
-    EXPECT_EQ(a[k].state_hash, b[k].state_hash);
+    // The state is hashed where it lives, so it compares on equal plans: asc's and fsdp-a2a's
+    // cuts do not depend on the memory model; lb-asc's may (under stage 3 it balances params and
+    // gradients with the state), and its state then lives elsewhere (the checkpoint tests compare
+    // it in model space).
+    if (a[k].strategy != plan::Strategy::kLbAsc) EXPECT_EQ(a[k].plan_hash, b[k].plan_hash);
+    if (a[k].plan_hash == b[k].plan_hash) {
+      EXPECT_EQ(a[k].state_hash, b[k].state_hash);
+      EXPECT_EQ(a[k].memory.optimizer_state_bytes, b[k].memory.optimizer_state_bytes);
+    }
     ASSERT_EQ(a[k].steps.size(), b[k].steps.size());
     for (std::size_t s = 0; s < a[k].steps.size(); ++s)
       EXPECT_TRUE(same_bits(a[k].steps[s].loss, b[k].steps[s].loss));
@@ -257,17 +277,16 @@ TEST(TrainZero3, EqualsStageOneBitwiseAtDp2Tp2AndKeepsOnlyTheShard) {
       EXPECT_TRUE(same_bits(a[k].val[v].loss, b[k].val[v].loss));
     // Stage 1 keeps the whole TP-local buffer (plus padding) and the reduced shard beside the
     // gradient buffer; stage 3 keeps the shards only. lb-asc balances them and fsdp-a2a cuts equal
-    // ones, so at DP 2 the larger shard is about half; asc's start-index cuts may leave one rank
-    // nearly everything.
+    // ones, so the larger shard is about 1/dp (under 3/(2 dp)); asc's start-index cuts may leave
+    // one rank nearly everything.
     EXPECT_GE(a[k].memory.params_bytes, 4 * local);
     EXPECT_GT(a[k].memory.grads_bytes, a[k].memory.params_bytes);
     EXPECT_LE(b[k].memory.params_bytes, a[k].memory.params_bytes);
     EXPECT_LT(b[k].memory.grads_bytes, a[k].memory.grads_bytes);
     if (a[k].strategy != plan::Strategy::kAsc) {
-      EXPECT_LT(b[k].memory.params_bytes, 4 * local * 3 / 4);
+      EXPECT_LT(b[k].memory.params_bytes, 4 * local * 3 / (2 * dp));
       EXPECT_LT(b[k].memory.grads_bytes, a[k].memory.grads_bytes / 2);
     }
-    EXPECT_EQ(a[k].memory.optimizer_state_bytes, b[k].memory.optimizer_state_bytes);
   }
 }
 

@@ -17,6 +17,11 @@
 #   6. An unsplit fc1 (task rows in TP 2's [gate_0; up_0; gate_1; up_1] order) moves to TP 1 with
 #      Muon, Shampoo and SOAP: its state is stored in the logical order (checked against a TP=1
 #      run's within rounding, and told apart from TP 2's order).
+#   7. ZeRO-3 (each rank reads and writes only its shard): A/step-2 (written under ZeRO-1) resumed
+#      under --zero-stage 3 at DP=2 x TP=1 lb-asc and saved at once is byte-identical; that copy
+#      (written under ZeRO-3) resumed under ZeRO-1 at DP=2 x TP=2 sc for steps 3..4, and A/step-2
+#      resumed under ZeRO-3 at DP=2 x TP=2 fsdp-a2a, give A's losses bit for bit and A's step-4
+#      files byte for byte.
 # shellcheck disable=SC1091,SC2154,SC2034 # sourced lib; mpirun_exe is used by ckpt_lib.sh
 canzona=$1
 mpirun_exe=$2
@@ -80,6 +85,27 @@ same_state "$work/direct/step-00000004" "$work/own/step-00000004" \
 if expect_ok dp4 run 4 --dp 4 --steps 2 --save-dir "$work/dp4"; then
   expect_ok dp4to2 run 2 --dp 2 --steps 2 --resume "$work/dp4" --save-dir "$work/dp4to2"
   same_state "$work/dp4/$s2" "$work/dp4to2/$s2" "DP=4 checkpoint reloaded under DP=2"
+fi
+
+# --- 7. ZeRO-3 both ways.
+if expect_ok z3save run 2 "${split[@]}" --dp 2 --zero-stage 3 --strategy lb-asc --steps 2 \
+  --resume "$a/$s2" --save-dir "$work/z3"; then
+  same_state "$a/$s2" "$work/z3/$s2" "step 2 reloaded under ZeRO-3 at DP=2 x TP=1 and saved"
+  for shape in "z3to1 1 sc" "a_to_z3 3 fsdp-a2a"; do
+    read -r name stage strategy <<<"$shape"
+    from=$work/z3/$s2
+    [ "$name" = a_to_z3 ] && from=$a/$s2
+    if expect_ok "$name" run 4 "${split[@]}" --dp 2 --tp 2 --zero-stage "$stage" \
+      --strategy "$strategy" --steps 4 --resume "$from" --save-dir "$work/$name" \
+      --json "$work/$name.json"; then
+      if diff <(losses "$work/a.json" 3) <(losses "$work/$name.json" 3) >"$work/d_$name"; then
+        pass
+      else
+        fail "$name: losses differ from the run that never stopped: $(cat "$work/d_$name")"
+      fi
+      same_state "$a/step-00000004" "$work/$name/step-00000004" "$name: step 4"
+    fi
+  done
 fi
 
 # --- 6. An unsplit fc1 is one task whose rows follow the TP degree ([gate_0; up_0; gate_1; up_1]

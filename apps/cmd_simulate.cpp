@@ -14,6 +14,7 @@
 #include "canzona/common/json_io.h"
 #include "canzona/cost/calibration.h"
 #include "canzona/cost/cost.h"
+#include "canzona/launch/job.h"
 #include "canzona/model/load.h"
 #include "canzona/optim/registry.h"
 #include "canzona/sim/cluster.h"
@@ -164,7 +165,7 @@ void run(SimulateArgs& a) {
   }
   check_outputs(a);
   const sim::Cluster cluster = sim::load_cluster(a.cluster);
-  const auto strategies = plan::parse_strategy_list(a.strategies);
+  const auto strategies = launch::strategies_for_stage(a.strategies, p.layout.zero_stage);
   for (std::size_t i = 0; i < strategies.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       CANZONA_REQUIRE(strategies[i] != strategies[j], "--strategy lists '",

@@ -33,6 +33,7 @@
 #include "canzona/common/faults.h"
 #include "canzona/common/fnv.h"
 #include "canzona/common/json_io.h"
+#include "canzona/launch/job.h"
 #include "canzona/optim/blas_env.h"
 #include "canzona/train/data.h"
 #include "canzona/train/memory.h"
@@ -287,9 +288,7 @@ Launch prepare(TrainFlags& f) {
   o.schedule.total = f.steps;
   o.schedule.min_ratio = f.min_lr_ratio;
   // Under ZeRO-3 "all" is every strategy that shards params along its cuts.
-  o.strategies = plan::parse_strategy_list(f.zero_stage == 3 && f.strategies == "all"
-                                               ? std::string("asc,lb-asc,fsdp-a2a")
-                                               : f.strategies);
+  o.strategies = launch::strategies_for_stage(f.strategies, f.zero_stage);
   o.trace_path = f.trace;
   o.checkpoint = f.checkpoint;
   if (!resume_dir.empty()) o.checkpoint.resume = resume_dir;  // resolved once

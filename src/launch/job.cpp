@@ -41,6 +41,32 @@ void validate(const JobOptions& o) {
                           o.adamw_options);
 }
 
+bool shards_params(plan::Strategy s) {
+  const plan::StrategyParts parts = plan::strategy_parts(s);
+  return s != plan::Strategy::kLayerwise && parts.dp_sync == plan::DpSync::kReduceScatter &&
+         parts.param_sync == plan::ParamSync::kBucketAllGather;
+}
+
+void check_zero_stage(int zero_stage, const std::vector<plan::Strategy>& strategies) {
+  if (zero_stage != 3) return;
+  for (plan::Strategy st : strategies)
+    CANZONA_REQUIRE(shards_params(st), "--zero-stage 3: strategy ", plan::to_string(st),
+                    plan::strategy_parts(st).dp_sync == plan::DpSync::kAllReduce
+                        ? " All-Reduces gradients, so every rank keeps every param"
+                        : " is Megatron-LM's layer-wise optimizer, which has no ZeRO-3",
+                    "; ZeRO-3 runs asc, lb-asc and fsdp-a2a");
+}
+
+std::vector<plan::Strategy> strategies_for_stage(const std::string& list, int zero_stage) {
+  std::vector<plan::Strategy> out = plan::parse_strategy_list(list);
+  if (zero_stage == 3 && list == "all")
+    out.erase(
+        std::remove_if(out.begin(), out.end(), [](plan::Strategy s) { return !shards_params(s); }),
+        out.end());
+  check_zero_stage(zero_stage, out);
+  return out;
+}
+
 model::BuildOptions build_options(const JobOptions& o) {
   model::BuildOptions build;
   build.tp = o.tp;

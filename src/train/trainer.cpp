@@ -465,18 +465,7 @@ void validate(const TrainOptions& o) {
                   "--resume and --init-from exclude each other (a checkpoint has its weights)");
   CANZONA_REQUIRE(c.save_every == 0 || !c.save_dir.empty(), "--save-every needs --save-dir");
   CANZONA_REQUIRE(c.keep == 0 || !c.save_dir.empty(), "--keep needs --save-dir");
-  if (o.job.zero_stage == 3) {
-    for (plan::Strategy st : o.strategies) {
-      const plan::StrategyParts parts = plan::strategy_parts(st);
-      CANZONA_REQUIRE(st == plan::Strategy::kAsc || st == plan::Strategy::kLbAsc ||
-                          st == plan::Strategy::kFsdpA2a,
-                      "--zero-stage 3: strategy ", plan::to_string(st),
-                      parts.dp_sync == plan::DpSync::kAllReduce
-                          ? " All-Reduces gradients, so every rank keeps every param"
-                          : " is Megatron-LM's layer-wise optimizer, which has no ZeRO-3",
-                      "; ZeRO-3 runs asc, lb-asc and fsdp-a2a");
-    }
-  }
+  launch::check_zero_stage(o.job.zero_stage, o.strategies);
   launch::validate(o.job);
 }
 

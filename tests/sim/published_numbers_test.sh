@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Pins the simulator's published numbers: docs/results.md's table "Simulator: the paper's 256-GPU
 # experiments, projected" and, in docs/simulator.md, the tables "Figure 4: Qwen3-32B + Muon, 256
-# GPUs, DP=32, TP=8" and "Shampoo and SOAP: Qwen3-14B, PP=2, DP=32, TP=4".
+# GPUs, DP=32, TP=8", "Shampoo and SOAP: Qwen3-14B, PP=2, DP=32, TP=4" and "ZeRO-3: Qwen3-32B at
+# DP=32, TP=8 and Qwen3-8B at DP=64".
 # Usage: published_numbers_test.sh <canzona> <canzona_check_output> <docs/results.md> <docs/simulator.md>
 #
 # Runs the commands those sections give (each with --json added), checks that each exits with 0
@@ -126,5 +127,24 @@ pin "$doc" "| Shampoo, layerwise (Megatron-LM today) |" 3 shampoo $M/optimizer_s
 pin "$doc" "| Shampoo, lb-asc |" 3 shampoo $L/optimizer_step_s
 pin "$doc" "| Shampoo, sc / lb-asc |" 3 shampoo "$sc_over_lb"
 pin "$doc" "| SOAP, sc → lb-asc |" 3 soap $S/optimizer_step_s $L/optimizer_step_s "$sc_over_lb"
+
+# docs/simulator.md, ZeRO-3: one column per (model, stage, strategy).
+commands[z32_1]="simulate --model qwen3-32b --dp 32 --tp 8 --strategy lb-asc,fsdp-a2a --zero-stage 1"
+commands[z32_3]="simulate --model qwen3-32b --dp 32 --tp 8 --strategy lb-asc,fsdp-a2a --zero-stage 3"
+commands[z8_1]="simulate --model qwen3-8b --dp 64 --tp 1 --strategy lb-asc,fsdp-a2a --zero-stage 1"
+commands[z8_3]="simulate --model qwen3-8b --dp 64 --tp 1 --strategy lb-asc,fsdp-a2a --zero-stage 3"
+for run in z32_1 z32_3 z8_1 z8_3; do
+  expect_ok "$run" "$canzona" ${commands[$run]} --json "$work/$run.json" &&
+    check_file "$work/$run.json" json /strategies#==2
+done
+F=/strategies/fsdp-a2a
+for column in "2 z32_1 $L" "3 z32_3 $L" "4 z32_3 $F" "5 z8_1 $L" "6 z8_3 $L" "7 z8_3 $F"; do
+  read -r c run s <<<"$column"
+  pin "$doc" "| iteration, ZeRO table |" "$c" "$run" "$s/iteration_s"
+  pin "$doc" "| optimizer step, ZeRO table |" "$c" "$run" "$s/optimizer_step_s"
+  pin "$doc" "| owner All-to-Alls exposed, ZeRO table |" "$c" "$run" "$s/dp_exchange_s"
+  pin "$doc" "| param All-Gathers, ZeRO table |" "$c" "$run" "$s/param_gather_total_s"
+  pin "$doc" "| gathers stalling compute, ZeRO table |" "$c" "$run" "$s/param_gather_exposed_s"
+done
 
 cli_finish

@@ -62,6 +62,16 @@ inline constexpr std::int64_t kMaxBucketSize = std::int64_t{1} << 40;
 // optimizers' own checks).
 void validate(const JobOptions& options);
 
+// Whether a strategy can keep only its DP shard of params and gradients (ZeRO-3): a
+// Reduce-Scatter and a bucket All-Gather of its cuts, and not Megatron-LM's layer-wise optimizer,
+// which has none (asc, lb-asc, fsdp-a2a).
+bool shards_params(plan::Strategy strategy);
+// The strategies of --strategy/--strategies under `zero_stage`: plan::parse_strategy_list, where
+// under stage 3 "all" means every strategy that shards params. Throws UsageError naming the first
+// one that cannot ("--zero-stage 3: strategy sc All-Reduces gradients, ...").
+std::vector<plan::Strategy> strategies_for_stage(const std::string& list, int zero_stage);
+void check_zero_stage(int zero_stage, const std::vector<plan::Strategy>& strategies);
+
 // The model build options (TP padding, task splits) and the model they give (model::load_model).
 model::BuildOptions build_options(const JobOptions& options);
 model::ModelSpec load_model(const JobOptions& options);

@@ -211,7 +211,10 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
                      {"optimizer_state_bytes", r.memory.optimizer_state_bytes},
                      {"activations_bytes", r.memory.activations_bytes},
                      {"peak_rss_bytes", r.memory.peak_rss_bytes},
-                     {"base_rss_bytes", r.memory.base_rss_bytes}};
+                     {"base_rss_bytes", r.memory.base_rss_bytes},
+                     {"kept_bytes", r.memory.kept_bytes},
+                     {"resident_kept_bytes", r.memory.resident_kept_bytes},
+                     {"model_total_bytes", r.memory.model_total_bytes}};
     run["mfu"] = mfu(h, o, m);
     j["runs"].push_back(run);
   }

@@ -53,6 +53,9 @@ class ParamBuffers {
   std::int64_t release_params(int b, std::int64_t keep_begin, std::int64_t keep_end);
   // Gives back bucket b's gradients (they read as zeros: the next step's zeroed gradient).
   std::int64_t release_grads(int b);
+  // Resident bytes of each buffer now (PageBuffer::resident_bytes).
+  std::int64_t resident_param_bytes() const { return params_.resident_bytes(); }
+  std::int64_t resident_grad_bytes() const { return grads_.resident_bytes(); }
   // Zeroes the whole gradient buffer: in place, or by giving its pages back.
   void zero_grads(bool give_back);
 

@@ -145,6 +145,10 @@ MemoryHeld Engine::memory_held() const {
   m.grads_bytes = static_cast<std::int64_t>(sizeof(float)) *
                   (c.residency.sharded() ? reduced : full + (c.grad_sync->sharded() ? reduced : 0));
   m.optimizer_state_bytes = c.shards.state_bytes();
+  m.resident_bytes =
+      c.buffers.resident_param_bytes() + c.buffers.resident_grad_bytes() +
+      (c.grad_sync->sharded() ? static_cast<std::int64_t>(sizeof(float)) * reduced : 0) +
+      m.optimizer_state_bytes;
   return m;
 }
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "canzona/common/error.h"
 
@@ -59,6 +60,18 @@ PageBuffer& PageBuffer::operator=(PageBuffer&& other) noexcept {
     mapped_ = std::exchange(other.mapped_, 0);
   }
   return *this;
+}
+
+std::int64_t PageBuffer::resident_bytes() const {
+  if (data_ == nullptr) return 0;
+  const std::size_t page = page_bytes();
+  const std::size_t pages = (mapped_ + page - 1) / page;
+  std::vector<unsigned char> in(pages);
+  const int rc = mincore(data_, mapped_, in.data());
+  CANZONA_CHECK(rc == 0, "mincore of ", mapped_, " bytes: ", std::strerror(errno));
+  std::int64_t resident = 0;
+  for (unsigned char v : in) resident += (v & 1) ? static_cast<std::int64_t>(page) : 0;
+  return resident;
 }
 
 std::int64_t PageBuffer::release(std::int64_t begin, std::int64_t end) {

@@ -31,6 +31,8 @@ class PageBuffer {
   // (madvise MADV_DONTNEED); the parts of the two edge pages that lie inside are zeroed in place
   // (those pages stay resident: they hold neighbouring elements). Returns the bytes given back.
   std::int64_t release(std::int64_t begin, std::int64_t end);
+  // Bytes of the buffer's pages resident in memory now (mincore): a measurement, not an account.
+  std::int64_t resident_bytes() const;
 
  private:
   float* data_ = nullptr;

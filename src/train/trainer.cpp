@@ -296,14 +296,28 @@ class Run {
   // The run's memory, max over ranks (call after the last step, before finish()).
   void measure_memory(std::int64_t base_rss) {
     const engine::MemoryHeld held = engine_->memory_held();
-    const std::vector<std::int64_t> mine = {held.params_bytes,          held.grads_bytes,
-                                            held.optimizer_state_bytes, activations_bytes_,
-                                            peak_resident_bytes(),      base_rss};
+    const std::vector<std::int64_t> mine = {
+        held.params_bytes,
+        held.grads_bytes,
+        held.optimizer_state_bytes,
+        activations_bytes_,
+        peak_resident_bytes(),
+        base_rss,
+        held.params_bytes + held.grads_bytes + held.optimizer_state_bytes,
+        held.resident_bytes};
     std::vector<std::int64_t> most = mine;
+    std::int64_t state_total = 0;
     for (std::size_t i = 0; i < mine.size(); ++i)
-      for (std::uint64_t v : grid_.world().all_gather_u64(static_cast<std::uint64_t>(mine[i])))
+      for (std::uint64_t v : grid_.world().all_gather_u64(static_cast<std::uint64_t>(mine[i]))) {
         most[i] = std::max(most[i], static_cast<std::int64_t>(v));
-    result_.memory = {most[0], most[1], most[2], most[3], most[4], most[5]};
+        if (i == 2) state_total += static_cast<std::int64_t>(v);
+      }
+    std::int64_t elements = 0;
+    for (const model::ParamSpec& p : spec_.params)
+      elements += p.local_numel(grid_.shape().tp) * grid_.shape().tp;
+    result_.memory = {most[0], most[1], most[2],
+                      most[3], most[4], most[5],
+                      most[6], most[7], state_total + 8 * elements};
   }
 
   void finish() {

@@ -184,8 +184,9 @@ TEST(Dp2Tp1Protocol, DpTotalsCountGradientAndParameterSync) {
   EXPECT_GT(away, 0);
   EXPECT_EQ(fsdp.dp_phase_bytes.optimizer, 2 * 4 * away);
   for (const StrategyResult& s : r.strategies) {
-    if (s.strategy != Strategy::kFsdpA2a)
+    if (s.strategy != Strategy::kFsdpA2a) {
       EXPECT_EQ(s.dp_phase_bytes.optimizer, 0) << plan::to_string(s.strategy);
+    }
     EXPECT_EQ(s.tp_phase_bytes.total(), 0) << plan::to_string(s.strategy);  // tp = 1
     // The by-kind counters and the by-phase ones count the same bytes.
     EXPECT_EQ(s.dp_bytes.total(), s.dp_phase_bytes.total()) << plan::to_string(s.strategy);

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "canzona/comm/thread.h"
 #include "canzona/common/error.h"
 #include "canzona/common/faults.h"
+#include "canzona/launch/job.h"
 #include "canzona/model/load.h"
 #include "canzona/train/model.h"
 
@@ -264,7 +266,9 @@ void expect_stage_three_is_stage_one(int dp, int tp) {
     // cuts do not depend on the memory model; lb-asc's may (under stage 3 it balances params and
     // gradients with the state), and its state then lives elsewhere (the checkpoint tests compare
     // it in model space).
-    if (a[k].strategy != plan::Strategy::kLbAsc) EXPECT_EQ(a[k].plan_hash, b[k].plan_hash);
+    if (a[k].strategy != plan::Strategy::kLbAsc) {
+      EXPECT_EQ(a[k].plan_hash, b[k].plan_hash);
+    }
     if (a[k].plan_hash == b[k].plan_hash) {
       EXPECT_EQ(a[k].state_hash, b[k].state_hash);
       EXPECT_EQ(a[k].memory.optimizer_state_bytes, b[k].memory.optimizer_state_bytes);
@@ -287,6 +291,15 @@ void expect_stage_three_is_stage_one(int dp, int tp) {
       EXPECT_LT(b[k].memory.params_bytes, 4 * local * 3 / (2 * dp));
       EXPECT_LT(b[k].memory.grads_bytes, a[k].memory.grads_bytes / 2);
     }
+    // Measured (the buffers' resident pages): stage 1 keeps at least what it accounts; stage 3
+    // what it accounts and at most the two edge pages of each bucket's shard in each buffer.
+    const plan::Plan plan = plan::make_plan(spec, launch::plan_options(three.job, a[k].strategy));
+    const auto edges =
+        static_cast<std::int64_t>(4 * sysconf(_SC_PAGESIZE) * plan.stages[0].layout.buckets.size());
+    EXPECT_GE(a[k].memory.resident_kept_bytes, a[k].memory.kept_bytes);
+    EXPECT_GE(b[k].memory.resident_kept_bytes, b[k].memory.kept_bytes - edges);
+    EXPECT_LE(b[k].memory.resident_kept_bytes, b[k].memory.kept_bytes + edges);
+    EXPECT_LT(b[k].memory.resident_kept_bytes, a[k].memory.resident_kept_bytes);
   }
 }
 

@@ -97,6 +97,9 @@ struct MemoryHeld {
   std::int64_t params_bytes = 0;           // the param buffer, or its shards under ZeRO-3
   std::int64_t grads_bytes = 0;            // the gradient buffer and the reduced shards
   std::int64_t optimizer_state_bytes = 0;  // state_bytes(): main params and optimizer state
+  // Measured now: the param and gradient buffers' pages resident in memory (mincore), the
+  // reduced-shard buffer and the state (always resident once written).
+  std::int64_t resident_bytes = 0;
 };
 
 // A range of reduced gradient this rank holds: {layout offset, values}.

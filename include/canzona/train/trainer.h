@@ -96,6 +96,11 @@ struct StepRecord {
 // backward, measured); peak_rss the process's peak resident size during the run, base_rss its
 // resident size when the run started (libtorch, MPI, the corpus, a previous run's heap). So
 // peak_rss - base_rss - activations is what the run's buffers, state and transient gathers took.
+// kept is the largest sum params + grads + optimizer state of one rank, resident_kept the same
+// measured after the last step (engine::MemoryHeld::resident_bytes: the buffers' resident
+// pages, mincore, with the state); model_total the bytes of
+// one copy of every param and gradient (fp32, TP-local elements summed over the TP ranks) plus
+// the optimizer state of every rank: what a perfect ZeRO-3 would split evenly over the grid.
 struct RunMemory {
   std::int64_t params_bytes = 0;
   std::int64_t grads_bytes = 0;
@@ -103,6 +108,9 @@ struct RunMemory {
   std::int64_t activations_bytes = 0;
   std::int64_t peak_rss_bytes = -1;
   std::int64_t base_rss_bytes = -1;
+  std::int64_t kept_bytes = 0;
+  std::int64_t resident_kept_bytes = 0;
+  std::int64_t model_total_bytes = 0;
 };
 
 struct ValRecord {

@@ -13,6 +13,7 @@
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
 #include "canzona/cost/calibration.h"
+#include "canzona/launch/job.h"
 #include "canzona/model/load.h"
 #include "canzona/plan/plan_report.h"
 #include "canzona/plan/replan.h"
@@ -272,6 +273,7 @@ int run_plan(const PlanFlags& f) {
   if (f.dump_params_given) check_output_path(f.dump_params, "--dump-params");
   plan::PlanOptions options = to_plan_options(f);
   options.strategy = plan::parse_strategy(f.strategy);
+  launch::check_zero_stage(f.zero_stage, {options.strategy});
   options.cost.kind = cost::parse_cost_kind(f.cost);
   cost::set_matrix_optimizer(options.cost, f.optimizer, f.optimizer_flags);
   // Flags first (plan::validate_options: grid, alpha, C_max, cost), then the files they name.

@@ -53,6 +53,18 @@ TEST(Cost, MuonFlopsPinnedByHandForQwen3_32bFc2) {
   EXPECT_EQ(optimizer_flops("muon", 512, 2048, o), 12'079'595'520.0);
 }
 
+// ZeRO-3's memory model: what a rank keeps of a task also counts its fp32 param and gradient
+// (4 + 4 bytes per element) and, for a matrix task, the fp32 main copy the optimizer steps (4).
+// Muon's state is its fp32 momentum (4 bytes per element), AdamW's exp_avg and exp_avg_sq (8).
+TEST(Cost, ZeroStageThreeCountsParamsGradientsAndMainWithTheState) {
+  CostOptions one, three;
+  three.zero_stage = 3;
+  EXPECT_EQ(state_bytes("muon", 10, 20, one), 4.0 * 200);
+  EXPECT_EQ(state_bytes("muon", 10, 20, three), (4.0 + 12.0) * 200);
+  EXPECT_EQ(state_bytes("adamw", 1, 300, one), 8.0 * 300);
+  EXPECT_EQ(state_bytes("adamw", 1, 300, three), (8.0 + 8.0) * 300);
+}
+
 TEST(Cost, AdamWCountsTwelveFlopsPerElement) {
   const CostOptions o;
   EXPECT_EQ(optimizer_flops("adamw", 10, 20, o), 2400.0);

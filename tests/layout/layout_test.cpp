@@ -44,6 +44,35 @@ TEST(Layout, ReverseOrderAlignedStartsOneBucket) {
   EXPECT_EQ(l.numel, 384);
 }
 
+// ZeRO-3's default bucket is the largest layer's elements (here 100 + 30 = 130 in both layers), so
+// each layer is a bucket of its own: reverse order, l1.n at 0, l1.w at 64 (ends 164 >= 130:
+// close, padded to 256), then l0 the same way, then the embedding (200, padded to 256).
+TEST(Layout, ZeroStageThreeBucketsHoldOneLayer) {
+  model::ModelSpec m;
+  m.name = "layers";
+  m.params.push_back({"emb", {20, 10}, -1, OptimizerClass::kElementwise, -1, -1, {}});
+  m.params.push_back({"l0.w", {10, 10}, -1, OptimizerClass::kMatrix, 0, -1, {}});
+  m.params.push_back({"l0.n", {30}, -1, OptimizerClass::kElementwise, 0, -1, {}});
+  m.params.push_back({"l1.w", {10, 10}, -1, OptimizerClass::kMatrix, 1, -1, {}});
+  m.params.push_back({"l1.n", {30}, -1, OptimizerClass::kElementwise, 1, -1, {}});
+  EXPECT_EQ(layer_bucket_size(m, {0, 1, 2, 3, 4}, 1), 130);
+  LayoutOptions o;
+  o.dp = 2;
+  o.zero_stage = 3;
+  const Layout l = build_layout(m, {0, 1, 2, 3, 4}, o);
+  ASSERT_EQ(l.buckets.size(), 3u);
+  const std::vector<std::vector<int>> want = {{4, 3}, {2, 1}, {0}};
+  for (std::size_t b = 0; b < 3; ++b) {
+    std::vector<int> got;
+    for (const Slot& s : l.buckets[b].slots) got.push_back(s.param);
+    EXPECT_EQ(got, want[b]) << "bucket " << b;
+    EXPECT_EQ(l.buckets[b].numel, 256);
+  }
+  // Stage 1 keeps Megatron's default (40M elements): one bucket.
+  o.zero_stage = 1;
+  EXPECT_EQ(build_layout(m, {0, 1, 2, 3, 4}, o).buckets.size(), 1u);
+}
+
 TEST(Layout, BucketClosesAfterTheParamThatReachesTheSize) {
   const auto m = three_params();
   LayoutOptions o;

@@ -11,7 +11,8 @@
 #      the optimizer step sends nothing over DP but under fsdp-a2a (its owner All-to-Alls), in
 #      both stages; the summary names the stage and the peak per rank.
 #   2. Bad input, one line `canzona: error: ...`, exit 2, before any training: a strategy that
-#      cannot shard params (sc's All-Reduce, Megatron-LM's layer-wise); a stage that is neither 1
+#      cannot shard params (sc's All-Reduce, Megatron-LM's layer-wise; in train, plan and
+#      simulate); a stage that is neither 1
 #      nor 3; memory a ZeRO-3 run cannot have; a --resume the run cannot read (another model's
 #      checkpoint).
 # shellcheck disable=SC1091,SC2154 # sourced lib
@@ -89,6 +90,10 @@ expect_mpi_usage_error \
   "${mpirun2[@]}" "${quick[@]}" --dp 2 --steps 1 --zero-stage 3 --strategy sc
 expect_usage_error "--zero-stage 3: strategy layerwise is Megatron-LM's layer-wise optimizer" \
   "$canzona" train "${quick[@]}" --steps 1 --zero-stage 3 --strategy layerwise
+expect_usage_error "--zero-stage 3: strategy sc All-Reduces gradients" \
+  "$canzona" plan --model qwen3-tiny --zero-stage 3 --strategy sc
+expect_usage_error "--zero-stage 3: strategy layerwise is Megatron-LM's layer-wise optimizer" \
+  "$canzona" simulate --model qwen3-tiny --zero-stage 3 --strategy lb-asc,layerwise
 expect_usage_error "--zero-stage 2: must be 1 (ZeRO-1) or 3 (ZeRO-3)" \
   "$canzona" train "${quick[@]}" --steps 1 --zero-stage 2
 expect_mpi_usage_error "memory: this run needs about" \

@@ -117,6 +117,13 @@ LaidCuts laid_cuts(const layout::Layout& layout, const StageItems& s, const Free
   return c;
 }
 
+std::vector<TpGroup> no_tp_groups(const StagePlan&, const std::vector<int>&,
+                                  const std::vector<TpTask>&, const PlanOptions& o,
+                                  std::vector<double>&) {
+  CANZONA_CHECK(false, to_string(o.strategy), " hosts no task on one TP rank");
+  return {};
+}
+
 void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& model,
              GroupFormer form) {
   for (Task& t : stage.tasks) t.dp_owner = stage.owner[t.param];

@@ -67,6 +67,12 @@ using GroupFormer = std::vector<TpGroup> (*)(const StagePlan& stage, const std::
                                              const std::vector<TpTask>& tp_tasks,
                                              const PlanOptions& o, std::vector<double>& tp_load);
 
+// The group former of a strategy whose TP exchange is the redundant gather (sc, layerwise-paper,
+// fsdp-a2a): plan_tp never calls it, as no task is hosted on one TP rank (an Error if it is).
+std::vector<TpGroup> no_tp_groups(const StagePlan& stage, const std::vector<int>& ids,
+                                  const std::vector<TpTask>& tp_tasks, const PlanOptions& o,
+                                  std::vector<double>& tp_load);
+
 // The TP step: every task's dp_owner from stage.owner, then the micro groups of each DP rank's
 // hosted tasks by `form`.
 void plan_tp(const PlanOptions& o, StagePlan& stage, const model::ModelSpec& model,

@@ -17,21 +17,10 @@
 // default (TpExchange::kRedundantGather).
 #include <map>
 
-#include "canzona/common/error.h"
 #include "dp.h"
 #include "strategies.h"
 
 namespace canzona::plan::detail {
-namespace {
-
-std::vector<TpGroup> fsdp_a2a_no_groups(const StagePlan&, const std::vector<int>&,
-                                        const std::vector<TpTask>&, const PlanOptions&,
-                                        std::vector<double>&) {
-  CANZONA_CHECK(false, "fsdp-a2a hosts no task on one TP rank");
-  return {};
-}
-
-}  // namespace
 
 StagePlan plan_fsdp_a2a(const model::ModelSpec& model, StagePlan stage, const PlanOptions& o) {
   for (const layout::Bucket& bucket : stage.layout.buckets)
@@ -56,7 +45,7 @@ StagePlan plan_fsdp_a2a(const model::ModelSpec& model, StagePlan stage, const Pl
       stage.owner_batches.back().push_back(group[i]);
       stage.owner[group[i]] = k;
     }
-  plan_tp(o, stage, model, fsdp_a2a_no_groups);
+  plan_tp(o, stage, model, no_tp_groups);
   return stage;
 }
 

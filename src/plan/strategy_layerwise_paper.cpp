@@ -1,21 +1,10 @@
 // layerwise-paper: the paper's description of a layer-wise optimizer. All-Reduce, every param
 // whole on one DP owner by LPT on its optimizer cost, the redundant TP gather, and the owners'
 // updates All-Gathered (v) over DP.
-#include "canzona/common/error.h"
 #include "dp.h"
 #include "strategies.h"
 
 namespace canzona::plan::detail {
-namespace {
-
-std::vector<TpGroup> paper_layerwise_no_groups(const StagePlan&, const std::vector<int>&,
-                                               const std::vector<TpTask>&, const PlanOptions&,
-                                               std::vector<double>&) {
-  CANZONA_CHECK(false, "layerwise-paper hosts no task on one TP rank");
-  return {};
-}
-
-}  // namespace
 
 StagePlan plan_layerwise_paper(const model::ModelSpec& model, StagePlan stage,
                                const PlanOptions& o) {
@@ -28,7 +17,7 @@ StagePlan plan_layerwise_paper(const model::ModelSpec& model, StagePlan stage,
   }
   const std::vector<int> owners = layerwise_owners(costs, o.dp);
   for (std::size_t k = 0; k < stage.params.size(); ++k) stage.owner[stage.params[k]] = owners[k];
-  plan_tp(o, stage, model, paper_layerwise_no_groups);
+  plan_tp(o, stage, model, no_tp_groups);
   return stage;
 }
 

@@ -14,6 +14,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   libtorch-dev libsentencepiece-dev sentencepiece fortunes
   python3-torch python3-numpy
+  pybind11-dev python3-dev python3-pytest  # the Python package (python/, docs/python.md)
   libgoogle-perftools-dev  # tcmalloc: canzona-train links it, vs-pytorch.sh gives it to PyTorch
 )
 if [ "${1:-}" = "--fuzz" ]; then

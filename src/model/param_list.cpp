@@ -133,7 +133,10 @@ json param_json(const ParamSpec& p) {
 }  // namespace
 
 ModelSpec read_param_list(const std::string& path) {
-  const json j = read_json_file(path);
+  return param_list_from_json(read_json_file(path), path);
+}
+
+ModelSpec param_list_from_json(const nlohmann::json& j, const std::string& path) {
   detail::require_object(j, path);
   ModelSpec model;
   model.name = present(j, "name") ? detail::get_string(j.at("name"), path, "name") : path;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,9 @@ std::int64_t logical_row(const ParamSpec& param, int tp, int t, std::int64_t r);
 // kMaxDim. Throws UsageError naming the file, the param index, the key and the limit. The
 // writer emits every field, so write -> read -> write reproduces the file byte for byte.
 ModelSpec read_param_list(const std::string& path);
+// The same from a parsed document; `where` names it in messages (the path, or e.g. "params" for a
+// list built in memory by the Python package).
+ModelSpec param_list_from_json(const nlohmann::json& j, const std::string& where);
 void write_param_list(const std::string& path, const ModelSpec& model);
 
 // Resolves the --model argument: a preset name, a path to a HF config.json, or a path to a param

@@ -1,0 +1,218 @@
+"""canzona.plan: the planner of `canzona plan`, on a preset, a config file, a param list or a
+PyTorch model (docs/python.md)."""
+import json
+import os
+import re
+
+from canzona import _canzona
+
+# Megatron's attributes on tensor-parallel params (megatron/core/tensor_parallel/layers.py): the
+# param is one TP rank's shard, split along partition_dim of the full matrix.
+_TP_ATTR = "tensor_model_parallel"
+_DIM_ATTR = "partition_dim"
+
+_LAYER = re.compile(r"(?:^|\.)(\d+)(?:\.|$)")
+
+
+def _layer_of(name):
+    """The first purely numeric component of a dotted name ("decoder.layers.3.mlp" -> 3), else -1."""
+    m = _LAYER.search(name)
+    return int(m.group(1)) if m else -1
+
+
+def _param_entry(name, shape, tp_split_dim, tp, matrix):
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"canzona.plan: model: a param name must be a non-empty str (got {name!r})")
+    shape = [int(s) for s in shape]
+    if len(shape) == 0:
+        shape = [1]
+    if len(shape) > 2:
+        raise ValueError(
+            f"canzona.plan: model: param '{name}' has {len(shape)} dims {tuple(shape)}; only 1-D "
+            "and 2-D params are planned (reshape or pass (name, shape, tp_split_dim) yourself)")
+    if tp_split_dim not in (-1, 0, 1):
+        raise ValueError(f"canzona.plan: model: param '{name}': tp_split_dim must be -1, 0 or 1 "
+                         f"(got {tp_split_dim!r})")
+    entry = {"name": name, "shape": shape, "tp_split_dim": tp_split_dim, "layer": _layer_of(name)}
+    if matrix is not None:
+        entry["optimizer"] = "matrix" if matrix else "elementwise"
+    return entry
+
+
+def _from_tensor(name, tensor, tp, matrix):
+    """A named tensor: Megatron TP attributes mean the tensor is one TP shard (global = local x tp
+    along partition_dim)."""
+    shape = list(tensor.shape)
+    split = -1
+    if getattr(tensor, _TP_ATTR, False):
+        split = int(getattr(tensor, _DIM_ATTR, 0))
+        if split not in (0, 1) or split >= max(len(shape), 1):
+            raise ValueError(f"canzona.plan: model: param '{name}': partition_dim {split} does "
+                             f"not index its shape {tuple(shape)}")
+        shape[split] *= tp
+    return _param_entry(name, shape, split, tp, matrix)
+
+
+def _elementwise_by_module(module):
+    """Params of embedding modules get the element-wise optimizer (Megatron's rule by module)."""
+    import torch  # a Module was given, so torch is loaded already
+
+    ids = set()
+    for m in module.modules():
+        if isinstance(m, torch.nn.Embedding):
+            ids.update(id(p) for p in m.parameters(recurse=False))
+    return ids
+
+
+def _model_doc(model, tp, is_matrix, name):
+    """The param-list document (the CLI's --model param-list format) of `model`."""
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model)
+    if isinstance(model, dict):
+        return model
+    embedding_ids = set()
+    if hasattr(model, "named_parameters") and callable(model.named_parameters):
+        embedding_ids = _elementwise_by_module(model)
+        if name is None:
+            name = type(model).__name__
+        items = list(model.named_parameters())
+    else:
+        try:
+            items = list(model)
+        except TypeError:
+            raise TypeError("canzona.plan: model must be a torch.nn.Module, named_parameters(), a "
+                            "list of (name, shape, tp_split_dim), a dict param list, or a str "
+                            f"(preset, config.json); got {type(model).__name__}") from None
+    params = []
+    for i, item in enumerate(items):
+        if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+            raise ValueError(f"canzona.plan: model[{i}]: expected (name, tensor) or (name, shape, "
+                             f"tp_split_dim), got {item!r}"[:300])
+        pname = item[0]
+        if len(item) == 2 and hasattr(item[1], "shape"):
+            tensor = item[1]
+            matrix = None
+            if is_matrix is not None:
+                matrix = bool(is_matrix(pname, tensor))
+            elif id(tensor) in embedding_ids:
+                matrix = False
+            params.append(_from_tensor(pname, tensor, tp, matrix))
+        else:
+            shape = item[1]
+            split = item[2] if len(item) == 3 else -1
+            if isinstance(shape, int):
+                shape = [shape]
+            matrix = bool(is_matrix(pname, tuple(shape))) if is_matrix is not None else None
+            params.append(_param_entry(pname, shape, split, tp, matrix))
+    if not params:
+        raise ValueError("canzona.plan: model has no params")
+    return {"name": name or "model", "params": params}
+
+
+class Plan:
+    """One plan: its balance metrics, each param's DP owner, each matrix task's host, the micro
+    groups, and the document `canzona plan --json` writes (to_json())."""
+
+    def __init__(self, doc):
+        self._doc = doc
+        self._owner = {}
+        self._bucket = {}
+        for stage in doc["stages"]:
+            for b, bucket in enumerate(stage["buckets"]):
+                for p in bucket["params"]:
+                    self._owner[p["name"]] = p["owner"]
+                    self._bucket[p["name"]] = b
+        self._tasks = [t for stage in doc["stages"] for t in stage["tasks"]]
+
+    plan_hash = property(lambda self: self._doc["plan_hash"], doc="the CLI's plan_hash")
+    strategy = property(lambda self: self._doc["strategy"])
+    dp = property(lambda self: self._doc["dp"])
+    tp = property(lambda self: self._doc["tp"])
+    balance = property(lambda self: self._doc["balance"],
+                       doc="max/mean per axis: {'dp'|'tp'|'grid': {'flops', 'memory'}}")
+    lower_bound = property(lambda self: self._doc["lower_bound"])
+    plan_ms = property(lambda self: self._doc["plan_ms"])
+    tasks = property(lambda self: list(self._tasks),
+                     doc="matrix tasks: name, shape, dp_owner, host (TP rank, -1 all), group, cost")
+    micro_groups = property(lambda self: [g for s in self._doc["stages"] for g in s["micro_groups"]])
+    buckets = property(lambda self: self._doc["buckets"])
+
+    def owner(self, name):
+        """The DP rank that owns param `name`: an int, 'divided' (element-wise, cut between
+        ranks) or 'all' (every rank steps it)."""
+        try:
+            return self._owner[name]
+        except KeyError:
+            raise KeyError(f"no param named {name!r} in the plan") from None
+
+    def bucket(self, name):
+        if name not in self._bucket:
+            raise KeyError(f"no param named {name!r} in the plan")
+        return self._bucket[name]
+
+    def host(self, name):
+        """The TP rank that computes the update of matrix task `name` (-1: every TP rank)."""
+        for t in self._tasks:
+            if t["name"] == name:
+                return t["host"]
+        raise KeyError(f"no matrix task named {name!r} in the plan")
+
+    def to_json(self, indent=None):
+        return json.dumps(self._doc, indent=indent)
+
+    def __repr__(self):
+        b = self.balance
+        return (f"<canzona.Plan {self.strategy} dp={self.dp} tp={self.tp} "
+                f"DP FLOPs max/mean {b['dp']['flops']:.3f} plan_hash {self.plan_hash:#018x}>")
+
+
+_DEFAULTS = _canzona.PlanArgs()
+
+
+def plan(model, *, dp=1, tp=1, pp=1, optimizer="muon", strategy="lb-asc", planner="canzona",
+         cost="flops", bucket_size=0, alpha=1.0, cmax_mb=512.0, zero_stage=1, split_qkv="none",
+         split_fc1=False, layerwise_tp="duplicated", layerwise_buckets="soft-min",
+         bucket_order="free", ns_steps=None, precondition_frequency=None, max_precond_dim=None,
+         calibration=None, is_matrix=None, name=None):
+    """Plans `model` as `canzona plan` does (the same options, named as its flags with '_').
+
+    model: a torch.nn.Module, its named_parameters(), a list of (name, shape, tp_split_dim), a
+    param-list dict, or a str the CLI's --model takes (preset name, HF config.json, param list).
+    Params tagged with Megatron's `tensor_model_parallel`/`partition_dim` are TP shards: their
+    full shape is the local one times tp along partition_dim. Layers are the first numeric
+    component of a name. 2-D params get the matrix optimizer except embeddings (nn.Embedding,
+    names with 'embedding', 'output_layer', 'router'); is_matrix(name, tensor_or_shape) overrides.
+    Raises ValueError naming the bad argument or param; TypeError for unknown keywords.
+    """
+    args = _canzona.PlanArgs()
+    ints = {"dp": dp, "tp": tp, "pp": pp, "zero_stage": zero_stage, "bucket_size": bucket_size}
+    for key, value in ints.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"canzona.plan: {key} must be an int (got {value!r})")
+    strs = {"optimizer": optimizer, "strategy": strategy, "planner": planner, "cost": cost,
+            "split_qkv": split_qkv, "layerwise_tp": layerwise_tp,
+            "layerwise_buckets": layerwise_buckets, "bucket_order": bucket_order}
+    for key, value in strs.items():
+        if not isinstance(value, str):
+            raise TypeError(f"canzona.plan: {key} must be a str (got {value!r})")
+    for key, value in {**ints, **strs}.items():
+        setattr(args, key, value)
+    args.split_fc1 = bool(split_fc1)
+    if calibration is not None:
+        args.calibration = os.fspath(calibration)
+    args.alpha = float(alpha)
+    args.cmax_mb = float(cmax_mb)
+    if ns_steps is not None:
+        args.ns_steps = int(ns_steps)
+    if precondition_frequency is not None:
+        args.precondition_frequency = int(precondition_frequency)
+    if max_precond_dim is not None:
+        args.max_precond_dim = int(max_precond_dim)
+    if tp < 1:
+        raise ValueError(f"canzona.plan: tp must be >= 1 (got {tp})")
+    doc = _model_doc(model, tp, is_matrix, name)
+    try:
+        text = _canzona.plan_json(doc, args)
+    except ValueError as e:
+        raise ValueError(f"canzona.plan: {e}") from None
+    return Plan(json.loads(text))

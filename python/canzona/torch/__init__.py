@@ -1,0 +1,8 @@
+"""canzona.torch: Canzona's optimizers behind PyTorch's interfaces (docs/python.md).
+
+Muon, Shampoo and SOAP are single-process torch.optim.Optimizers on Canzona's kernels (the
+same C++ code every distributed strategy runs).
+"""
+from canzona.torch.optim import SOAP, Muon, Shampoo
+
+__all__ = ["Muon", "Shampoo", "SOAP"]

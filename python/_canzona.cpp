@@ -15,10 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "canzona/comm/mpi.h"
 #include "canzona/common/error.h"
 #include "canzona/cost/calibration.h"
 #include "canzona/cost/cost.h"
+#include "canzona/engine/engine.h"
+#include "canzona/engine/trace.h"
 #include "canzona/launch/job.h"
+#include "canzona/launch/plan_check.h"
 #include "canzona/model/load.h"
 #include "canzona/optim/optimizer.h"
 #include "canzona/plan/metrics.h"
@@ -69,7 +73,17 @@ launch::JobOptions job_of(const PlanArgs& a) {
 }
 
 // `model`: a str (preset, HF config.json, param-list file: what --model takes) or a dict in the
-// param-list format (model/load.h). Returns the plan JSON of `canzona plan --json` as text.
+// param-list format (model/load.h), validated for `tp`.
+model::ModelSpec load_model(const py::object& model_arg, const launch::JobOptions& job, int tp) {
+  if (py::isinstance<py::str>(model_arg))
+    return model::load_model(model_arg.cast<std::string>(), launch::build_options(job));
+  const std::string text = py::module_::import("json").attr("dumps")(model_arg).cast<std::string>();
+  model::ModelSpec model = model::param_list_from_json(nlohmann::json::parse(text), "params");
+  model::validate(model, tp);
+  return model;
+}
+
+// `model`: as load_model. Returns the plan JSON of `canzona plan --json` as text.
 std::string make_plan_json(const py::object& model_arg, const PlanArgs& a) {
   const launch::JobOptions job = job_of(a);
   plan::PlanOptions options = launch::plan_options(job, plan::parse_strategy(a.strategy));
@@ -82,15 +96,7 @@ std::string make_plan_json(const py::object& model_arg, const PlanArgs& a) {
   flags.max_precond_dim = a.max_precond_dim;
   cost::set_matrix_optimizer(options.cost, a.optimizer, flags);
   plan::validate_options(options);
-  model::ModelSpec model;
-  if (py::isinstance<py::str>(model_arg)) {
-    model = model::load_model(model_arg.cast<std::string>(), launch::build_options(job));
-  } else {
-    const std::string text =
-        py::module_::import("json").attr("dumps")(model_arg).cast<std::string>();
-    model = model::param_list_from_json(nlohmann::json::parse(text), "params");
-    model::validate(model, a.tp);
-  }
+  model::ModelSpec model = load_model(model_arg, job, a.tp);
   cost::Calibration calibration;
   if (!a.calibration.empty()) {
     calibration = cost::Calibration::read(a.calibration);
@@ -163,6 +169,154 @@ class PyOptimizer {
   std::unique_ptr<optim::Optimizer> optimizer_;
 };
 
+// MPI for this process: started by the first DistributedEngine, ended by mpi_finalize() (the
+// package calls it at exit, after closing every engine).
+std::unique_ptr<comm::MpiSession>& mpi_session() {
+  static std::unique_ptr<comm::MpiSession> session;
+  return session;
+}
+
+// Element i of a span as a NumPy array of `shape` that views it (no copy), kept alive by `owner`.
+py::array_t<float> view(std::span<float> values, const std::vector<std::int64_t>& shape,
+                        py::handle owner) {
+  std::vector<py::ssize_t> dims(shape.begin(), shape.end()), strides(shape.size());
+  py::ssize_t stride = sizeof(float);
+  for (std::size_t k = shape.size(); k-- > 0;) {
+    strides[k] = stride;
+    stride *= static_cast<py::ssize_t>(shape[k]);
+  }
+  return py::array_t<float>(dims, strides, values.data(), owner);
+}
+
+// The engine (engine/engine.h) under a Python model: the plan of `model` for the grid of this MPI
+// job, the Megatron-layout buffers the Python side makes its params and grads views of, and the
+// calls of a training step. One per optimizer; ZeRO-1 (stage 3 is the CLI's).
+class DistributedEngine {
+ public:
+  DistributedEngine(const py::object& model_arg, const PlanArgs& a,
+                    const std::string& optimizer_options, const std::string& adamw_options,
+                    bool pipeline) {
+    launch::JobOptions job = job_of(a);
+    job.optimizer_options = nlohmann::json::parse(optimizer_options);
+    job.adamw_options = nlohmann::json::parse(adamw_options);
+    job.pipeline = pipeline;
+    launch::validate(job);
+    const plan::Strategy strategy = plan::parse_strategy(a.strategy);
+    launch::check_zero_stage(a.zero_stage, {strategy});
+    CANZONA_REQUIRE(a.zero_stage == 1,
+                    "zero_stage 3 is not available in DistributedOptimizer yet (canzona train "
+                    "--zero-stage 3 runs it)");
+    CANZONA_REQUIRE(job.cost != cost::CostKind::kCalibrated,
+                    "cost 'calibrated' is not supported by DistributedOptimizer");
+    model_ = load_model(model_arg, job, a.tp);
+    const plan::PlanOptions options = launch::plan_options(job, strategy);
+    plan::validate_options(options);
+    // The world size is known before MPI starts: every rank refuses a wrong one alike.
+    const int world = comm::launched_world_size();
+    CANZONA_REQUIRE(static_cast<std::int64_t>(a.dp) * a.tp == world, "the job has ", world, " rank",
+                    world == 1 ? "" : "s", " but dp x tp = ", a.dp, " x ", a.tp,
+                    " (launch with mpirun -np ", static_cast<std::int64_t>(a.dp) * a.tp, ")");
+    plan_ = plan::make_plan(model_, options);
+    if (!mpi_session()) mpi_session() = std::make_unique<comm::MpiSession>();
+    grid_ = comm::make_mpi_grid(a.dp, a.tp, 1, comm::ReduceMode::kDeterministic);
+    launch::validate_plan(model_, plan_, grid_->shape());
+    launch::check_plan_agreement(grid_->world(), plan_);
+    engine_ = std::make_unique<engine::Engine>(*grid_, model_, plan_, launch::engine_options(job),
+                                               trace_);
+  }
+
+  engine::Engine& engine() {
+    CANZONA_REQUIRE(engine_ != nullptr, "the DistributedOptimizer was closed");
+    return *engine_;
+  }
+  int num_params() const { return static_cast<int>(model_.params.size()); }
+  std::vector<std::int64_t> local_shape(int p) const {
+    check_param(p);
+    return model_.params[static_cast<std::size_t>(p)].local_shape(grid_->shape().tp);
+  }
+  py::array_t<float> param(py::object self, int p) {
+    return view(engine().param(p), local_shape(p), self);
+  }
+  py::array_t<float> grad(py::object self, int p) {
+    return view(engine().grad(p), local_shape(p), self);
+  }
+  // Copies DP rank 0's params to every DP rank (DistributedDataParallel's broadcast at
+  // construction): one All-Gather per param where only rank 0 contributes.
+  void broadcast_params() {
+    comm::Communicator& dp = grid_->dp();
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(dp.size()), 0);
+    const std::vector<std::int64_t> displs(counts.size(), 0);
+    for (int p = 0; p < num_params(); ++p) {
+      std::span<float> values = engine().param(p);
+      counts[0] = static_cast<std::int64_t>(values.size());
+      const std::span<const float> send =
+          dp.rank() == 0 ? std::span<const float>(values) : std::span<const float>();
+      dp.all_gather(send, values, counts, displs).wait();
+    }
+  }
+  // DP rank 0's values of any fp32 array (frozen params, buffers) in place on every DP rank.
+  void broadcast_floats(py::array_t<float, 0> values) {
+    CANZONA_REQUIRE((values.flags() & py::array::c_style) != 0 && values.writeable(),
+                    "broadcast: the array must be contiguous and writeable");
+    comm::Communicator& dp = grid_->dp();
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(dp.size()), 0);
+    const std::vector<std::int64_t> displs(counts.size(), 0);
+    counts[0] = values.size();
+    std::span<float> all(values.mutable_data(), static_cast<std::size_t>(values.size()));
+    py::gil_scoped_release release;
+    dp.all_gather(dp.rank() == 0 ? std::span<const float>(all) : std::span<const float>(), all,
+                  counts, displs)
+        .wait();
+  }
+  // DP rank 0's bytes, on every DP rank (control data: small tensors of other dtypes).
+  py::bytes broadcast_bytes(const std::string& bytes) {
+    comm::Communicator& dp = grid_->dp();
+    const auto* data = reinterpret_cast<const std::byte*>(bytes.data());
+    const std::vector<std::vector<std::byte>> all =
+        dp.all_gather_bytes(std::span<const std::byte>(data, bytes.size()));
+    return py::bytes(reinterpret_cast<const char*>(all[0].data()), all[0].size());
+  }
+  py::list optimizer_state(py::object self) {
+    py::list out;
+    for (const engine::StateTensor& t : engine().optimizer_state()) {
+      const std::vector<std::int64_t> shape = t.begin < t.end
+                                                  ? std::vector<std::int64_t>{t.end - t.begin}
+                                                  : std::vector<std::int64_t>{t.rows, t.cols};
+      out.append(
+          py::make_tuple(t.param, t.state, t.piece, t.begin, t.end, view(t.values, shape, self)));
+    }
+    return out;
+  }
+  void close() {
+    engine_.reset();
+    grid_.reset();
+  }
+  bool is_matrix(int p) const {
+    check_param(p);
+    return model_.params[static_cast<std::size_t>(p)].is_matrix();
+  }
+  int dp_rank() const { return grid_->coord().dp; }
+  int tp_rank() const { return grid_->coord().tp; }
+  std::string plan_json() const {
+    plan::PlanRun run;
+    run.plan = plan_;
+    run.metrics = plan::compute_metrics(model_, plan_);
+    return plan::plan_json(model_, run).dump();
+  }
+
+ private:
+  void check_param(int p) const {
+    CANZONA_REQUIRE(p >= 0 && p < num_params(), "param index ", p, " outside [0, ", num_params(),
+                    ")");
+  }
+
+  model::ModelSpec model_;
+  plan::Plan plan_;
+  engine::Trace trace_;
+  std::unique_ptr<comm::Grid> grid_;
+  std::unique_ptr<engine::Engine> engine_;
+};
+
 }  // namespace
 }  // namespace canzona::python
 
@@ -207,6 +361,70 @@ PYBIND11_MODULE(_canzona, m) {
   m.def("effective_options", [](const std::string& name, const std::string& options_json) {
     return canzona::optim::effective_options(name, nlohmann::json::parse(options_json)).dump();
   });
+  using canzona::python::DistributedEngine;
+  using Release = py::call_guard<py::gil_scoped_release>;
+  py::class_<DistributedEngine>(m, "DistributedEngine")
+      .def(py::init<const py::object&, const PlanArgs&, const std::string&, const std::string&,
+                    bool>(),
+           py::arg("model"), py::arg("args"), py::arg("optimizer_options"),
+           py::arg("adamw_options"), py::arg("pipeline") = true)
+      .def_property_readonly("num_params", &DistributedEngine::num_params)
+      .def_property_readonly("dp_rank", &DistributedEngine::dp_rank)
+      .def_property_readonly("tp_rank", &DistributedEngine::tp_rank)
+      .def("local_shape", &DistributedEngine::local_shape)
+      .def("param",
+           [](py::object self, int p) { return self.cast<DistributedEngine&>().param(self, p); })
+      .def("grad",
+           [](py::object self, int p) { return self.cast<DistributedEngine&>().grad(self, p); })
+      .def("is_matrix", [](DistributedEngine& d, int p) { return d.is_matrix(p); })
+      .def("bucket_of", [](DistributedEngine& d, int p) { return d.engine().bucket_of(p); })
+      .def("broadcast_params", &DistributedEngine::broadcast_params, Release())
+      .def(
+          "init_main_params", [](DistributedEngine& d) { d.engine().init_main_params(); },
+          Release())
+      .def("grad_ready", [](DistributedEngine& d, int p) { d.engine().grad_ready(p); })
+      .def("progress", [](DistributedEngine& d) { d.engine().progress(); })
+      .def(
+          "finish_grad_sync", [](DistributedEngine& d) { return d.engine().finish_grad_sync(); },
+          Release())
+      .def("step",
+           [](DistributedEngine& d) {
+             const canzona::engine::StepTimes t = d.engine().step();
+             return py::dict(py::arg("opt_ms") = t.opt, py::arg("opt_compute_ms") = t.opt_compute,
+                             py::arg("opt_comm_ms") = t.opt_comm);
+           })
+      .def(
+          "start_param_sync", [](DistributedEngine& d) { return d.engine().start_param_sync(); },
+          Release())
+      .def(
+          "wait_param_sync",
+          [](DistributedEngine& d, int b) { return d.engine().wait_param_sync(b); }, Release())
+      .def(
+          "finish", [](DistributedEngine& d) { d.engine().finish(); }, Release())
+      .def("zero_grads", [](DistributedEngine& d) { d.engine().zero_grads(); })
+      .def("set_lr_scales",
+           [](DistributedEngine& d, double matrix, double elementwise) {
+             d.engine().set_lr_scales(matrix, elementwise);
+           })
+      .def_property(
+          "step_count", [](DistributedEngine& d) { return d.engine().step_count(); },
+          [](DistributedEngine& d, std::int64_t s) { d.engine().set_step_count(s); })
+      .def(
+          "params_fnv", [](DistributedEngine& d) { return d.engine().params_fnv(); }, Release())
+      .def("optimizer_state",
+           [](py::object self) { return self.cast<DistributedEngine&>().optimizer_state(self); })
+      .def("set_optimizer_state",
+           [](DistributedEngine& d, const std::string& param, const std::string& state, int piece,
+              std::int64_t begin, py::array_t<float, py::array::c_style | py::array::forcecast> v) {
+             d.engine().set_optimizer_state(param, state, piece, begin,
+                                            std::span<const float>(v.data(), v.size()));
+           })
+      .def("broadcast_floats", &DistributedEngine::broadcast_floats, py::arg("values").noconvert())
+      .def("broadcast_bytes", &DistributedEngine::broadcast_bytes)
+      .def("plan_json", &DistributedEngine::plan_json)
+      .def("close", &DistributedEngine::close);
+  m.def("mpi_finalize", [] { canzona::python::mpi_session().reset(); });
+  m.def("launched_world_size", [] { return canzona::comm::launched_world_size(); });
   py::class_<PyOptimizer>(m, "Optimizer")
       .def(py::init<const std::string&, const std::string&, std::int64_t, std::int64_t,
                     const std::string&>(),

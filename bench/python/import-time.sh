@@ -29,5 +29,5 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[
 mt=$(median "${torch_s[@]}")
 mb=$(median "${both_s[@]}")
 ma=$(median "${alone_s[@]}")
-awk -v t="$mt" -v b="$mb" -v a="$ma" 'BEGIN {
-  printf "median of %s: import torch %.3f s; with canzona and canzona.torch %.3f s (adds %.3f s; target < 0.5 s); import canzona alone %.3f s\n", ENVIRON["REPEATS"], t, b, b - t, a }' REPEATS="$repeats"
+awk -v t="$mt" -v b="$mb" -v a="$ma" -v n="$repeats" 'BEGIN {
+  printf "median of %s: import torch %.3f s; with canzona and canzona.torch %.3f s (adds %.3f s; target < 0.5 s); import canzona alone %.3f s\n", n, t, b, b - t, a }'

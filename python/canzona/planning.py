@@ -64,25 +64,8 @@ def _elementwise_by_module(module):
     return ids
 
 
-def _model_doc(model, tp, is_matrix, name):
-    """The param-list document (the CLI's --model param-list format) of `model`."""
-    if isinstance(model, (str, os.PathLike)):
-        return os.fspath(model)
-    if isinstance(model, dict):
-        return model
-    embedding_ids = set()
-    if hasattr(model, "named_parameters") and callable(model.named_parameters):
-        embedding_ids = _elementwise_by_module(model)
-        if name is None:
-            name = type(model).__name__
-        items = list(model.named_parameters())
-    else:
-        try:
-            items = list(model)
-        except TypeError:
-            raise TypeError("canzona.plan: model must be a torch.nn.Module, named_parameters(), a "
-                            "list of (name, shape, tp_split_dim), a dict param list, or a str "
-                            f"(preset, config.json); got {type(model).__name__}") from None
+def _params_doc(items, tp, is_matrix, name, embedding_ids=frozenset()):
+    """The param-list document of (name, tensor) or (name, shape[, tp_split_dim]) items."""
     params = []
     for i, item in enumerate(items):
         if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
@@ -107,6 +90,28 @@ def _model_doc(model, tp, is_matrix, name):
     if not params:
         raise ValueError("canzona.plan: model has no params")
     return {"name": name or "model", "params": params}
+
+
+def _model_doc(model, tp, is_matrix, name):
+    """The param-list document (the CLI's --model param-list format) of `model`, or the str."""
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model)
+    if isinstance(model, dict):
+        return model
+    embedding_ids = frozenset()
+    if hasattr(model, "named_parameters") and callable(model.named_parameters):
+        embedding_ids = _elementwise_by_module(model)
+        if name is None:
+            name = type(model).__name__
+        items = list(model.named_parameters())
+    else:
+        try:
+            items = list(model)
+        except TypeError:
+            raise TypeError("canzona.plan: model must be a torch.nn.Module, named_parameters(), a "
+                            "list of (name, shape, tp_split_dim), a dict param list, or a str "
+                            f"(preset, config.json); got {type(model).__name__}") from None
+    return _params_doc(items, tp, is_matrix, name, embedding_ids)
 
 
 class Plan:
@@ -166,7 +171,38 @@ class Plan:
                 f"DP FLOPs max/mean {b['dp']['flops']:.3f} plan_hash {self.plan_hash:#018x}>")
 
 
-_DEFAULTS = _canzona.PlanArgs()
+def _make_args(where, *, dp, tp, pp, optimizer, strategy, planner, cost, bucket_size, alpha,
+               cmax_mb, zero_stage, split_qkv, split_fc1, layerwise_tp, layerwise_buckets,
+               bucket_order, ns_steps=None, precondition_frequency=None, max_precond_dim=None,
+               calibration=None):
+    """The native PlanArgs of the planning options; TypeError for a mistyped one."""
+    args = _canzona.PlanArgs()
+    ints = {"dp": dp, "tp": tp, "pp": pp, "zero_stage": zero_stage, "bucket_size": bucket_size}
+    for key, value in ints.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{where}: {key} must be an int (got {value!r})")
+    strs = {"optimizer": optimizer, "strategy": strategy, "planner": planner, "cost": cost,
+            "split_qkv": split_qkv, "layerwise_tp": layerwise_tp,
+            "layerwise_buckets": layerwise_buckets, "bucket_order": bucket_order}
+    for key, value in strs.items():
+        if not isinstance(value, str):
+            raise TypeError(f"{where}: {key} must be a str (got {value!r})")
+    for key, value in {**ints, **strs}.items():
+        setattr(args, key, value)
+    args.split_fc1 = bool(split_fc1)
+    args.alpha = float(alpha)
+    args.cmax_mb = float(cmax_mb)
+    if ns_steps is not None:
+        args.ns_steps = int(ns_steps)
+    if precondition_frequency is not None:
+        args.precondition_frequency = int(precondition_frequency)
+    if max_precond_dim is not None:
+        args.max_precond_dim = int(max_precond_dim)
+    if calibration is not None:
+        args.calibration = os.fspath(calibration)
+    if tp < 1:
+        raise ValueError(f"{where}: tp must be >= 1 (got {tp})")
+    return args
 
 
 def plan(model, *, dp=1, tp=1, pp=1, optimizer="muon", strategy="lb-asc", planner="canzona",
@@ -184,32 +220,13 @@ def plan(model, *, dp=1, tp=1, pp=1, optimizer="muon", strategy="lb-asc", planne
     names with 'embedding', 'output_layer', 'router'); is_matrix(name, tensor_or_shape) overrides.
     Raises ValueError naming the bad argument or param; TypeError for unknown keywords.
     """
-    args = _canzona.PlanArgs()
-    ints = {"dp": dp, "tp": tp, "pp": pp, "zero_stage": zero_stage, "bucket_size": bucket_size}
-    for key, value in ints.items():
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"canzona.plan: {key} must be an int (got {value!r})")
-    strs = {"optimizer": optimizer, "strategy": strategy, "planner": planner, "cost": cost,
-            "split_qkv": split_qkv, "layerwise_tp": layerwise_tp,
-            "layerwise_buckets": layerwise_buckets, "bucket_order": bucket_order}
-    for key, value in strs.items():
-        if not isinstance(value, str):
-            raise TypeError(f"canzona.plan: {key} must be a str (got {value!r})")
-    for key, value in {**ints, **strs}.items():
-        setattr(args, key, value)
-    args.split_fc1 = bool(split_fc1)
-    if calibration is not None:
-        args.calibration = os.fspath(calibration)
-    args.alpha = float(alpha)
-    args.cmax_mb = float(cmax_mb)
-    if ns_steps is not None:
-        args.ns_steps = int(ns_steps)
-    if precondition_frequency is not None:
-        args.precondition_frequency = int(precondition_frequency)
-    if max_precond_dim is not None:
-        args.max_precond_dim = int(max_precond_dim)
-    if tp < 1:
-        raise ValueError(f"canzona.plan: tp must be >= 1 (got {tp})")
+    args = _make_args("canzona.plan", dp=dp, tp=tp, pp=pp, optimizer=optimizer,
+                      strategy=strategy, planner=planner, cost=cost, bucket_size=bucket_size,
+                      alpha=alpha, cmax_mb=cmax_mb, zero_stage=zero_stage, split_qkv=split_qkv,
+                      split_fc1=split_fc1, layerwise_tp=layerwise_tp,
+                      layerwise_buckets=layerwise_buckets, bucket_order=bucket_order,
+                      ns_steps=ns_steps, precondition_frequency=precondition_frequency,
+                      max_precond_dim=max_precond_dim, calibration=calibration)
     doc = _model_doc(model, tp, is_matrix, name)
     try:
         text = _canzona.plan_json(doc, args)

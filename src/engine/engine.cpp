@@ -262,8 +262,10 @@ std::int64_t Engine::step_count() const {
   return parts_->shards.step_count();
 }
 
-void Engine::set_lr_scale(double scale) {
-  parts_->shards.set_lr_scale(scale);
+void Engine::set_lr_scale(double scale) { set_lr_scales(scale, scale); }
+
+void Engine::set_lr_scales(double matrix, double elementwise) {
+  parts_->shards.set_lr_scales(matrix, elementwise);
 }
 
 void Engine::set_step_count(std::int64_t steps) {

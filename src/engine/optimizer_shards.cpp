@@ -138,11 +138,12 @@ std::int64_t OptimizerShards::step_count() const {
   return 0;
 }
 
-void OptimizerShards::set_lr_scale(double scale) {
-  CANZONA_REQUIRE(std::isfinite(scale) && scale >= 0.0, "lr scale ", scale,
-                  " must be finite and >= 0");
-  for (ComputedTask& t : tasks_) t.optimizer->set_lr_scale(scale);
-  for (ElementwiseSlice& e : elementwise_) e.optimizer->set_lr_scale(scale);
+void OptimizerShards::set_lr_scales(double matrix, double elementwise) {
+  for (double scale : {matrix, elementwise})
+    CANZONA_REQUIRE(std::isfinite(scale) && scale >= 0.0, "lr scale ", scale,
+                    " must be finite and >= 0");
+  for (ComputedTask& t : tasks_) t.optimizer->set_lr_scale(matrix);
+  for (ElementwiseSlice& e : elementwise_) e.optimizer->set_lr_scale(elementwise);
 }
 
 void OptimizerShards::set_step_count(std::int64_t steps) {

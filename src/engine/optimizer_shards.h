@@ -67,7 +67,8 @@ class OptimizerShards {
   std::vector<StateTensor> state();
   std::int64_t step_count() const;
   void set_step_count(std::int64_t steps);
-  void set_lr_scale(double scale);
+  // The matrix optimizer's tasks and AdamW's element-wise slices.
+  void set_lr_scales(double matrix, double elementwise);
 
  private:
   const RankContext& context_;

@@ -219,6 +219,10 @@ class Engine {
   // The learning-rate schedule's factor for the next step() (optim::Optimizer::set_lr_scale) on
   // every optimizer instance of this rank. Throws UsageError unless finite and >= 0.
   void set_lr_scale(double scale);
+  // The same with one factor for the matrix optimizer's tasks and one for AdamW's element-wise
+  // params (a client whose two param groups carry their own learning rates, as
+  // canzona.torch.DistributedOptimizer's do: options with lr 1, the groups' lr as the scales).
+  void set_lr_scales(double matrix, double elementwise);
   // Overwrites the tensor (param, state, piece or element range as in `values` of a tensor
   // listed by optimizer_state) with `values`. Throws UsageError when this rank holds no such
   // tensor or the size differs.

@@ -3,6 +3,7 @@
 Muon, Shampoo and SOAP are single-process torch.optim.Optimizers on Canzona's kernels (the
 same C++ code every distributed strategy runs).
 """
-from canzona.torch.optim import SOAP, Muon, Shampoo
+from canzona.torch.distributed import DistributedOptimizer
+from canzona.torch.optim import SOAP, AdamW, Muon, Shampoo
 
-__all__ = ["Muon", "Shampoo", "SOAP"]
+__all__ = ["Muon", "Shampoo", "SOAP", "AdamW", "DistributedOptimizer"]

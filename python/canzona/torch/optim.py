@@ -283,3 +283,24 @@ class SOAP(_KernelOptimizer):
                    "correct_bias": bool(group["correct_bias"])}
         _check_options("soap", options, "SOAP")
         return json.dumps(options, sort_keys=True)
+
+
+class AdamW(_KernelOptimizer):
+    """AdamW (decoupled weight decay) with torch.optim.AdamW's argument names and defaults, on
+    Canzona's kernel: the element-wise optimizer every strategy runs, so a replay of a
+    DistributedOptimizer's run on one process uses it for the non-matrix params. Any shape."""
+
+    _kernel = "adamw"
+    _matrix_only = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        beta1, beta2 = _betas(betas, "AdamW")
+        super().__init__(params, dict(lr=lr, betas=(beta1, beta2), eps=eps,
+                                      weight_decay=weight_decay))
+
+    def _native_options(self, group):
+        beta1, beta2 = _betas(group["betas"], "AdamW")
+        options = {"lr": 1.0, "beta1": beta1, "beta2": beta2, "eps": float(group["eps"]),
+                   "weight_decay": float(group["weight_decay"])}
+        _check_options("adamw", options, "AdamW")
+        return json.dumps(options, sort_keys=True)

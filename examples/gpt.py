@@ -1,0 +1,155 @@
+"""A GPT written with plain torch.nn, trained with canzona.torch.DistributedOptimizer.
+
+    mpirun --allow-run-as-root -np 2 env PYTHONPATH=build/python /usr/bin/python3 \\
+        examples/gpt.py --strategy lb-asc --steps 50 --verify
+
+Learned token and position embeddings, pre-LayerNorm blocks of causal self-attention and a GELU
+MLP, the output layer tied to the token embedding; bytes of Debian's fortunes text (the default
+corpus of `canzona train`) as tokens. Each DP rank trains on its own micro-batches; with --verify
+the run is replayed in one process (every DP rank's micro-batches in rank order) and the script
+prints whether the params are bitwise those of the replay, exiting 1 when they are not.
+"""
+import argparse
+import glob
+import math
+import os
+import sys
+import time
+
+import torch
+
+import canzona.torch as ct
+from canzona.torch.replay import replay
+
+CORPUS = "/usr/share/games/fortunes"
+
+
+class Block(torch.nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = torch.nn.LayerNorm(dim)
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+        self.ln2 = torch.nn.LayerNorm(dim)
+        self.fc = torch.nn.Linear(dim, 4 * dim)
+        self.fc_out = torch.nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
+        mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+        att = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.fc_out(torch.nn.functional.gelu(self.fc(self.ln2(x))))
+
+
+class Gpt(torch.nn.Module):
+    def __init__(self, vocab, seq, dim, layers, heads):
+        super().__init__()
+        self.wte = torch.nn.Embedding(vocab, dim)
+        self.wpe = torch.nn.Embedding(seq, dim)
+        self.blocks = torch.nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        self.ln_f = torch.nn.LayerNorm(dim)
+        for name, p in self.named_parameters():  # GPT-2's init: N(0, 0.02) weights, zero biases
+            if name.endswith("bias"):
+                torch.nn.init.zeros_(p)
+            elif p.dim() == 2:
+                torch.nn.init.normal_(p, std=0.02)
+
+    def forward(self, tokens):
+        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.ln_f(x) @ self.wte.weight.T
+
+
+def corpus():
+    files = sorted(f for f in glob.glob(os.path.join(CORPUS, "*"))
+                   if os.path.isfile(f) and not os.path.islink(f)
+                   and not f.endswith((".dat", ".u8")))
+    if not files:
+        raise SystemExit(f"gpt.py: {CORPUS} is missing; install the Debian package fortunes")
+    data = b"".join(open(f, "rb").read() for f in files)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--strategy", default="lb-asc")
+    ap.add_argument("--optimizer", default="muon")
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--micro", type=int, default=2, help="micro-batches per step per rank")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=0.02)
+    ap.add_argument("--adamw-lr", type=float, default=3e-3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--verify", action="store_true")
+    a = ap.parse_args()
+    tokens = corpus()
+
+    def loss_fn(model, step, micro, rank):
+        g = torch.Generator().manual_seed(a.seed * 1_000_003 + step * 1009 + micro * 31 + rank)
+        starts = torch.randint(0, len(tokens) - a.seq - 1, (a.batch,), generator=g)
+        chunk = torch.stack([tokens[s:s + a.seq + 1] for s in starts.tolist()])
+        logits = model(chunk[:, :-1])
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, 256),
+                                                 chunk[:, 1:].reshape(-1)) / a.micro
+
+    torch.manual_seed(a.seed)
+    model = Gpt(256, a.seq, a.dim, a.layers, a.heads)
+    init = {k: v.clone() for k, v in model.state_dict().items()}
+    opt = ct.DistributedOptimizer(model, a.optimizer, a.strategy, lr=a.lr, adamw_lr=a.adamw_lr)
+    warmup = max(a.steps // 10, 1)
+    lr_lambda = lambda s: min(1.0, (s + 1) / warmup)  # noqa: E731
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda)
+    rank, dp = opt.dp_rank, opt.plan.dp
+    if rank == 0:
+        n = sum(p.numel() for p in model.parameters())
+        print(f"gpt: {n} params, dp={dp}, strategy {a.strategy}, {a.optimizer} on "
+              f"{len(opt.plan.tasks)} matrices, {a.micro} micro-batches of {a.batch}x{a.seq} "
+              "per rank per step", flush=True)
+    start = time.perf_counter()
+    for step in range(a.steps):
+        loss_sum = 0.0
+        for micro in range(a.micro):
+            if micro < a.micro - 1:
+                with opt.no_sync():
+                    loss = loss_fn(model, step, micro, rank)
+                    loss.backward()
+            else:
+                loss = loss_fn(model, step, micro, rank)
+                loss.backward()
+            loss_sum += loss.item()
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        if rank == 0 and (step % 10 == 0 or step == a.steps - 1):
+            print(f"step {step + 1:4d}  loss {loss_sum:.4f} (rank 0's micro-batches)", flush=True)
+    opt.finish()
+    seconds = time.perf_counter() - start
+    if rank == 0:
+        rate = a.steps * a.micro * a.batch * a.seq * dp / seconds
+        print(f"gpt: {a.steps} steps in {seconds:.2f} s, {rate:.0f} tokens/s", flush=True)
+    if a.verify:
+        torch.manual_seed(a.seed)
+        ref = replay(Gpt(256, a.seq, a.dim, a.layers, a.heads), init, loss_fn, a.steps, a.micro,
+                     dp, opt.kernel_settings, opt.matrix_param_names, (a.lr, a.adamw_lr),
+                     lr_lambda)
+        same = all(torch.equal(p.detach().view(-1).view(torch.int32),
+                               q.detach().view(-1).view(torch.int32))
+                   for p, q in zip(model.parameters(), ref.parameters()))
+        if rank == 0:
+            print(f"bitwise identical to single process: {'yes' if same else 'no'}", flush=True)
+        if not same:
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,329 @@
+"""canzona.torch.DistributedOptimizer: Canzona's engine under a user's own torch.nn.Module.
+
+Launched with `mpirun -np N python3 script.py`. At construction the model's trainable params are
+planned (canzona.plan's rules), laid into the engine's Megatron-layout buffers (param.data and
+param.grad become views of them), DP rank 0's values are copied to every rank (as
+DistributedDataParallel does) and hooks are put in place:
+
+* after autograd accumulates a param's gradient, a hook marks it ready; when a bucket's last
+  param is ready the engine posts the bucket's Reduce-Scatter (or All-Reduce) during backward;
+* step() waits for those collectives, runs the optimizer on what this rank owns and posts the
+  updated params' All-Gathers; a forward pre-hook on each module waits for its params' buckets.
+
+Inside `with opt.no_sync():` backward only accumulates (gradient accumulation, as DDP's no_sync).
+"""
+import atexit
+import contextlib
+import json
+import math
+import weakref
+
+import torch
+
+from canzona import _canzona
+from canzona.planning import _make_args, _params_doc
+
+_LIVE = weakref.WeakSet()
+
+
+def _close_all():
+    for opt in list(_LIVE):
+        opt.close()
+    _canzona.mpi_finalize()
+
+
+atexit.register(_close_all)
+
+_MATRIX_KINDS = ("muon", "shampoo", "soap")
+
+
+class DistributedOptimizer(torch.optim.Optimizer):
+    """The engine under `model` (docs/python.md).
+
+    optimizer: the matrix optimizer, "muon" | "shampoo" | "soap"; its options (Canzona's keys,
+    docs/optimizers.md) in optimizer_options, its lr in `lr`; the other params get AdamW with
+    adamw_options and `adamw_lr`. strategy: "lb-asc" | "asc" | "sc" | "layerwise" |
+    "layerwise-paper" | "fsdp-a2a". dp defaults to the job's size / tp. Two param groups: the
+    matrix params (lr) and the element-wise ones (adamw_lr); schedulers drive both.
+    """
+
+    def __init__(self, model, optimizer="muon", strategy="lb-asc", *, lr=0.02, adamw_lr=1e-3,
+                 optimizer_options=None, adamw_options=None, dp=None, tp=1, bucket_size=0,
+                 planner="canzona", cost="flops", split_fc1=False, layerwise_tp="duplicated",
+                 layerwise_buckets="soft-min", bucket_order="free", alpha=1.0, cmax_mb=512.0,
+                 pipeline=True, overlap_param_gather=True, broadcast=True, is_matrix=None):
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError("DistributedOptimizer: model must be a torch.nn.Module, got "
+                            f"{type(model).__name__}")
+        if optimizer not in _MATRIX_KINDS:
+            raise ValueError(f"DistributedOptimizer: optimizer must be one of {_MATRIX_KINDS} "
+                             f"(got {optimizer!r}); AdamW runs the element-wise params")
+        for key, value in (("optimizer_options", optimizer_options),
+                           ("adamw_options", adamw_options)):
+            if value is not None and not isinstance(value, dict):
+                raise TypeError(f"DistributedOptimizer: {key} must be a dict (got {value!r})")
+            if value and "lr" in value:
+                raise ValueError(f"DistributedOptimizer: {key}: give the learning rate as "
+                                 f"{'lr' if key == 'optimizer_options' else 'adamw_lr'}")
+        for key, value in (("lr", lr), ("adamw_lr", adamw_lr)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not math.isfinite(value) or value < 0:
+                raise ValueError(f"DistributedOptimizer: {key} must be a finite number >= 0 "
+                                 f"(got {value!r})")
+        if tp != 1:
+            raise ValueError("DistributedOptimizer: tp > 1 needs the TP layers, which are not "
+                             "built yet; run tp=1 (canzona train runs TP)")
+        world = _canzona.launched_world_size()
+        if dp is None:
+            dp = max(world // tp, 1)
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        if not named:
+            raise ValueError("DistributedOptimizer: the model has no trainable params")
+        for name, p in named:
+            _check_param(name, p)
+        self._names = [n for n, _ in named]
+        self._shapes = [tuple(p.shape) for _, p in named]
+        embedding_ids = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding)
+                         for p in m.parameters(recurse=False)}
+        doc = _params_doc(named, tp, is_matrix, type(model).__name__, embedding_ids)
+        args = _make_args("DistributedOptimizer", dp=dp, tp=tp, pp=1, optimizer=optimizer,
+                          strategy=strategy, planner=planner, cost=cost, bucket_size=bucket_size,
+                          alpha=alpha, cmax_mb=cmax_mb, zero_stage=1, split_qkv="none",
+                          split_fc1=split_fc1, layerwise_tp=layerwise_tp,
+                          layerwise_buckets=layerwise_buckets, bucket_order=bucket_order)
+        # The kernels run with lr 1; each group's lr is its scale (1 x lr is lr exactly).
+        matrix_options = dict(optimizer_options or {}, lr=1.0)
+        elementwise_options = dict(adamw_options or {}, lr=1.0)
+        try:
+            engine = _canzona.DistributedEngine(doc, args, json.dumps(matrix_options),
+                                                json.dumps(elementwise_options), bool(pipeline))
+        except ValueError as e:
+            raise ValueError(f"DistributedOptimizer: {e}") from None
+        self._engine = engine
+        self._plan = None
+        # What a single-process replay needs (replay.py): the kernels and their options.
+        self.kernel_settings = {"optimizer": optimizer, "optimizer_options": matrix_options,
+                                "adamw_options": elementwise_options}
+        self._matrix = [engine.is_matrix(i) for i in range(len(named))]
+        self.matrix_param_names = [n for n, m in zip(self._names, self._matrix) if m]
+        # param.data and param.grad become views of the engine's buffers.
+        self._params = [p for _, p in named]
+        self._ptrs = []
+        for i, p in enumerate(self._params):
+            data = torch.from_numpy(engine.param(i)).view(p.shape)
+            data.copy_(p.detach())
+            p.data = data
+            self._ptrs.append(data.data_ptr())
+            grad = torch.from_numpy(engine.grad(i)).view(p.shape)
+            grad.zero_()
+            p.grad = grad
+        if broadcast:
+            engine.broadcast_params()
+            # The rest of the module's state (frozen params, buffers), as DDP's broadcast.
+            trained = {id(p) for p in self._params}
+            rest = [t for _, t in model.named_parameters() if id(t) not in trained]
+            rest += [t for _, t in model.named_buffers()]
+            for t in rest:
+                _broadcast(engine, t)
+        engine.init_main_params()
+
+        matrix = [p for p, m in zip(self._params, self._matrix) if m]
+        elementwise = [p for p, m in zip(self._params, self._matrix) if not m]
+        groups = []
+        if matrix:
+            groups.append({"params": matrix, "lr": float(lr), "kind": "matrix"})
+        if elementwise:
+            groups.append({"params": elementwise, "lr": float(adamw_lr), "kind": "elementwise"})
+        super().__init__(groups, {})
+
+        self._sync = True
+        self._ready = [False] * len(self._params)
+        self._overlap = bool(overlap_param_gather)
+        self._accumulators = []
+        for i, p in enumerate(self._params):
+            acc = p.expand_as(p).grad_fn.next_functions[0][0]
+            acc.register_hook(self._grad_hook(i))
+            self._accumulators.append(acc)
+        index = {id(p): i for i, p in enumerate(self._params)}
+        self._forward_hooks = []
+        for module in model.modules():
+            own = [index[id(p)] for p in module.parameters(recurse=False) if id(p) in index]
+            if own:
+                buckets = sorted({engine.bucket_of(i) for i in own})
+                self._forward_hooks.append(module.register_forward_pre_hook(
+                    self._wait_hook(own, buckets)))
+        self._pending_param_sync = False
+        _LIVE.add(self)
+
+    # Hooks ---------------------------------------------------------------------------------
+
+    def _grad_hook(self, i):
+        def hook(*_):
+            if not self._sync or self._engine is None:
+                return
+            if self._ready[i]:
+                raise RuntimeError(f"DistributedOptimizer: param '{self._names[i]}' got a second "
+                                   "gradient in one step; wrap the earlier backward passes in "
+                                   "no_sync()")
+            self._check_shape(i)
+            self._ready[i] = True
+            self._engine.grad_ready(i)
+            self._engine.progress()
+        return hook
+
+    def _wait_hook(self, own, buckets):
+        def hook(*_):
+            if self._engine is None:
+                return
+            for i in own:
+                self._check_shape(i)
+            if self._pending_param_sync:
+                for b in buckets:
+                    self._engine.wait_param_sync(b)
+        return hook
+
+    def _check_shape(self, i):
+        p = self._params[i]
+        if tuple(p.shape) != self._shapes[i] or p.data_ptr() != self._ptrs[i]:
+            raise ValueError(f"DistributedOptimizer: param '{self._names[i]}' was resized or "
+                             "replaced after construction")
+
+    # torch.optim interface -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes inside only accumulate gradients (no collective), as DDP's no_sync."""
+        old, self._sync = self._sync, False
+        try:
+            yield
+        finally:
+            self._sync = old
+
+    def zero_grad(self, set_to_none=False):
+        """Zeroes the gradient buffer; param.grad stays a view of it (set_to_none is ignored)."""
+        self._engine.zero_grads()
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        missing = [n for n, r in zip(self._names, self._ready) if not r]
+        if missing:
+            what = "step() without a backward" if len(missing) == len(self._names) else \
+                f"{len(missing)} of {len(self._names)} params got no gradient this step"
+            raise ValueError(f"DistributedOptimizer: {what} (first: '{missing[0]}'); every "
+                             "trainable param needs a gradient from the last backward outside "
+                             "no_sync()")
+        scales = {"matrix": 0.0, "elementwise": 0.0}
+        for group in self.param_groups:
+            lr = group["lr"]
+            lr = lr.item() if isinstance(lr, torch.Tensor) else lr
+            if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr >= 0):
+                raise ValueError(f"DistributedOptimizer: lr of the {group['kind']} group must "
+                                 f"be a finite number >= 0 (got {group['lr']!r})")
+            scales[group["kind"]] = float(lr)
+        self._engine.set_lr_scales(scales["matrix"], scales["elementwise"])
+        self._engine.finish_grad_sync()
+        self._engine.step()
+        self._engine.start_param_sync()
+        self._pending_param_sync = True
+        if not self._overlap:
+            self.finish()
+        self._ready = [False] * len(self._params)
+        return loss
+
+    def finish(self):
+        """Waits for every param All-Gather in flight: afterwards the params are final (the next
+        forward does this bucket by bucket)."""
+        if self._pending_param_sync:
+            self._engine.finish()
+            self._pending_param_sync = False
+
+    @property
+    def plan(self):
+        """The canzona.Plan this optimizer runs."""
+        if self._plan is None:
+            from canzona.planning import Plan
+            self._plan = Plan(json.loads(self._engine.plan_json()))
+        return self._plan
+
+    @property
+    def dp_rank(self):
+        return self._engine.dp_rank
+
+    def params_hash(self):
+        """FNV-1a of this rank's params in model order (equal on every rank after finish())."""
+        self.finish()
+        return self._engine.params_fnv()
+
+    def state_dict(self):
+        """This rank's optimizer state (what its plan makes it own), the step count, the param
+        groups' hyperparameters and the plan's hash; load_state_dict takes it back on the same
+        plan."""
+        self.finish()
+        state = [{"param": p, "state": s, "piece": piece, "begin": b, "end": e,
+                  "values": torch.from_numpy(v).clone()}
+                 for p, s, piece, b, e, v in self._engine.optimizer_state()]
+        groups = [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]
+        return {"plan_hash": self.plan.plan_hash, "dp_rank": self.dp_rank,
+                "step": self._engine.step_count, "state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        for key in ("plan_hash", "step", "state", "param_groups"):
+            if key not in state_dict:
+                raise ValueError(f"DistributedOptimizer.load_state_dict: missing key '{key}'")
+        if state_dict["plan_hash"] != self.plan.plan_hash:
+            raise ValueError("DistributedOptimizer.load_state_dict: the state was saved under "
+                             f"plan {state_dict['plan_hash']:#x}, this optimizer runs "
+                             f"{self.plan.plan_hash:#x} (same model, grid and strategy needed)")
+        if len(state_dict["param_groups"]) != len(self.param_groups):
+            raise ValueError("DistributedOptimizer.load_state_dict: param group count differs")
+        for entry in state_dict["state"]:
+            self._engine.set_optimizer_state(entry["param"], entry["state"], entry["piece"],
+                                             entry["begin"],
+                                             entry["values"].detach().numpy().reshape(-1))
+        self._engine.step_count = int(state_dict["step"])
+        for group, saved in zip(self.param_groups, state_dict["param_groups"]):
+            group.update({k: v for k, v in saved.items() if k != "params"})
+
+    def close(self):
+        """Hands the engine back (the params keep their values as plain tensors)."""
+        engine = getattr(self, "_engine", None)
+        if engine is None:
+            return
+        try:
+            self.finish()
+        finally:
+            for h in getattr(self, "_forward_hooks", []):
+                h.remove()
+            for p in self._params:
+                p.data = p.data.clone()
+                p.grad = None
+            engine.close()
+            self._engine = None
+            _LIVE.discard(self)
+
+
+def _broadcast(engine, tensor):
+    """DP rank 0's values of `tensor` in place on every DP rank."""
+    with torch.no_grad():
+        if tensor.dtype == torch.float32 and tensor.is_contiguous() and tensor.device.type == "cpu":
+            engine.broadcast_floats(tensor.detach().view(-1).numpy())
+        else:
+            data = tensor.detach().cpu().contiguous()
+            raw = engine.broadcast_bytes(data.view(-1).view(torch.uint8).numpy().tobytes())
+            tensor.copy_(torch.frombuffer(bytearray(raw), dtype=data.dtype).view(data.shape))
+
+
+def _check_param(name, p):
+    if p.dtype != torch.float32:
+        raise ValueError(f"DistributedOptimizer: param '{name}' is {p.dtype}; only torch.float32")
+    if p.device.type != "cpu":
+        raise ValueError(f"DistributedOptimizer: param '{name}' is on {p.device}; only CPU")
+    if not p.is_contiguous():
+        raise ValueError(f"DistributedOptimizer: param '{name}' is not contiguous")
+    if p.dim() > 2:
+        raise ValueError(f"DistributedOptimizer: param '{name}' has {p.dim()} dims; only 1-D "
+                         "and 2-D params")

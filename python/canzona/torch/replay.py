@@ -1,0 +1,61 @@
+"""The single-process replay of a DistributedOptimizer run (what `--verify` of the examples
+checks against): for each step, each DP rank's micro-batches in rank order, each rank's gradient
+times float(1/dp) and summed in rank order (the engine's deterministic reduction), then one step
+of the same kernels with the same options on one process (canzona.torch's optimizers).
+"""
+import json
+
+import torch
+
+from canzona.torch.optim import _KernelOptimizer
+
+
+class _Kernel(_KernelOptimizer):
+    """A kernel by registry name with Canzona's option keys (lr applied as the group's)."""
+
+    def __init__(self, params, kernel, options, lr, matrix_only):
+        self._kernel = kernel
+        self._matrix_only = matrix_only
+        self._options = json.dumps(dict(options, lr=1.0), sort_keys=True)
+        super().__init__(params, dict(lr=lr))
+
+    def _native_options(self, group):
+        return self._options
+
+
+def replay(model, init, loss_fn, steps, micros, dp, settings, matrix_names, lrs, lr_lambda=None):
+    """Trains `model` (a fresh instance) from the state dict `init` in one process.
+
+    loss_fn(model, step, micro, dp_rank) -> the loss whose backward gives that micro-batch's
+    gradient (already divided by micros if the run did). settings: DistributedOptimizer's
+    kernel_settings; matrix_names: its matrix_param_names; lrs: (matrix lr, AdamW lr) at step 0;
+    lr_lambda: the LambdaLR factor the run used, if any. Returns the model.
+    """
+    model.load_state_dict(init)
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    matrix = [p for n, p in trainable if n in matrix_names]
+    other = [p for n, p in trainable if n not in matrix_names]
+    opts = []
+    if matrix:
+        opts.append(_Kernel(matrix, settings["optimizer"], settings["optimizer_options"], lrs[0],
+                            True))
+    if other:
+        opts.append(_Kernel(other, "adamw", settings["adamw_options"], lrs[1], False))
+    scheds = [torch.optim.lr_scheduler.LambdaLR(o, lr_lambda) for o in opts] if lr_lambda else []
+    scale = torch.tensor(1.0 / dp, dtype=torch.float32)
+    for step in range(steps):
+        summed = None
+        for rank in range(dp):
+            for _, p in trainable:
+                p.grad = torch.zeros_like(p)
+            for micro in range(micros):
+                loss_fn(model, step, micro, rank).backward()
+            scaled = [p.grad * scale for _, p in trainable]
+            summed = scaled if summed is None else [a + b for a, b in zip(summed, scaled)]
+        for (_, p), g in zip(trainable, summed):
+            p.grad = g
+        for o in opts:
+            o.step()
+        for s in scheds:
+            s.step()
+    return model

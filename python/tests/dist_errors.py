@@ -1,0 +1,71 @@
+"""Bad input to DistributedOptimizer under mpirun: every rank must raise the same exception.
+
+    mpirun -np 2 python3 dist_errors.py CASE OUT_DIR
+
+Each rank writes OUT_DIR/rank<R>.txt: "<ExceptionType>: <message>" or "no error".
+"""
+import os
+import sys
+
+import torch
+
+import canzona.torch as ct
+
+
+def model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 4))
+
+
+def run(case):
+    if case == "world":
+        ct.DistributedOptimizer(model(), dp=3)
+    elif case == "dtype":
+        ct.DistributedOptimizer(model().double())
+    elif case == "noncontiguous":
+        m = model()
+        m[0].weight = torch.nn.Parameter(torch.randn(8, 8).t())
+        ct.DistributedOptimizer(m)
+    elif case == "unknown":
+        ct.DistributedOptimizer(model(), momentum=0.9)
+    elif case == "option":
+        ct.DistributedOptimizer(model(), optimizer_options={"momentum": 1.5})
+    elif case == "strategy":
+        ct.DistributedOptimizer(model(), strategy="zero")
+    elif case == "no_backward":
+        ct.DistributedOptimizer(model()).step()
+    elif case == "unused":
+        m = model()
+        opt = ct.DistributedOptimizer(m)
+        m[0](torch.randn(2, 8)).sum().backward()  # m[1] gets no gradient
+        opt.step()
+    elif case == "resized":
+        m = model()
+        opt = ct.DistributedOptimizer(m)
+        m[0].weight.data = torch.randn(9, 8)
+        m(torch.randn(2, 8)).sum().backward()
+        opt.step()
+    elif case == "replaced":
+        m = model()
+        opt = ct.DistributedOptimizer(m)
+        m[1].weight.data = torch.randn(4, 8)
+        m(torch.randn(2, 8)).sum().backward()
+        opt.step()
+    else:
+        raise SystemExit(f"unknown case {case}")
+
+
+def main():
+    case, out = sys.argv[1], sys.argv[2]
+    rank = os.environ.get("OMPI_COMM_WORLD_RANK", "0")
+    try:
+        run(case)
+        text = "no error"
+    except Exception as e:  # noqa: BLE001 - the test reads the type and message
+        text = f"{type(e).__name__}: {e}"
+    with open(f"{out}/rank{rank}.txt", "w") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""One rank of a DistributedOptimizer run, launched by test_distributed.py under mpirun.
+
+    mpirun -np N python3 dist_worker.py STRATEGY OPTIMIZER STEPS MICRO OUT_DIR
+
+Trains a small GPT-style model (plain torch.nn: Embedding, LayerNorm, GELU MLP, tied output),
+initialised differently on every rank (the optimizer copies rank 0's values to all), under canzona.torch.DistributedOptimizer with gradient accumulation (no_sync), then, on every
+rank, replays the run in one process: for each step each DP rank's micro-batches in rank order,
+each rank's gradient times float(1/dp) and summed in rank order (what the engine's deterministic
+Reduce-Scatter computes), stepped by canzona.torch's single-process optimizers. Each rank writes
+OUT_DIR/rank<R>.json: its losses, whether its params are bitwise the replay's, their hashes.
+"""
+import hashlib
+import json
+import os
+import sys
+
+import torch
+
+import canzona.torch as ct
+
+VOCAB, DIM, SEQ, BATCH = 48, 16, 8, 2
+
+
+class TinyGpt(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = torch.nn.Embedding(VOCAB, DIM)
+        self.wpe = torch.nn.Embedding(SEQ, DIM)
+        self.ln = torch.nn.LayerNorm(DIM)
+        self.fc = torch.nn.Linear(DIM, 3 * DIM)
+        self.proj = torch.nn.Linear(3 * DIM, DIM)
+        self.frozen = torch.nn.Linear(DIM, DIM)  # not trained: requires_grad False
+        self.frozen.requires_grad_(False)
+        self.ln_f = torch.nn.LayerNorm(DIM)
+        # An int64 buffer drawn with the params: broadcast from rank 0 as bytes.
+        self.register_buffer("shift", torch.randint(0, SEQ, (1,)))
+
+    def forward(self, tokens):
+        x = self.wte(tokens) + self.wpe((torch.arange(tokens.shape[1]) + self.shift) % SEQ)
+        x = x + self.proj(torch.nn.functional.gelu(self.fc(self.ln(x))))
+        x = x + 0.1 * self.frozen(x)
+        return self.ln_f(x) @ self.wte.weight.T  # tied output layer
+
+
+def batch(step, micro, rank):
+    g = torch.Generator().manual_seed(1000 * step + 10 * micro + rank)
+    tokens = torch.randint(0, VOCAB, (BATCH, SEQ + 1), generator=g)
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def loss_of(model, step, micro, rank, micros):
+    x, y = batch(step, micro, rank)
+    logits = model(x)
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1)) / micros
+
+
+def params_bytes(model):
+    return b"".join(p.detach().numpy().tobytes() for p in model.parameters())
+
+
+def main():
+    strategy, optimizer, steps, micros = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    # Every rank starts from its own values: the optimizer copies DP rank 0's to all (as DDP).
+    torch.manual_seed(100 + int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+    model = TinyGpt()
+    torch.manual_seed(100)
+    init = {n: p.detach().clone() for n, p in TinyGpt().named_parameters()}
+    opt = ct.DistributedOptimizer(model, optimizer, strategy, lr=0.02, adamw_lr=0.003,
+                                  bucket_size=600)
+    dp, rank = opt.plan.dp, opt.dp_rank
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + s))
+    losses = []
+    for step in range(steps):
+        total = 0.0
+        for m in range(micros):
+            if m < micros - 1:
+                with opt.no_sync():
+                    loss = loss_of(model, step, m, rank, micros)
+                    loss.backward()
+            else:
+                loss = loss_of(model, step, m, rank, micros)
+                loss.backward()
+            total += loss.item()
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        losses.append(total)
+    opt.finish()
+    got = params_bytes(model)
+
+    # The replay in one process.
+    torch.manual_seed(100)
+    ref = TinyGpt()  # rank 0's init, buffers included
+    with torch.no_grad():
+        for n, p in ref.named_parameters():
+            p.copy_(init[n])
+    trainable = [(n, p) for n, p in ref.named_parameters() if p.requires_grad]
+    matrix = [(n, p) for n, p in trainable if p.dim() == 2 and n in ("fc.weight", "proj.weight")]
+    other = [(n, p) for n, p in trainable if (n, p) not in matrix]
+    kernel = {"muon": lambda ps: ct.Muon(ps, lr=0.02, weight_decay=0.0,
+                                         adjust_lr_fn="match_rms_adamw"),
+              "shampoo": lambda ps: ct.Shampoo(ps, lr=0.02),
+              "soap": lambda ps: ct.SOAP(ps, lr=0.02)}[optimizer]
+    ref_opts = [kernel(matrix), ct.AdamW(other, lr=0.003)]
+    ref_scheds = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1.0 / (1 + s)) for o in ref_opts]
+    scale = torch.tensor(1.0 / dp, dtype=torch.float32)
+    for step in range(steps):
+        summed = None
+        for r in range(dp):
+            for _, p in trainable:
+                p.grad = torch.zeros_like(p)
+            for m in range(micros):
+                loss_of(ref, step, m, r, micros).backward()
+            scaled = [p.grad * scale for _, p in trainable]
+            summed = scaled if summed is None else [a + b for a, b in zip(summed, scaled)]
+        for (_, p), g in zip(trainable, summed):
+            p.grad = g
+        for o in ref_opts:
+            o.step()
+        for s in ref_scheds:
+            s.step()
+    want = params_bytes(ref)
+    digest = hashlib.sha256(got).hexdigest()[:16]
+    report = {"rank": rank, "dp": dp, "losses": losses, "bitwise": got == want,
+              "params_sha": digest, "params_hash": opt.params_hash(),
+              "tasks": len(opt.plan.tasks)}
+    with open(f"{sys.argv[5]}/rank{rank}.json", "w") as f:
+        json.dump(report, f)
+
+
+if __name__ == "__main__":
+    main()

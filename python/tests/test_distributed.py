@@ -1,0 +1,63 @@
+"""canzona.torch.DistributedOptimizer under mpirun: every strategy bitwise the single-process
+replay of the DP ranks' micro-batches (dist_worker.py), bad input raised on every rank
+(dist_errors.py)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]
+
+
+def launch(np, script, args, out, timeout=300):
+    cmd = MPIRUN + ["-np", str(np), sys.executable, os.path.join(HERE, script), *args, str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return proc
+
+
+@pytest.mark.parametrize("strategy", ["sc", "layerwise", "layerwise-paper", "asc", "lb-asc",
+                                      "fsdp-a2a"])
+@pytest.mark.parametrize("np", [2, 3])
+def test_every_strategy_is_bitwise_the_single_process_replay(tmp_path, strategy, np):
+    proc = launch(np, "dist_worker.py", [strategy, "muon", "3", "2"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(np)]
+    for r in reports:
+        assert r["dp"] == np
+        assert r["bitwise"], f"rank {r['rank']} differs from the replay"
+    assert len({r["params_sha"] for r in reports}) == 1
+    assert len({r["params_hash"] for r in reports}) == 1
+    assert reports[0]["tasks"] == 2  # fc.weight and proj.weight; embeddings get AdamW
+
+
+@pytest.mark.parametrize("optimizer", ["shampoo", "soap"])
+def test_shampoo_and_soap_are_bitwise_the_replay(tmp_path, optimizer):
+    proc = launch(2, "dist_worker.py", ["lb-asc", optimizer, "3", "2"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in range(2):
+        assert json.loads((tmp_path / f"rank{r}.json").read_text())["bitwise"]
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("world", "ValueError: DistributedOptimizer: the job has 2 ranks but dp x tp = 3 x 1"),
+    ("dtype", "ValueError: DistributedOptimizer: param '0.weight' is torch.float64"),
+    ("noncontiguous", "ValueError: DistributedOptimizer: param '0.weight' is not contiguous"),
+    ("unknown", "TypeError: DistributedOptimizer.__init__() got an unexpected keyword argument 'momentum'"),
+    ("option", "ValueError: DistributedOptimizer: muon option 'momentum' = 1.5 must be"),
+    ("strategy", "ValueError: DistributedOptimizer: unknown strategy 'zero'"),
+    ("no_backward", "ValueError: DistributedOptimizer: step() without a backward (first: "
+                    "'0.weight')"),
+    ("unused", "ValueError: DistributedOptimizer: 2 of 4 params got no gradient this step "
+               "(first: '1.weight')"),
+    ("resized", "ValueError: DistributedOptimizer: param '0.weight' was resized or replaced"),
+    ("replaced", "ValueError: DistributedOptimizer: param '1.weight' was resized or replaced"),
+])
+def test_bad_input_raises_the_same_error_on_every_rank(tmp_path, case, expected):
+    proc = launch(2, "dist_errors.py", [case], tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in range(2):
+        text = (tmp_path / f"rank{r}.txt").read_text()
+        assert text.startswith(expected), f"rank {r}: {text}"

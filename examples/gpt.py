@@ -76,6 +76,19 @@ def corpus():
     return torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
 
 
+def make_loss_fn(tokens, seq, batch, micros, seed):
+    """loss_fn(model, step, micro, dp_rank): the loss of that rank's micro-batch (random windows
+    of the text, drawn from the seed, the step, the micro-batch and the rank), over micros."""
+    def loss_fn(model, step, micro, rank):
+        g = torch.Generator().manual_seed(seed * 1_000_003 + step * 1009 + micro * 31 + rank)
+        starts = torch.randint(0, len(tokens) - seq - 1, (batch,), generator=g)
+        chunk = torch.stack([tokens[s:s + seq + 1] for s in starts.tolist()])
+        logits = model(chunk[:, :-1])
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, 256),
+                                                 chunk[:, 1:].reshape(-1)) / micros
+    return loss_fn
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--strategy", default="lb-asc")
@@ -92,15 +105,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--verify", action="store_true")
     a = ap.parse_args()
-    tokens = corpus()
-
-    def loss_fn(model, step, micro, rank):
-        g = torch.Generator().manual_seed(a.seed * 1_000_003 + step * 1009 + micro * 31 + rank)
-        starts = torch.randint(0, len(tokens) - a.seq - 1, (a.batch,), generator=g)
-        chunk = torch.stack([tokens[s:s + a.seq + 1] for s in starts.tolist()])
-        logits = model(chunk[:, :-1])
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, 256),
-                                                 chunk[:, 1:].reshape(-1)) / a.micro
+    loss_fn = make_loss_fn(corpus(), a.seq, a.batch, a.micro, a.seed)
 
     torch.manual_seed(a.seed)
     model = Gpt(256, a.seq, a.dim, a.layers, a.heads)

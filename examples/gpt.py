@@ -89,8 +89,9 @@ def make_loss_fn(tokens, seq, batch, micros, seed):
     return loss_fn
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(description, **extra):
+    """The examples' flags; `extra` adds flags with their defaults (e.g. tp=2)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--strategy", default="lb-asc")
     ap.add_argument("--optimizer", default="muon")
     ap.add_argument("--steps", type=int, default=50)
@@ -104,25 +105,25 @@ def main():
     ap.add_argument("--adamw-lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--verify", action="store_true")
-    a = ap.parse_args()
-    loss_fn = make_loss_fn(corpus(), a.seq, a.batch, a.micro, a.seed)
+    for key, value in extra.items():
+        ap.add_argument("--" + key.replace("_", "-"), type=type(value), default=value)
+    return ap.parse_args()
 
-    torch.manual_seed(a.seed)
-    model = Gpt(256, a.seq, a.dim, a.layers, a.heads)
-    init = {k: v.clone() for k, v in model.state_dict().items()}
-    opt = ct.DistributedOptimizer(model, a.optimizer, a.strategy, lr=a.lr, adamw_lr=a.adamw_lr)
-    warmup = max(a.steps // 10, 1)
-    lr_lambda = lambda s: min(1.0, (s + 1) / warmup)  # noqa: E731
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda)
-    rank, dp = opt.dp_rank, opt.plan.dp
-    if rank == 0:
-        n = sum(p.numel() for p in model.parameters())
-        print(f"gpt: {n} params, dp={dp}, strategy {a.strategy}, {a.optimizer} on "
-              f"{len(opt.plan.tasks)} matrices, {a.micro} micro-batches of {a.batch}x{a.seq} "
-              "per rank per step", flush=True)
+
+def lr_lambda_for(steps):
+    warmup = max(steps // 10, 1)
+    return lambda s: min(1.0, (s + 1) / warmup)
+
+
+def train(model, opt, loss_fn, a):
+    """The loop: --micro micro-batches per step (all but the last under no_sync), a linear
+    warmup of both learning rates. Returns this rank's losses[step][micro] and the seconds."""
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda_for(a.steps))
+    rank = opt.dp_rank
+    losses = []
     start = time.perf_counter()
     for step in range(a.steps):
-        loss_sum = 0.0
+        losses.append([])
         for micro in range(a.micro):
             if micro < a.micro - 1:
                 with opt.no_sync():
@@ -131,22 +132,39 @@ def main():
             else:
                 loss = loss_fn(model, step, micro, rank)
                 loss.backward()
-            loss_sum += loss.item()
+            losses[-1].append(loss.item())
         opt.step()
         sched.step()
         opt.zero_grad()
-        if rank == 0 and (step % 10 == 0 or step == a.steps - 1):
-            print(f"step {step + 1:4d}  loss {loss_sum:.4f} (rank 0's micro-batches)", flush=True)
+        if rank == 0 and opt.tp_rank == 0 and (step % 10 == 0 or step == a.steps - 1):
+            print(f"step {step + 1:4d}  loss {sum(losses[-1]):.4f} (rank 0's micro-batches)",
+                  flush=True)
     opt.finish()
-    seconds = time.perf_counter() - start
+    return losses, time.perf_counter() - start
+
+
+def main():
+    a = parse_args(__doc__.split("\n")[0])
+    loss_fn = make_loss_fn(corpus(), a.seq, a.batch, a.micro, a.seed)
+    torch.manual_seed(a.seed)
+    model = Gpt(256, a.seq, a.dim, a.layers, a.heads)
+    init = {k: v.clone() for k, v in model.state_dict().items()}
+    opt = ct.DistributedOptimizer(model, a.optimizer, a.strategy, lr=a.lr, adamw_lr=a.adamw_lr)
+    rank, dp = opt.dp_rank, opt.plan.dp
+    if rank == 0:
+        n = sum(p.numel() for p in model.parameters())
+        print(f"gpt: {n} params, dp={dp}, strategy {a.strategy}, {a.optimizer} on "
+              f"{len(opt.plan.tasks)} matrices, {a.micro} micro-batches of {a.batch}x{a.seq} "
+              "per rank per step", flush=True)
+    _, seconds = train(model, opt, loss_fn, a)
     if rank == 0:
         rate = a.steps * a.micro * a.batch * a.seq * dp / seconds
         print(f"gpt: {a.steps} steps in {seconds:.2f} s, {rate:.0f} tokens/s", flush=True)
     if a.verify:
         torch.manual_seed(a.seed)
-        ref = replay(Gpt(256, a.seq, a.dim, a.layers, a.heads), init, loss_fn, a.steps, a.micro,
-                     dp, opt.kernel_settings, opt.matrix_param_names, (a.lr, a.adamw_lr),
-                     lr_lambda)
+        ref, _ = replay(Gpt(256, a.seq, a.dim, a.layers, a.heads), init, loss_fn, a.steps,
+                        a.micro, dp, opt.kernel_settings, opt.matrix_param_names,
+                        (a.lr, a.adamw_lr), lr_lambda_for(a.steps))
         same = all(torch.equal(p.detach().view(-1).view(torch.int32),
                                q.detach().view(-1).view(torch.int32))
                    for p, q in zip(model.parameters(), ref.parameters()))

@@ -188,14 +188,69 @@ py::array_t<float> view(std::span<float> values, const std::vector<std::int64_t>
   return py::array_t<float>(dims, strides, values.data(), owner);
 }
 
+// The DP x TP grid of this MPI job (comm/grid.h), made once by canzona.torch.parallel.init before
+// the model (TP layers need their rank to shape their params), with the TP collectives the TP
+// layers' autograd functions call. Deterministic reductions (rank order), as the engine's.
+class ParallelGrid {
+ public:
+  ParallelGrid(int dp, int tp) {
+    const int world = comm::launched_world_size();
+    CANZONA_REQUIRE(dp >= 1 && tp >= 1, "dp and tp must be >= 1 (got dp ", dp, ", tp ", tp, ")");
+    CANZONA_REQUIRE(static_cast<std::int64_t>(dp) * tp == world, "the job has ", world, " rank",
+                    world == 1 ? "" : "s", " but dp x tp = ", dp, " x ", tp,
+                    " (launch with mpirun -np ", static_cast<std::int64_t>(dp) * tp, ")");
+    if (!mpi_session()) mpi_session() = std::make_unique<comm::MpiSession>();
+    grid_ = comm::make_mpi_grid(dp, tp, 1, comm::ReduceMode::kDeterministic);
+  }
+  comm::Grid& grid() {
+    CANZONA_REQUIRE(grid_ != nullptr, "the parallel grid was closed");
+    return *grid_;
+  }
+  int dp() { return grid().shape().dp; }
+  int tp() { return grid().shape().tp; }
+  int dp_rank() { return grid().coord().dp; }
+  int tp_rank() { return grid().coord().tp; }
+  // Sum over the TP group, in place.
+  void tp_all_reduce(py::array_t<float, 0> values) {
+    std::span<float> all = writable(values);
+    py::gil_scoped_release release;
+    grid().tp().all_reduce(all, all).wait();
+  }
+  // Every TP rank's `send` (equal sizes) into `recv`, in TP rank order.
+  void tp_all_gather(py::array_t<float, 0> send, py::array_t<float, 0> recv) {
+    comm::Communicator& tp = grid().tp();
+    CANZONA_REQUIRE(recv.size() == send.size() * tp.size(), "tp_all_gather: recv has ", recv.size(),
+                    " elements, not ", tp.size(), " x ", send.size());
+    std::span<float> out = writable(recv);
+    const std::span<const float> in(send.data(), static_cast<std::size_t>(send.size()));
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(tp.size()), send.size()), displs;
+    for (int r = 0; r < tp.size(); ++r) displs.push_back(r * send.size());
+    py::gil_scoped_release release;
+    tp.all_gather(in, out, counts, displs).wait();
+  }
+  void close() { grid_.reset(); }
+
+ private:
+  static std::span<float> writable(py::array_t<float, 0>& a) {
+    CANZONA_REQUIRE((a.flags() & py::array::c_style) != 0 && a.writeable(),
+                    "the array must be contiguous and writeable");
+    return {a.mutable_data(), static_cast<std::size_t>(a.size())};
+  }
+  std::unique_ptr<comm::Grid> grid_;
+};
+
 // The engine (engine/engine.h) under a Python model: the plan of `model` for the grid of this MPI
 // job, the Megatron-layout buffers the Python side makes its params and grads views of, and the
 // calls of a training step. One per optimizer; ZeRO-1 (stage 3 is the CLI's).
 class DistributedEngine {
  public:
-  DistributedEngine(const py::object& model_arg, const PlanArgs& a,
+  DistributedEngine(ParallelGrid& grid, const py::object& model_arg, const PlanArgs& a,
                     const std::string& optimizer_options, const std::string& adamw_options,
-                    bool pipeline) {
+                    bool pipeline)
+      : grid_(&grid.grid()) {
+    CANZONA_REQUIRE(a.dp == grid_->shape().dp && a.tp == grid_->shape().tp, "dp x tp = ", a.dp,
+                    " x ", a.tp, " but the parallel grid is ", grid_->shape().dp, " x ",
+                    grid_->shape().tp);
     launch::JobOptions job = job_of(a);
     job.optimizer_options = nlohmann::json::parse(optimizer_options);
     job.adamw_options = nlohmann::json::parse(adamw_options);
@@ -211,14 +266,7 @@ class DistributedEngine {
     model_ = load_model(model_arg, job, a.tp);
     const plan::PlanOptions options = launch::plan_options(job, strategy);
     plan::validate_options(options);
-    // The world size is known before MPI starts: every rank refuses a wrong one alike.
-    const int world = comm::launched_world_size();
-    CANZONA_REQUIRE(static_cast<std::int64_t>(a.dp) * a.tp == world, "the job has ", world, " rank",
-                    world == 1 ? "" : "s", " but dp x tp = ", a.dp, " x ", a.tp,
-                    " (launch with mpirun -np ", static_cast<std::int64_t>(a.dp) * a.tp, ")");
     plan_ = plan::make_plan(model_, options);
-    if (!mpi_session()) mpi_session() = std::make_unique<comm::MpiSession>();
-    grid_ = comm::make_mpi_grid(a.dp, a.tp, 1, comm::ReduceMode::kDeterministic);
     launch::validate_plan(model_, plan_, grid_->shape());
     launch::check_plan_agreement(grid_->world(), plan_);
     engine_ = std::make_unique<engine::Engine>(*grid_, model_, plan_, launch::engine_options(job),
@@ -287,10 +335,7 @@ class DistributedEngine {
     }
     return out;
   }
-  void close() {
-    engine_.reset();
-    grid_.reset();
-  }
+  void close() { engine_.reset(); }
   bool is_matrix(int p) const {
     check_param(p);
     return model_.params[static_cast<std::size_t>(p)].is_matrix();
@@ -313,7 +358,7 @@ class DistributedEngine {
   model::ModelSpec model_;
   plan::Plan plan_;
   engine::Trace trace_;
-  std::unique_ptr<comm::Grid> grid_;
+  comm::Grid* grid_;  // the ParallelGrid's (kept alive by the Python object)
   std::unique_ptr<engine::Engine> engine_;
 };
 
@@ -363,11 +408,22 @@ PYBIND11_MODULE(_canzona, m) {
   });
   using canzona::python::DistributedEngine;
   using Release = py::call_guard<py::gil_scoped_release>;
+  using canzona::python::ParallelGrid;
+  py::class_<ParallelGrid>(m, "ParallelGrid")
+      .def(py::init<int, int>(), py::arg("dp"), py::arg("tp"))
+      .def_property_readonly("dp", &ParallelGrid::dp)
+      .def_property_readonly("tp", &ParallelGrid::tp)
+      .def_property_readonly("dp_rank", &ParallelGrid::dp_rank)
+      .def_property_readonly("tp_rank", &ParallelGrid::tp_rank)
+      .def("tp_all_reduce", &ParallelGrid::tp_all_reduce, py::arg("values").noconvert())
+      .def("tp_all_gather", &ParallelGrid::tp_all_gather, py::arg("send").noconvert(),
+           py::arg("recv").noconvert())
+      .def("close", &ParallelGrid::close);
   py::class_<DistributedEngine>(m, "DistributedEngine")
-      .def(py::init<const py::object&, const PlanArgs&, const std::string&, const std::string&,
-                    bool>(),
-           py::arg("model"), py::arg("args"), py::arg("optimizer_options"),
-           py::arg("adamw_options"), py::arg("pipeline") = true)
+      .def(py::init<ParallelGrid&, const py::object&, const PlanArgs&, const std::string&,
+                    const std::string&, bool>(),
+           py::arg("grid"), py::arg("model"), py::arg("args"), py::arg("optimizer_options"),
+           py::arg("adamw_options"), py::arg("pipeline") = true, py::keep_alive<1, 2>())
       .def_property_readonly("num_params", &DistributedEngine::num_params)
       .def_property_readonly("dp_rank", &DistributedEngine::dp_rank)
       .def_property_readonly("tp_rank", &DistributedEngine::tp_rank)

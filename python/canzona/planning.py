@@ -58,8 +58,8 @@ def _elementwise_by_module(module):
     import torch  # a Module was given, so torch is loaded already
 
     ids = set()
-    for m in module.modules():
-        if isinstance(m, torch.nn.Embedding):
+    for m in module.modules():  # torch's and canzona.torch.VocabParallelEmbedding
+        if isinstance(m, torch.nn.Embedding) or getattr(m, "is_embedding", False):
             ids.update(id(p) for p in m.parameters(recurse=False))
     return ids
 

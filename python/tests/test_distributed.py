@@ -61,3 +61,25 @@ def test_bad_input_raises_the_same_error_on_every_rank(tmp_path, case, expected)
     for r in range(2):
         text = (tmp_path / f"rank{r}.txt").read_text()
         assert text.startswith(expected), f"rank {r}: {text}"
+
+
+def test_tp_layers_match_torchs_plain_layers(tmp_path):
+    proc = launch(2, "tp_worker.py", [], tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in range(2):
+        report = json.loads((tmp_path / f"rank{r}.json").read_text())
+        errors = report.pop("errors")
+        assert set(report) == {"column", "row", "embedding", "cross_entropy"}
+        for layer, values in report.items():
+            assert "output" in values and len(values) >= 2
+            for what, value in values.items():
+                # fp32 sums in another order: a few ulps of the largest value.
+                assert value <= 1e-6, f"rank {r}: {layer} {what}: {value}"
+        assert errors["column_divisible"] == \
+            "ValueError: ColumnParallelLinear: out_features 5 is not divisible by tp 2"
+        assert errors["row_divisible"] == \
+            "ValueError: RowParallelLinear: in_features 5 is not divisible by tp 2"
+        assert errors["vocab_divisible"] == \
+            "ValueError: VocabParallelEmbedding: num_embeddings 9 is not divisible by tp 2"
+        assert errors["grid_shape"].startswith(
+            "ValueError: canzona.torch.parallel.init: the grid is dp 1 x tp 2 already")

@@ -20,3 +20,19 @@ def test_gpt_example_verifies_bitwise_and_learns(np, strategy):
     assert "bitwise identical to single process: yes" in proc.stdout
     losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", proc.stdout)]
     assert len(losses) == 3 and losses[0] > 5.0 and losses[-1] < 0.75 * losses[0], proc.stdout
+
+
+def test_gpt_tp_example_stays_within_its_bound_and_strategies_agree_bitwise():
+    hashes = {}
+    for strategy in ("sc", "lb-asc"):
+        cmd = MPIRUN + ["-np", "4", sys.executable, os.path.join(ROOT, "examples", "gpt_tp.py"),
+                        "--tp", "2", "--strategy", strategy, "--steps", "21", "--verify"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        m = re.search(r"largest relative loss difference to single process: (\S+) "
+                      r"\(bound 0.0001\): within", proc.stdout)
+        assert m and float(m.group(1)) <= 1e-4, proc.stdout
+        hashes[strategy] = re.search(r"params hash (0x[0-9a-f]+)", proc.stdout).group(1)
+        losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", proc.stdout)]
+        assert losses[-1] < 0.75 * losses[0], proc.stdout
+    assert hashes["sc"] == hashes["lb-asc"]  # every strategy gives the same params, bit for bit

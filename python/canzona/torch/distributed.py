@@ -21,7 +21,8 @@ import weakref
 import torch
 
 from canzona import _canzona
-from canzona.planning import _make_args, _params_doc
+from canzona.planning import _elementwise_by_module, _make_args, _params_doc
+from canzona.torch import parallel
 
 _LIVE = weakref.WeakSet()
 
@@ -29,6 +30,7 @@ _LIVE = weakref.WeakSet()
 def _close_all():
     for opt in list(_LIVE):
         opt.close()
+    parallel.close()
     _canzona.mpi_finalize()
 
 
@@ -43,12 +45,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
     optimizer: the matrix optimizer, "muon" | "shampoo" | "soap"; its options (Canzona's keys,
     docs/optimizers.md) in optimizer_options, its lr in `lr`; the other params get AdamW with
     adamw_options and `adamw_lr`. strategy: "lb-asc" | "asc" | "sc" | "layerwise" |
-    "layerwise-paper" | "fsdp-a2a". dp defaults to the job's size / tp. Two param groups: the
-    matrix params (lr) and the element-wise ones (adamw_lr); schedulers drive both.
+    "layerwise-paper" | "fsdp-a2a". The grid is canzona.torch.parallel's (made by
+    parallel.init(tp=...) before a model with TP layers; else here, with tp=1 unless given, and dp
+    the job's size / tp). Two param groups: the matrix params (lr) and the element-wise ones
+    (adamw_lr); schedulers drive both.
     """
 
     def __init__(self, model, optimizer="muon", strategy="lb-asc", *, lr=0.02, adamw_lr=1e-3,
-                 optimizer_options=None, adamw_options=None, dp=None, tp=1, bucket_size=0,
+                 optimizer_options=None, adamw_options=None, dp=None, tp=None, bucket_size=0,
                  planner="canzona", cost="flops", split_fc1=False, layerwise_tp="duplicated",
                  layerwise_buckets="soft-min", bucket_order="free", alpha=1.0, cmax_mb=512.0,
                  pipeline=True, overlap_param_gather=True, broadcast=True, is_matrix=None):
@@ -70,12 +74,18 @@ class DistributedOptimizer(torch.optim.Optimizer):
                     not math.isfinite(value) or value < 0:
                 raise ValueError(f"DistributedOptimizer: {key} must be a finite number >= 0 "
                                  f"(got {value!r})")
-        if tp != 1:
-            raise ValueError("DistributedOptimizer: tp > 1 needs the TP layers, which are not "
-                             "built yet; run tp=1 (canzona train runs TP)")
-        world = _canzona.launched_world_size()
-        if dp is None:
-            dp = max(world // tp, 1)
+        try:
+            if tp is None and parallel._GRID is not None:
+                grid = parallel.grid()
+            else:
+                grid = parallel.init(tp=1 if tp is None else tp, dp=dp)
+        except ValueError as e:
+            raise ValueError(str(e).replace("canzona.torch.parallel.init:",
+                                            "DistributedOptimizer:")) from None
+        if dp is not None and dp != grid.dp:
+            raise ValueError(f"DistributedOptimizer: dp {dp} but the parallel grid has dp "
+                             f"{grid.dp}")
+        dp, tp = grid.dp, grid.tp
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         if not named:
             raise ValueError("DistributedOptimizer: the model has no trainable params")
@@ -83,9 +93,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             _check_param(name, p)
         self._names = [n for n, _ in named]
         self._shapes = [tuple(p.shape) for _, p in named]
-        embedding_ids = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding)
-                         for p in m.parameters(recurse=False)}
-        doc = _params_doc(named, tp, is_matrix, type(model).__name__, embedding_ids)
+        doc = _params_doc(named, tp, is_matrix, type(model).__name__,
+                          _elementwise_by_module(model))
         args = _make_args("DistributedOptimizer", dp=dp, tp=tp, pp=1, optimizer=optimizer,
                           strategy=strategy, planner=planner, cost=cost, bucket_size=bucket_size,
                           alpha=alpha, cmax_mb=cmax_mb, zero_stage=1, split_qkv="none",
@@ -95,7 +104,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         matrix_options = dict(optimizer_options or {}, lr=1.0)
         elementwise_options = dict(adamw_options or {}, lr=1.0)
         try:
-            engine = _canzona.DistributedEngine(doc, args, json.dumps(matrix_options),
+            engine = _canzona.DistributedEngine(grid, doc, args, json.dumps(matrix_options),
                                                 json.dumps(elementwise_options), bool(pipeline))
         except ValueError as e:
             raise ValueError(f"DistributedOptimizer: {e}") from None
@@ -252,6 +261,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
     @property
     def dp_rank(self):
         return self._engine.dp_rank
+
+    @property
+    def tp_rank(self):
+        return self._engine.tp_rank
 
     def params_hash(self):
         """FNV-1a of this rank's params in model order (equal on every rank after finish())."""

@@ -29,7 +29,8 @@ def replay(model, init, loss_fn, steps, micros, dp, settings, matrix_names, lrs,
     loss_fn(model, step, micro, dp_rank) -> the loss whose backward gives that micro-batch's
     gradient (already divided by micros if the run did). settings: DistributedOptimizer's
     kernel_settings; matrix_names: its matrix_param_names; lrs: (matrix lr, AdamW lr) at step 0;
-    lr_lambda: the LambdaLR factor the run used, if any. Returns the model.
+    lr_lambda: the LambdaLR factor the run used, if any. Returns the model and the losses,
+    losses[step][rank][micro] (floats).
     """
     model.load_state_dict(init)
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -43,13 +44,18 @@ def replay(model, init, loss_fn, steps, micros, dp, settings, matrix_names, lrs,
         opts.append(_Kernel(other, "adamw", settings["adamw_options"], lrs[1], False))
     scheds = [torch.optim.lr_scheduler.LambdaLR(o, lr_lambda) for o in opts] if lr_lambda else []
     scale = torch.tensor(1.0 / dp, dtype=torch.float32)
+    losses = []
     for step in range(steps):
         summed = None
+        losses.append([])
         for rank in range(dp):
             for _, p in trainable:
                 p.grad = torch.zeros_like(p)
+            losses[-1].append([])
             for micro in range(micros):
-                loss_fn(model, step, micro, rank).backward()
+                loss = loss_fn(model, step, micro, rank)
+                loss.backward()
+                losses[-1][-1].append(loss.item())
             scaled = [p.grad * scale for _, p in trainable]
             summed = scaled if summed is None else [a + b for a, b in zip(summed, scaled)]
         for (_, p), g in zip(trainable, summed):
@@ -58,4 +64,4 @@ def replay(model, init, loss_fn, steps, micros, dp, settings, matrix_names, lrs,
             o.step()
         for s in scheds:
             s.step()
-    return model
+    return model, losses

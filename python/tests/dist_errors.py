@@ -51,6 +51,12 @@ def run(case):
         m[1].weight.data = torch.randn(4, 8)
         m(torch.randn(2, 8)).sum().backward()
         opt.step()
+    elif case == "added":
+        m = model()
+        opt = ct.DistributedOptimizer(m)
+        m.extra = torch.nn.Linear(4, 4)
+        m(torch.randn(2, 8)).sum().backward()
+        opt.step()
     else:
         raise SystemExit(f"unknown case {case}")
 

@@ -54,6 +54,8 @@ def test_shampoo_and_soap_are_bitwise_the_replay(tmp_path, optimizer):
                "(first: '1.weight')"),
     ("resized", "ValueError: DistributedOptimizer: param '0.weight' was resized or replaced"),
     ("replaced", "ValueError: DistributedOptimizer: param '1.weight' was resized or replaced"),
+    ("added", "ValueError: DistributedOptimizer: param 'extra.weight' was added after "
+              "construction"),
 ])
 def test_bad_input_raises_the_same_error_on_every_rank(tmp_path, case, expected):
     proc = launch(2, "dist_errors.py", [case], tmp_path, timeout=120)

@@ -162,6 +162,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 self._forward_hooks.append(module.register_forward_pre_hook(
                     self._wait_hook(own, buckets)))
         self._pending_param_sync = False
+        self._model = weakref.ref(model)
+        self._known = {id(p) for _, p in model.named_parameters()}
         _LIVE.add(self)
 
     # Hooks ---------------------------------------------------------------------------------
@@ -218,6 +220,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        model = self._model()
+        if model is not None:
+            for name, p in model.named_parameters():
+                if id(p) not in self._known:
+                    raise ValueError(f"DistributedOptimizer: param '{name}' was added after "
+                                     "construction; make a new optimizer for the new model")
         missing = [n for n, r in zip(self._names, self._ready) if not r]
         if missing:
             what = "step() without a backward" if len(missing) == len(self._names) else \

@@ -70,46 +70,21 @@ void check_bucket_size(std::int64_t bucket_size) {
   require_in_range(bucket_size, 0, layout::kMaxBucketSize, "--bucket-size", "kMaxBucketSize");
 }
 
-namespace {
-
-// The one mapping of the planning flags: onto the job options (launch/job.h), whose shares the
-// planner, the model builder and the engine get from launch::plan_options, build_options and
-// engine_options.
-void to_job(const PlanningFlags& f, launch::JobOptions& o) {
-  o.planner = plan::parse_variant(f.planner);
-  o.dp = f.dp;
-  o.tp = f.tp;
-  o.pp = f.pp;
-  o.alpha = f.alpha;
-  o.cmax_mb = f.cmax_mb;
-  o.bucket_size = f.bucket_size;
-  o.zero_stage = f.zero_stage;
-  o.layerwise_tp = plan::parse_layerwise_tp(f.layerwise_tp);
-  o.layerwise_buckets = plan::parse_layerwise_buckets(f.layerwise_buckets);
-  o.reorder_buckets = plan::parse_bucket_order(f.bucket_order);
-  o.optimizer = f.optimizer;
-  o.cost = cost::parse_cost_kind(f.cost);
-  o.qkv_split = model::parse_qkv_split(f.split_qkv);
-  o.split_fc1 = f.split_fc1;
-}
-
-}  // namespace
-
 plan::PlanOptions to_plan_options(const PlanningFlags& f) {
   check_bucket_size(f.bucket_size);
   launch::JobOptions job;
-  to_job(f, job);
+  launch::apply_planning_args(f, job);
   return launch::plan_options(job, plan::PlanOptions{}.strategy);
 }
 
 model::BuildOptions to_build_options(const PlanningFlags& f) {
   launch::JobOptions job;
-  to_job(f, job);
+  launch::apply_planning_args(f, job);
   return launch::build_options(job);
 }
 
 void apply_planning_flags(const PlanningFlags& f, const char* command, launch::JobOptions& o) {
-  to_job(f, o);
+  launch::apply_planning_args(f, o);
   CANZONA_REQUIRE(o.cost != cost::CostKind::kCalibrated, "--cost calibrated is not supported by ",
                   command, " (use numel, flops or memory)");
 }

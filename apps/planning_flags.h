@@ -23,25 +23,9 @@
 namespace canzona::apps {
 
 // The defaults are the commands' defaults (a command may change one before declaring the flags,
-// e.g. simulate's dp 32, tp 8; --help shows the value at that time).
-struct PlanningFlags {
-  int dp = 1;  // data-parallel degree
-  int tp = 1;  // tensor-parallel degree
-  int pp = 1;  // pipeline stages
-  std::string planner = "canzona";
-  std::string optimizer = "muon";  // matrix optimizer
-  std::string cost = "flops";      // the planners' unit
-  std::string calibration;         // --cost calibrated: bench-kernels calibration JSON
-  double alpha = 1.0;              // Algorithm 1 blend
-  double cmax_mb = 512.0;          // micro-group capacity, MiB per host
-  std::int64_t bucket_size = 0;    // elements; 0 = Megatron default
-  int zero_stage = 1;              // 1 | 3 (launch::JobOptions::zero_stage)
-  std::string split_qkv = "none";
-  bool split_fc1 = false;
-  std::string layerwise_tp = "duplicated";     // layerwise: duplicated | layer-sharded
-  std::string layerwise_buckets = "soft-min";  // layerwise: soft-min | fixed
-  std::string bucket_order = "free";           // lb-asc (ours): free (may re-lay buckets) | keep
-};
+// e.g. simulate's dp 32, tp 8; --help shows the value at that time). The fields and their mapping
+// onto the job options are launch::PlanningArgs's, shared with the Python package.
+struct PlanningFlags : launch::PlanningArgs {};
 
 enum class PlanningCommand { kPlan, kSimulate, kRun };
 

@@ -34,41 +34,20 @@ namespace py = pybind11;
 namespace canzona::python {
 namespace {
 
-// The planning options of `canzona.plan`, as the CLI's flags of `canzona plan` (same names with
-// '_' for '-', same defaults, same mapping through launch::JobOptions), so a plan made here has
-// the CLI's plan_hash.
-struct PlanArgs {
-  int dp = 1, tp = 1, pp = 1, zero_stage = 1;
-  std::string strategy = "lb-asc", planner = "canzona", optimizer = "muon", cost = "flops";
-  std::string layerwise_tp = "duplicated", layerwise_buckets = "soft-min", bucket_order = "free";
-  std::string split_qkv = "none";
-  std::string calibration;  // --calibration FILE, for cost "calibrated"
-  bool split_fc1 = false;
-  double alpha = 1.0, cmax_mb = 512.0;
-  std::int64_t bucket_size = 0;
+// The planning options of `canzona.plan`: `canzona plan`'s flags (launch::PlanningArgs: the same
+// names with '_' for '-', the same defaults, the same mapping), so a plan made here has the CLI's
+// plan_hash; plus the strategy and the cost model's optimizer knobs.
+struct PlanArgs : launch::PlanningArgs {
+  std::string strategy = "lb-asc";
   std::optional<int> ns_steps, precondition_frequency;
   std::optional<std::int64_t> max_precond_dim;
 };
 
 launch::JobOptions job_of(const PlanArgs& a) {
-  launch::JobOptions o;
-  o.planner = plan::parse_variant(a.planner);
-  o.dp = a.dp;
-  o.tp = a.tp;
-  o.pp = a.pp;
-  o.alpha = a.alpha;
-  o.cmax_mb = a.cmax_mb;
   CANZONA_REQUIRE(a.bucket_size >= 0, "bucket_size must be >= 0, 0 = Megatron default (got ",
                   a.bucket_size, ")");
-  o.bucket_size = a.bucket_size;
-  o.zero_stage = a.zero_stage;
-  o.layerwise_tp = plan::parse_layerwise_tp(a.layerwise_tp);
-  o.layerwise_buckets = plan::parse_layerwise_buckets(a.layerwise_buckets);
-  o.reorder_buckets = plan::parse_bucket_order(a.bucket_order);
-  o.optimizer = a.optimizer;
-  o.cost = cost::parse_cost_kind(a.cost);
-  o.qkv_split = model::parse_qkv_split(a.split_qkv);
-  o.split_fc1 = a.split_fc1;
+  launch::JobOptions o;
+  launch::apply_planning_args(a, o);
   return o;
 }
 

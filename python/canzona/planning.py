@@ -15,14 +15,16 @@ _LAYER = re.compile(r"(?:^|\.)(\d+)(?:\.|$)")
 
 
 def _layer_of(name):
-    """The first purely numeric component of a dotted name ("decoder.layers.3.mlp" -> 3), else -1."""
+    """The first purely numeric component of a dotted name ("decoder.layers.3.mlp" -> 3);
+    -1 when there is none."""
     m = _LAYER.search(name)
     return int(m.group(1)) if m else -1
 
 
 def _param_entry(name, shape, tp_split_dim, tp, matrix):
     if not isinstance(name, str) or not name:
-        raise ValueError(f"canzona.plan: model: a param name must be a non-empty str (got {name!r})")
+        raise ValueError("canzona.plan: model: a param name must be a non-empty str "
+                         f"(got {name!r})")
     shape = [int(s) for s in shape]
     if len(shape) == 0:
         shape = [1]
@@ -139,7 +141,8 @@ class Plan:
     plan_ms = property(lambda self: self._doc["plan_ms"])
     tasks = property(lambda self: list(self._tasks),
                      doc="matrix tasks: name, shape, dp_owner, host (TP rank, -1 all), group, cost")
-    micro_groups = property(lambda self: [g for s in self._doc["stages"] for g in s["micro_groups"]])
+    micro_groups = property(
+        lambda self: [g for s in self._doc["stages"] for g in s["micro_groups"]])
     buckets = property(lambda self: self._doc["buckets"])
 
     def owner(self, name):

@@ -1,9 +1,11 @@
 """Bad input to DistributedOptimizer under mpirun: every rank must raise the same exception.
 
-    mpirun -np 2 python3 dist_errors.py CASE OUT_DIR
+    mpirun -np 2 python3 dist_errors.py CASE[,CASE...] OUT_DIR
 
-Each rank writes OUT_DIR/rank<R>.txt: "<ExceptionType>: <message>" or "no error".
+Runs the cases one after another in one job; each rank writes OUT_DIR/rank<R>.json mapping each
+case to "<ExceptionType>: <message>" or "no error".
 """
+import json
 import os
 import sys
 
@@ -62,15 +64,19 @@ def run(case):
 
 
 def main():
-    case, out = sys.argv[1], sys.argv[2]
+    cases, out = sys.argv[1].split(","), sys.argv[2]
     rank = os.environ.get("OMPI_COMM_WORLD_RANK", "0")
-    try:
-        run(case)
-        text = "no error"
-    except Exception as e:  # noqa: BLE001 - the test reads the type and message
-        text = f"{type(e).__name__}: {e}"
-    with open(f"{out}/rank{rank}.txt", "w") as f:
-        f.write(text)
+    results = {}
+    for case in cases:  # "world" first: the others make the grid
+        try:
+            run(case)
+            results[case] = "no error"
+        except Exception as e:  # noqa: BLE001 - the test reads the type and message
+            results[case] = f"{type(e).__name__}: {e}"
+        for opt in list(ct.distributed._LIVE):
+            opt.close()
+    with open(f"{out}/rank{rank}.json", "w") as f:
+        json.dump(results, f)
 
 
 if __name__ == "__main__":

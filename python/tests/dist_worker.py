@@ -1,13 +1,15 @@
 """One rank of a DistributedOptimizer run, launched by test_distributed.py under mpirun.
 
-    mpirun -np N python3 dist_worker.py STRATEGY OPTIMIZER STEPS MICRO OUT_DIR
+    mpirun -np N python3 dist_worker.py STRATEGY[,STRATEGY...] OPTIMIZER STEPS MICRO OUT_DIR
 
 Trains a small GPT-style model (plain torch.nn: Embedding, LayerNorm, GELU MLP, tied output),
-initialised differently on every rank (the optimizer copies rank 0's values to all), under canzona.torch.DistributedOptimizer with gradient accumulation (no_sync), then, on every
+initialised differently on every rank (the optimizer copies rank 0's values to all), under
+canzona.torch.DistributedOptimizer with gradient accumulation (no_sync), then, on every
 rank, replays the run in one process: for each step each DP rank's micro-batches in rank order,
 each rank's gradient times float(1/dp) and summed in rank order (what the engine's deterministic
 Reduce-Scatter computes), stepped by canzona.torch's single-process optimizers. Each rank writes
-OUT_DIR/rank<R>.json: its losses, whether its params are bitwise the replay's, their hashes.
+OUT_DIR/<STRATEGY>.rank<R>.json for each strategy (one after another in one job): its losses,
+whether its params are bitwise the replay's, their hashes.
 """
 import hashlib
 import json
@@ -59,7 +61,11 @@ def params_bytes(model):
 
 
 def main():
-    strategy, optimizer, steps, micros = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    for strategy in sys.argv[1].split(","):
+        run(strategy, sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+
+
+def run(strategy, optimizer, steps, micros, out_dir):
     # Every rank starts from its own values: the optimizer copies DP rank 0's to all (as DDP).
     torch.manual_seed(100 + int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
     model = TinyGpt()
@@ -124,7 +130,8 @@ def main():
     report = {"rank": rank, "dp": dp, "losses": losses, "bitwise": got == want,
               "params_sha": digest, "params_hash": opt.params_hash(),
               "tasks": len(opt.plan.tasks)}
-    with open(f"{sys.argv[5]}/rank{rank}.json", "w") as f:
+    opt.close()
+    with open(f"{out_dir}/{strategy}.rank{rank}.json", "w") as f:
         json.dump(report, f)
 
 

@@ -18,34 +18,42 @@ def launch(np, script, args, out, timeout=300):
     return proc
 
 
-@pytest.mark.parametrize("strategy", ["sc", "layerwise", "layerwise-paper", "asc", "lb-asc",
-                                      "fsdp-a2a"])
+STRATEGIES = ["sc", "layerwise", "layerwise-paper", "asc", "lb-asc", "fsdp-a2a"]
+
+
 @pytest.mark.parametrize("np", [2, 3])
-def test_every_strategy_is_bitwise_the_single_process_replay(tmp_path, strategy, np):
-    proc = launch(np, "dist_worker.py", [strategy, "muon", "3", "2"], tmp_path)
+def test_every_strategy_is_bitwise_the_single_process_replay(tmp_path, np):
+    proc = launch(np, "dist_worker.py", [",".join(STRATEGIES), "muon", "3", "2"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(np)]
-    for r in reports:
-        assert r["dp"] == np
-        assert r["bitwise"], f"rank {r['rank']} differs from the replay"
-    assert len({r["params_sha"] for r in reports}) == 1
-    assert len({r["params_hash"] for r in reports}) == 1
-    assert reports[0]["tasks"] == 2  # fc.weight and proj.weight; embeddings get AdamW
+    hashes = set()
+    for strategy in STRATEGIES:
+        reports = [json.loads((tmp_path / f"{strategy}.rank{r}.json").read_text())
+                   for r in range(np)]
+        for r in reports:
+            assert r["dp"] == np
+            assert r["bitwise"], f"{strategy}: rank {r['rank']} differs from the replay"
+        assert len({r["params_sha"] for r in reports}) == 1, strategy
+        assert len({r["params_hash"] for r in reports}) == 1, strategy
+        assert reports[0]["tasks"] == 2  # fc.weight and proj.weight; embeddings get AdamW
+        hashes.add(reports[0]["params_sha"])
+    assert len(hashes) == 1  # every strategy, the same params
 
 
-@pytest.mark.parametrize("optimizer", ["shampoo", "soap"])
-def test_shampoo_and_soap_are_bitwise_the_replay(tmp_path, optimizer):
-    proc = launch(2, "dist_worker.py", ["lb-asc", optimizer, "3", "2"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for r in range(2):
-        assert json.loads((tmp_path / f"rank{r}.json").read_text())["bitwise"]
+def test_shampoo_and_soap_are_bitwise_the_replay(tmp_path):
+    for optimizer in ("shampoo", "soap"):
+        proc = launch(2, "dist_worker.py", ["lb-asc", optimizer, "3", "2"], tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        for r in range(2):
+            assert json.loads((tmp_path / f"lb-asc.rank{r}.json").read_text())["bitwise"], \
+                optimizer
 
 
-@pytest.mark.parametrize("case,expected", [
+BAD_INPUT = [
     ("world", "ValueError: DistributedOptimizer: the job has 2 ranks but dp x tp = 3 x 1"),
     ("dtype", "ValueError: DistributedOptimizer: param '0.weight' is torch.float64"),
     ("noncontiguous", "ValueError: DistributedOptimizer: param '0.weight' is not contiguous"),
-    ("unknown", "TypeError: DistributedOptimizer.__init__() got an unexpected keyword argument 'momentum'"),
+    ("unknown", "TypeError: DistributedOptimizer.__init__() got an unexpected keyword argument "
+                "'momentum'"),
     ("option", "ValueError: DistributedOptimizer: muon option 'momentum' = 1.5 must be"),
     ("strategy", "ValueError: DistributedOptimizer: unknown strategy 'zero'"),
     ("no_backward", "ValueError: DistributedOptimizer: step() without a backward (first: "
@@ -56,13 +64,16 @@ def test_shampoo_and_soap_are_bitwise_the_replay(tmp_path, optimizer):
     ("replaced", "ValueError: DistributedOptimizer: param '1.weight' was resized or replaced"),
     ("added", "ValueError: DistributedOptimizer: param 'extra.weight' was added after "
               "construction"),
-])
-def test_bad_input_raises_the_same_error_on_every_rank(tmp_path, case, expected):
-    proc = launch(2, "dist_errors.py", [case], tmp_path, timeout=120)
+]
+
+
+def test_bad_input_raises_the_same_error_on_every_rank(tmp_path):
+    proc = launch(2, "dist_errors.py", [",".join(c for c, _ in BAD_INPUT)], tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for r in range(2):
-        text = (tmp_path / f"rank{r}.txt").read_text()
-        assert text.startswith(expected), f"rank {r}: {text}"
+        results = json.loads((tmp_path / f"rank{r}.json").read_text())
+        for case, expected in BAD_INPUT:
+            assert results[case].startswith(expected), f"rank {r}, {case}: {results[case]}"
 
 
 def test_tp_layers_match_torchs_plain_layers(tmp_path):

@@ -89,6 +89,24 @@ engine::EngineOptions engine_options(const JobOptions& o) {
   return e;
 }
 
+void apply_planning_args(const PlanningArgs& a, JobOptions& o) {
+  o.planner = plan::parse_variant(a.planner);
+  o.dp = a.dp;
+  o.tp = a.tp;
+  o.pp = a.pp;
+  o.alpha = a.alpha;
+  o.cmax_mb = a.cmax_mb;
+  o.bucket_size = a.bucket_size;
+  o.zero_stage = a.zero_stage;
+  o.layerwise_tp = plan::parse_layerwise_tp(a.layerwise_tp);
+  o.layerwise_buckets = plan::parse_layerwise_buckets(a.layerwise_buckets);
+  o.reorder_buckets = plan::parse_bucket_order(a.bucket_order);
+  o.optimizer = a.optimizer;
+  o.cost = cost::parse_cost_kind(a.cost);
+  o.qkv_split = model::parse_qkv_split(a.split_qkv);
+  o.split_fc1 = a.split_fc1;
+}
+
 plan::PlanOptions plan_options(const JobOptions& o, plan::Strategy strategy) {
   plan::PlanOptions p;
   p.strategy = strategy;

@@ -48,6 +48,34 @@ struct JobOptions {
   comm::ReduceMode reduce_mode = comm::ReduceMode::kDeterministic;
 };
 
+// The planning settings as `canzona plan`'s flags and the Python package's keywords spell them
+// (their names, strings and defaults; apps/planning_flags.h declares the flags, python/ the
+// keywords), with one mapping onto the job options: apply_planning_args.
+struct PlanningArgs {
+  int dp = 1;  // data-parallel degree
+  int tp = 1;  // tensor-parallel degree
+  int pp = 1;  // pipeline stages
+  std::string planner = "canzona";
+  std::string optimizer = "muon";  // matrix optimizer
+  std::string cost = "flops";      // the planners' unit
+  std::string calibration;         // cost "calibrated": bench-kernels calibration JSON
+  double alpha = 1.0;              // Algorithm 1 blend
+  double cmax_mb = 512.0;          // micro-group capacity, MiB per host
+  std::int64_t bucket_size = 0;    // elements; 0 = Megatron default
+  int zero_stage = 1;              // 1 | 3 (JobOptions::zero_stage)
+  std::string split_qkv = "none";
+  bool split_fc1 = false;
+  std::string layerwise_tp = "duplicated";     // layerwise: duplicated | layer-sharded
+  std::string layerwise_buckets = "soft-min";  // layerwise: soft-min | fixed
+  std::string bucket_order = "free";           // lb-asc (ours): free (may re-lay buckets) | keep
+};
+
+// Copies `args` into `options`: grid, planner and its knobs, optimizer, cost unit, bucket size,
+// ZeRO stage, task splits. Throws UsageError for an unknown planner, layerwise mode, bucket order,
+// cost or split name; ranges are checked where the options are consumed (validate,
+// plan::validate_options). The calibration file is the caller's to read.
+void apply_planning_args(const PlanningArgs& args, JobOptions& options);
+
 // Limits of validate(), each named in its error message: the planner's grid and C_max limits,
 // 2^40 elements per DP bucket (4 TiB of fp32).
 inline constexpr std::int64_t kMaxRanks = plan::kMaxRanks;

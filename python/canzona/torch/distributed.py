@@ -23,6 +23,7 @@ import torch
 from canzona import _canzona
 from canzona.planning import _elementwise_by_module, _make_args, _params_doc
 from canzona.torch import parallel
+from canzona.torch.optim import group_lr, run_closure
 
 _LIVE = weakref.WeakSet()
 
@@ -216,10 +217,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = run_closure(closure)
         model = self._model()
         if model is not None:
             for name, p in model.named_parameters():
@@ -235,12 +233,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                              "no_sync()")
         scales = {"matrix": 0.0, "elementwise": 0.0}
         for group in self.param_groups:
-            lr = group["lr"]
-            lr = lr.item() if isinstance(lr, torch.Tensor) else lr
-            if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr >= 0):
-                raise ValueError(f"DistributedOptimizer: lr of the {group['kind']} group must "
-                                 f"be a finite number >= 0 (got {group['lr']!r})")
-            scales[group["kind"]] = float(lr)
+            scales[group["kind"]] = group_lr(group, f"DistributedOptimizer ({group['kind']} group)")
         self._engine.set_lr_scales(scales["matrix"], scales["elementwise"])
         self._engine.finish_grad_sync()
         self._engine.step()

@@ -47,6 +47,24 @@ def _named(params):
     return out, names
 
 
+def run_closure(closure):
+    """torch.optim's step(closure): the closure's loss, computed with gradients on."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
+def group_lr(group, who):
+    """A param group's lr as a float; ValueError unless finite and >= 0."""
+    lr = group["lr"]
+    lr = lr.item() if isinstance(lr, torch.Tensor) else lr
+    if isinstance(lr, bool) or not (isinstance(lr, (int, float)) and math.isfinite(lr)
+                                    and lr >= 0):
+        raise ValueError(f"{who}: lr must be a finite number >= 0 (got {group['lr']!r})")
+    return float(lr)
+
+
 class _KernelOptimizer(torch.optim.Optimizer):
     """The shared part: one kernel instance per param, created at its first step."""
 
@@ -118,17 +136,9 @@ class _KernelOptimizer(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = run_closure(closure)
         for group in self.param_groups:
-            lr = group["lr"]
-            if isinstance(lr, torch.Tensor):
-                lr = lr.item()
-            if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr >= 0):
-                raise ValueError(f"{type(self).__name__}: lr must be a finite number >= 0 "
-                                 f"(got {group['lr']!r})")
+            lr = group_lr(group, type(self).__name__)
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -145,7 +155,7 @@ class _KernelOptimizer(torch.optim.Optimizer):
                                      f"{p.dtype} {tuple(p.shape)}")
                 grad = grad.contiguous()
                 kernel = self._kernel_for(p, group)
-                kernel.set_lr_scale(float(lr))
+                kernel.set_lr_scale(lr)
                 kernel.step(p.detach().numpy(), grad.detach().numpy())
                 self.state[p]["step"] = torch.tensor(float(kernel.step_count))
         return loss

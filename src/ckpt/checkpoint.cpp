@@ -169,6 +169,29 @@ std::string config_difference(const model::TransformerConfig& a,
   return "";
 }
 
+std::string params_difference(const model::ModelSpec& a, const model::ModelSpec& b) {
+  if (a.params.size() != b.params.size())
+    return str(a.params.size(), " params vs ", b.params.size());
+  auto shape = [](const std::vector<std::int64_t>& s) {
+    std::string t = "[";
+    for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+    return t + "]";
+  };
+  for (std::size_t i = 0; i < a.params.size(); ++i) {
+    const model::ParamSpec &x = a.params[i], &y = b.params[i];
+    const std::string where = str("param ", i, " ");
+    if (x.name != y.name) return str(where, "'", x.name, "' vs '", y.name, "'");
+    if (x.shape != y.shape)
+      return str(where, "'", x.name, "' shape ", shape(x.shape), " vs ", shape(y.shape));
+    if (x.tp_split_dim != y.tp_split_dim)
+      return str(where, "'", x.name, "' tp_split_dim ", x.tp_split_dim, " vs ", y.tp_split_dim);
+    if (x.optimizer != y.optimizer)
+      return str(where, "'", x.name, "' optimizer ", model::optimizer_class_name(x.optimizer),
+                 " vs ", model::optimizer_class_name(y.optimizer));
+  }
+  return "";
+}
+
 std::string step_dir_name(std::int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "step-%08lld", static_cast<long long>(step));

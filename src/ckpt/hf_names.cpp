@@ -22,7 +22,17 @@ std::int64_t HfTensor::numel() const {
   return n;
 }
 
-HfLayout::HfLayout(const model::ModelSpec& spec) : spec_(spec) {
+HfLayout::HfLayout(const model::ModelSpec& spec, Naming naming) : spec_(spec) {
+  if (naming == Naming::kOwn) {
+    for (const model::ParamSpec& param : spec.params) {
+      of_param_.push_back({static_cast<int>(tensors_.size())});
+      tensors_.push_back({param.name, param.shape});
+      kind_.push_back(Kind::kPlain);
+      layer_prefix_.emplace_back();
+    }
+    own_names_ = true;
+    return;
+  }
   const model::ArchInfo& a = spec.arch;
   const std::int64_t d = a.head_dim, heads = a.num_heads, groups = a.num_query_groups;
   for (const model::ParamSpec& param : spec.params) {
@@ -120,7 +130,11 @@ std::vector<ElementRun> HfLayout::runs(int p, int tp, int t) const {
   const std::int64_t col0 = param.tp_split_dim == 1 ? t * cols : 0;
   std::vector<ElementRun> out;
   for (std::int64_t r = 0; r < rows; ++r) {
-    const auto [tensor, hr] = hf_row(p, model::logical_row(param, tp, t, r));
+    // A param-list param's TP shards are plain slices (no fc1 gate/up interleave by name).
+    const std::int64_t logical = !own_names_               ? model::logical_row(param, tp, t, r)
+                                 : param.tp_split_dim == 0 ? t * rows + r
+                                                           : r;
+    const auto [tensor, hr] = hf_row(p, logical);
     const std::vector<std::int64_t>& shape = tensors_[static_cast<std::size_t>(tensor)].shape;
     const std::int64_t hf_cols = shape.size() > 1 ? shape[1] : 1;
     const ElementRun run{tensor, r * cols, hr * hf_cols + col0, cols};
@@ -147,6 +161,7 @@ std::string HfLayout::task_name(int p, int piece) const {
     return tensors_[static_cast<std::size_t>(mine[0])].name;
   }
   const std::string& name = spec_.params[i].pieces[static_cast<std::size_t>(piece)].name;
+  if (own_names_) return tensors_[static_cast<std::size_t>(mine[0])].name + "." + name;
   if (kind_[i] == Kind::kFc1)
     return tensors_[static_cast<std::size_t>(mine[name == "up" ? 1 : 0])].name;
   CANZONA_CHECK(kind_[i] == Kind::kQkv && !name.empty(), "piece '", name, "' of ",

@@ -154,6 +154,10 @@ ModelSpec param_list_from_json(const nlohmann::json& j, const std::string& path)
 }
 
 void write_param_list(const std::string& path, const ModelSpec& model) {
+  write_json_file(path, param_list_json(model));
+}
+
+json param_list_json(const ModelSpec& model) {
   json params = json::array();
   for (const ParamSpec& p : model.params) params.push_back(param_json(p));
   const ArchInfo& a = model.arch;
@@ -163,7 +167,7 @@ void write_param_list(const std::string& path, const ModelSpec& model) {
                      {"head_dim", a.head_dim},
                      {"vocab_size", a.vocab_size},
                      {"padded_vocab_size", a.padded_vocab_size}};
-  write_json_file(path, {{"name", model.name}, {"arch", arch}, {"params", params}});
+  return {{"name", model.name}, {"arch", arch}, {"params", params}};
 }
 
 }  // namespace canzona::model

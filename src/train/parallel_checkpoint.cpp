@@ -110,13 +110,17 @@ std::span<const std::byte> bytes_of(std::span<const float> values) {
   return std::as_bytes(values);
 }
 
+ckpt::Naming naming(const model::TransformerConfig* config) {
+  return config ? ckpt::Naming::kHuggingFace : ckpt::Naming::kOwn;
+}
+
 }  // namespace
 
 std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const SaveContext& context,
                             const std::string& save_dir) {
   comm::Communicator& world = grid.world();
   const model::ModelSpec& spec = *context.spec;
-  const HfLayout hf(spec);
+  const HfLayout hf(spec, naming(context.config));
   const int dp = grid.shape().dp, dp_rank = grid.coord().dp, tp_rank = grid.coord().tp;
   const std::string name = ckpt::step_dir_name(context.manifest.step);
   const fs::path final_dir = fs::path(save_dir) / name;
@@ -240,9 +244,9 @@ std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const Save
     if (context.before_publish) context.before_publish();
     collectively(world, [&] {
       if (world.rank() != 0) return;
-      const model::TransformerConfig& config = *context.config;
       write_json_file((tmp / ckpt::kConfigFile).string(),
-                      ckpt::hf_config(config, spec.arch.padded_vocab_size));
+                      context.config ? ckpt::hf_config(*context.config, spec.arch.padded_vocab_size)
+                                     : model::param_list_json(spec));
       plan::PlanRun run;
       run.label = manifest.strategy;
       run.plan = *context.plan;
@@ -303,6 +307,15 @@ void require_tensor(const std::string& path, const ckpt::Header& header, const s
                   ", this model needs ", shape_text(shape));
 }
 
+// The param list a param-list model's checkpoint keeps as config.json.
+model::ModelSpec saved_param_list(const std::string& path) {
+  const nlohmann::json j = read_json_file(path);
+  CANZONA_REQUIRE(j.is_object() && j.contains("params"), path,
+                  ": is a transformer's config, not a param list (the checkpoint was written by "
+                  "canzona train, not for a model of your own)");
+  return model::param_list_from_json(j, path);
+}
+
 void read_runs(const ckpt::InFile& file, const ckpt::Header& header, const HfLayout& hf,
                const std::vector<ElementRun>& runs, std::span<float> out) {
   for (const ElementRun& r : runs) {
@@ -317,10 +330,10 @@ void read_runs(const ckpt::InFile& file, const ckpt::Header& header, const HfLay
 }  // namespace
 
 void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
-                     const model::TransformerConfig& config, const std::string& optimizer,
+                     const model::TransformerConfig* config, const std::string& optimizer,
                      const std::string& dir, const ckpt::Manifest& manifest) {
   comm::Communicator& world = grid.world();
-  const HfLayout hf(spec);
+  const HfLayout hf(spec, naming(config));
   const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
   const std::string model_path = (fs::path(dir) / ckpt::kModelFile).string();
   const std::string optimizer_path = (fs::path(dir) / ckpt::kOptimizerFile).string();
@@ -335,9 +348,11 @@ void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::Mode
       if (i % world.size() == world.rank())
         ckpt::verify_file(dir, files[i], manifest.files.at(files[i]));
     const std::string config_path = (fs::path(dir) / ckpt::kConfigFile).string();
-    const std::string diff = ckpt::config_difference(model::read_hf_config(config_path), config);
-    CANZONA_REQUIRE(diff.empty(), config_path, ": does not match the model being trained (", diff,
-                    ")");
+    const std::string diff =
+        config ? ckpt::config_difference(model::read_hf_config(config_path), *config)
+               : ckpt::params_difference(saved_param_list(config_path), spec);
+    CANZONA_REQUIRE(diff.empty(), config_path,
+                    ": does not match the model being trained (saved vs this run: ", diff, ")");
     CANZONA_REQUIRE(manifest.optimizer == optimizer, dir, "/trainer.json: saved with optimizer '",
                     manifest.optimizer, "', this run uses '", optimizer,
                     "' (optimizer state cannot change kind)");
@@ -393,6 +408,16 @@ void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::Mode
     }
     engine.set_step_count(manifest.step);
   });
+}
+
+std::pair<std::string, ckpt::Manifest> resolve_checkpoint(comm::Communicator& world,
+                                                          const std::string& path) {
+  std::pair<std::string, ckpt::Manifest> out;
+  collectively(world, [&] {
+    out.first = ckpt::resolve(path);
+    out.second = ckpt::read_manifest(out.first);
+  });
+  return out;
 }
 
 void load_weights(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,

@@ -535,7 +535,7 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
     Run run(grid, config, spec, options, corpus, strategy, trace);
     const double t0 = wall_ms();
     if (!resume_dir.empty()) {
-      load_checkpoint(grid, run.engine(), spec, config, checkpoint_optimizer(options), resume_dir,
+      load_checkpoint(grid, run.engine(), spec, &config, checkpoint_optimizer(options), resume_dir,
                       resumed);
       run.result().first_step = resumed.step + 1;
     } else if (!ckpt_options.init_from.empty()) {

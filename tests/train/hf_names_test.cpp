@@ -262,5 +262,64 @@ TEST(HfNames, AParamListModelHasNoHfLayout) {
   }
 }
 
+// Naming::kOwn (a param-list model): each param one tensor of its own name and full shape, its
+// TP shards plain slices along the split dim. By hand: shard t of a dim-0 split [6, 2] at TP 2
+// holds rows 3t..3t+2, i.e. elements [6t, 6t + 6); shard t of a dim-1 split [2, 4] holds
+// columns 2t, 2t+1 of each row, i.e. runs {row 0: [2t, 2t+2), row 1: [4 + 2t, 4 + 2t + 2)}. The
+// fc1 name gets no gate/up interleave here (that is the transformer's layout, not a list's).
+TEST(HfNames, OwnNamesKeepEachParamWholeUnderItsName) {
+  model::ModelSpec spec;
+  spec.name = "list";
+  spec.params.push_back(
+      {"b.mlp.linear_fc1.weight", {6, 2}, 0, model::OptimizerClass::kMatrix, -1, -1, {}});
+  spec.params.push_back({"proj.weight", {2, 4}, 1, model::OptimizerClass::kMatrix, -1, -1, {}});
+  spec.params.push_back({"norm.weight", {3}, -1, model::OptimizerClass::kElementwise, -1, -1, {}});
+  const HfLayout hf(spec, Naming::kOwn);
+  ASSERT_EQ(hf.tensors().size(), 3u);
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_EQ(hf.tensors()[static_cast<std::size_t>(p)].name,
+              spec.params[static_cast<std::size_t>(p)].name);
+    EXPECT_EQ(hf.tensors()[static_cast<std::size_t>(p)].shape,
+              spec.params[static_cast<std::size_t>(p)].shape);
+    EXPECT_EQ(hf.tensors_of(p), std::vector<int>{p});
+    EXPECT_EQ(hf.task_name(p, -1), spec.params[static_cast<std::size_t>(p)].name);
+    EXPECT_TRUE(hf.task_logical_rows(p, -1, 2).empty());
+  }
+  auto runs = [&](int p, int t) {
+    std::vector<std::tuple<int, std::int64_t, std::int64_t, std::int64_t>> out;
+    for (const ElementRun& r : hf.runs(p, 2, t)) out.emplace_back(r.tensor, r.local, r.hf, r.count);
+    return out;
+  };
+  using Runs = std::vector<std::tuple<int, std::int64_t, std::int64_t, std::int64_t>>;
+  EXPECT_EQ(runs(0, 0), (Runs{{0, 0, 0, 6}}));
+  EXPECT_EQ(runs(0, 1), (Runs{{0, 0, 6, 6}}));
+  EXPECT_EQ(runs(1, 0), (Runs{{1, 0, 0, 2}, {1, 2, 4, 2}}));
+  EXPECT_EQ(runs(1, 1), (Runs{{1, 0, 2, 2}, {1, 2, 6, 2}}));
+  EXPECT_EQ(runs(2, 1), (Runs{{2, 0, 0, 3}}));
+}
+
+// params_difference names the first param that differs, in each field it compares.
+TEST(HfNames, ParamsDifferenceNamesTheFirstDifference) {
+  model::ModelSpec a;
+  a.params.push_back({"w", {4, 4}, 0, model::OptimizerClass::kMatrix, 0, -1, {}});
+  a.params.push_back({"n", {4}, -1, model::OptimizerClass::kElementwise, 0, -1, {}});
+  model::ModelSpec b = a;
+  b.params[0].layer = 3;  // the plan's business, not the model's
+  EXPECT_EQ(params_difference(a, b), "");
+  b.params[1].shape = {5};
+  EXPECT_EQ(params_difference(a, b), "param 1 'n' shape [4] vs [5]");
+  b = a;
+  b.params[0].tp_split_dim = 1;
+  EXPECT_EQ(params_difference(a, b), "param 0 'w' tp_split_dim 0 vs 1");
+  b = a;
+  b.params[0].optimizer = model::OptimizerClass::kElementwise;
+  EXPECT_EQ(params_difference(a, b), "param 0 'w' optimizer matrix vs elementwise");
+  b = a;
+  b.params[1].name = "m";
+  EXPECT_EQ(params_difference(a, b), "param 1 'n' vs 'm'");
+  b.params.pop_back();
+  EXPECT_EQ(params_difference(a, b), "2 params vs 1");
+}
+
 }  // namespace
 }  // namespace canzona::ckpt

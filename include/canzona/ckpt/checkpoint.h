@@ -8,7 +8,9 @@
 //                          element-wise param AdamW's "exp_avg" / "exp_avg_sq" under each HF
 //                          tensor's name, of its full shape. (fp32 main params equal the weights
 //                          in fp32 training and are not stored twice.)
-//   config.json            the HF config of the model (vocab_size = the padded vocabulary)
+//   config.json            the HF config of the model (vocab_size = the padded vocabulary); for a
+//                          param-list model (the Python package's) its param list instead, as
+//                          model::write_param_list writes it (`--model` takes either)
 //   plan.json              `canzona plan --json` of the plan it was saved under
 //   trainer.json           the Manifest below, with the size and SHA-256 of every other file
 //
@@ -73,6 +75,11 @@ nlohmann::json hf_config(const model::TransformerConfig& config, std::int64_t pa
 // Names the first field where two configs differ ("" when they describe the same model); the
 // name is not compared.
 std::string config_difference(const model::TransformerConfig& a, const model::TransformerConfig& b);
+
+// Names the first param where two param lists differ in count, name, shape, TP split dim or
+// optimizer class ("" when they describe the same model; layers, stages and pieces are the
+// plan's, not the model's, and are not compared).
+std::string params_difference(const model::ModelSpec& a, const model::ModelSpec& b);
 
 // "step-00000012".
 std::string step_dir_name(std::int64_t step);

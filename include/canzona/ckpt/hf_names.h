@@ -23,6 +23,10 @@
 // `L.self_attn.q_proj.weight.head7` for per-head pieces. An unsplit fc1's task rows follow the TP
 // degree ([gate_0; up_0; gate_1; up_1; ...], Megatron's shard layout); checkpoints store its state
 // in the logical [gate; up] row order (task_logical_rows), so it moves to any TP.
+//
+// A param-list model (a user's own PyTorch module through the Python package) has no Hugging Face
+// names to map to: under Naming::kOwn every param is one tensor of its own name and full shape (a
+// PyTorch state_dict's names) and a task is named after its param (`<param>.<piece>` for a piece).
 #pragma once
 
 #include <cstdint>
@@ -48,11 +52,15 @@ struct ElementRun {
   std::int64_t count = 0;
 };
 
+// How params are named in a checkpoint: kHuggingFace for the transformer (presets, config.json),
+// kOwn for a param list (each param under its own name).
+enum class Naming { kHuggingFace, kOwn };
+
 class HfLayout {
  public:
-  // Throws UsageError naming the param when a spec param is not one of the transformer's (a
-  // param-list model has no HF layout).
-  explicit HfLayout(const model::ModelSpec& spec);
+  // Under kHuggingFace throws UsageError naming the param when a spec param is not one of the
+  // transformer's (a param-list model has no HF layout; use kOwn).
+  explicit HfLayout(const model::ModelSpec& spec, Naming naming = Naming::kHuggingFace);
 
   // Every HF tensor, in spec param order (a fused param's tensors in q, k, v / gate, up order).
   const std::vector<HfTensor>& tensors() const { return tensors_; }
@@ -77,6 +85,7 @@ class HfLayout {
   std::vector<std::vector<int>> of_param_;
   std::vector<Kind> kind_;
   std::vector<std::string> layer_prefix_;  // "model.layers.<i>." or ""
+  bool own_names_ = false;                 // Naming::kOwn
 };
 
 }  // namespace canzona::ckpt

@@ -96,6 +96,8 @@ ModelSpec read_param_list(const std::string& path);
 // list built in memory by the Python package).
 ModelSpec param_list_from_json(const nlohmann::json& j, const std::string& where);
 void write_param_list(const std::string& path, const ModelSpec& model);
+// The document write_param_list writes.
+nlohmann::json param_list_json(const ModelSpec& model);
 
 // Resolves the --model argument: a preset name, a path to a HF config.json, or a path to a param
 // list (recognised by its "params" key). Applies `options` where the source is a transformer

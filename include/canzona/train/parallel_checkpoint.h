@@ -22,6 +22,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "canzona/ckpt/checkpoint.h"
 #include "canzona/comm/grid.h"
@@ -50,6 +51,8 @@ struct CheckpointOptions {
 
 // What a save records besides the engine's state.
 struct SaveContext {
+  // The transformer's config (HF names, config.json its HF config); null for a param-list model
+  // (each param under its own name, config.json its param list: ckpt/hf_names.h Naming::kOwn).
   const model::TransformerConfig* config = nullptr;
   const model::ModelSpec* spec = nullptr;
   const plan::Plan* plan = nullptr;
@@ -66,11 +69,17 @@ std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const Save
 
 // Restores a checkpoint `dir` (resolved, with its manifest) into the engine: params, main params
 // (init_main_params), optimizer state, step count. `optimizer` is this run's manifest optimizer
-// name. Throws UsageError on every rank before any state changes when the checkpoint is corrupt
-// or does not fit this run.
+// name; `config` as SaveContext's (null: a param-list model, whose config.json must list the same
+// params). Throws UsageError on every rank before any state changes when the checkpoint is
+// corrupt or does not fit this run.
 void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
-                     const model::TransformerConfig& config, const std::string& optimizer,
+                     const model::TransformerConfig* config, const std::string& optimizer,
                      const std::string& dir, const ckpt::Manifest& manifest);
+
+// The checkpoint `path` names (ckpt::resolve: a checkpoint, or a save directory's newest) and its
+// manifest, read on every rank; a failure on any rank is the same UsageError on every rank.
+std::pair<std::string, ckpt::Manifest> resolve_checkpoint(comm::Communicator& world,
+                                                          const std::string& path);
 
 // --init-from: the weights of a HF directory (any of F32 / BF16 / F16 / F64) into the engine's
 // params, then init_main_params. A vocabulary shorter than the padded one fills the padding rows

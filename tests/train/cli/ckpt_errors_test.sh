@@ -83,7 +83,7 @@ expect_rank_error f16 2 "$d/model.safetensors: tensor '$t' has dtype F16, expect
 
 # --- A checkpoint that does not fit this run.
 expect_rank_error config 2 \
-  "$good/config.json: does not match the model being trained (hidden_size 128 vs 512)" \
+  "$good/config.json: does not match the model being trained (saved vs this run: hidden_size 128 vs 512)" \
   --model qwen3-cpu --seq-len 32 --micro-batch 2 --warmup 1 --eval-every 0 --dp 2 --steps 3 \
   --resume "$good"
 expect_rank_error optimizer 2 \

@@ -8,6 +8,9 @@ MLP, the output layer tied to the token embedding; bytes of Debian's fortunes te
 corpus of `canzona train`) as tokens. Each DP rank trains on its own micro-batches; with --verify
 the run is replayed in one process (every DP rank's micro-batches in rank order) and the script
 prints whether the params are bitwise those of the replay, exiting 1 when they are not.
+--save-dir DIR writes a checkpoint (DistributedOptimizer.save) after the last step (and every
+--save-every steps); --resume DIR loads a checkpoint (or the newest in a save directory) first and
+trains on from its step, under any DP, TP and strategy.
 """
 import argparse
 import glob
@@ -105,9 +108,15 @@ def parse_args(description, **extra):
     ap.add_argument("--adamw-lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--verify", action="store_true")
+    ap.add_argument("--save-dir", help="write a checkpoint here after the last step")
+    ap.add_argument("--save-every", type=int, default=0, help="and every N steps")
+    ap.add_argument("--resume", help="load this checkpoint (or save directory's newest) first")
     for key, value in extra.items():
         ap.add_argument("--" + key.replace("_", "-"), type=type(value), default=value)
-    return ap.parse_args()
+    a = ap.parse_args()
+    if a.verify and a.resume:
+        ap.error("--verify replays the run from its initial params; it does not take --resume")
+    return a
 
 
 def lr_lambda_for(steps):
@@ -119,10 +128,16 @@ def train(model, opt, loss_fn, a):
     """The loop: --micro micro-batches per step (all but the last under no_sync), a linear
     warmup of both learning rates. Returns this rank's losses[step][micro] and the seconds."""
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda_for(a.steps))
+    first = 0
+    if a.resume:
+        opt.load(a.resume)
+        first = opt.step_count
+        sched.last_epoch = first - 1
+        sched.step()  # the schedule's lr at step `first` (LambdaLR: base lr x lambda(first))
     rank = opt.dp_rank
     losses = []
     start = time.perf_counter()
-    for step in range(a.steps):
+    for step in range(first, a.steps):
         losses.append([])
         for micro in range(a.micro):
             if micro < a.micro - 1:
@@ -136,6 +151,10 @@ def train(model, opt, loss_fn, a):
         opt.step()
         sched.step()
         opt.zero_grad()
+        if a.save_dir and (step + 1 == a.steps or a.save_every and (step + 1) % a.save_every == 0):
+            path = opt.save(a.save_dir)
+            if rank == 0 and opt.tp_rank == 0:
+                print(f"saved {path}", flush=True)
         if rank == 0 and opt.tp_rank == 0 and (step % 10 == 0 or step == a.steps - 1):
             print(f"step {step + 1:4d}  loss {sum(losses[-1]):.4f} (rank 0's micro-batches)",
                   flush=True)
@@ -156,10 +175,13 @@ def main():
         print(f"gpt: {n} params, dp={dp}, strategy {a.strategy}, {a.optimizer} on "
               f"{len(opt.plan.tasks)} matrices, {a.micro} micro-batches of {a.batch}x{a.seq} "
               "per rank per step", flush=True)
-    _, seconds = train(model, opt, loss_fn, a)
+    losses, seconds = train(model, opt, loss_fn, a)
     if rank == 0:
-        rate = a.steps * a.micro * a.batch * a.seq * dp / seconds
-        print(f"gpt: {a.steps} steps in {seconds:.2f} s, {rate:.0f} tokens/s", flush=True)
+        rate = len(losses) * a.micro * a.batch * a.seq * dp / seconds
+        print(f"gpt: {len(losses)} steps in {seconds:.2f} s, {rate:.0f} tokens/s", flush=True)
+        print(f"params hash {opt.params_hash():#018x}", flush=True)
+    else:
+        opt.params_hash()
     if a.verify:
         torch.manual_seed(a.seed)
         ref, _ = replay(Gpt(256, a.seq, a.dim, a.layers, a.heads), init, loss_fn, a.steps,

@@ -107,8 +107,8 @@ def main():
               f"{a.optimizer} on {len(opt.plan.tasks)} matrices", flush=True)
     losses, seconds = gpt.train(model, opt, loss_fn, a)
     if first:
-        rate = a.steps * a.micro * a.batch * a.seq * grid.dp / seconds
-        print(f"gpt_tp: {a.steps} steps in {seconds:.2f} s, {rate:.0f} tokens/s", flush=True)
+        rate = len(losses) * a.micro * a.batch * a.seq * grid.dp / seconds
+        print(f"gpt_tp: {len(losses)} steps in {seconds:.2f} s, {rate:.0f} tokens/s", flush=True)
         print(f"params hash {opt.params_hash():#018x}", flush=True)
     else:
         opt.params_hash()

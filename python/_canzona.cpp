@@ -13,10 +13,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "canzona/comm/mpi.h"
 #include "canzona/common/error.h"
+#include "canzona/common/hex.h"
 #include "canzona/cost/calibration.h"
 #include "canzona/cost/cost.h"
 #include "canzona/engine/engine.h"
@@ -28,6 +30,7 @@
 #include "canzona/plan/metrics.h"
 #include "canzona/plan/plan.h"
 #include "canzona/plan/plan_report.h"
+#include "canzona/train/parallel_checkpoint.h"
 
 namespace py = pybind11;
 
@@ -243,6 +246,8 @@ class DistributedEngine {
     CANZONA_REQUIRE(job.cost != cost::CostKind::kCalibrated,
                     "cost 'calibrated' is not supported by DistributedOptimizer");
     model_ = load_model(model_arg, job, a.tp);
+    strategy_ = plan::to_string(strategy);
+    optimizer_ = job.optimizer;
     const plan::PlanOptions options = launch::plan_options(job, strategy);
     plan::validate_options(options);
     plan_ = plan::make_plan(model_, options);
@@ -314,6 +319,31 @@ class DistributedEngine {
     }
     return out;
   }
+  // The model-space checkpoint (train/parallel_checkpoint.h, params under their own names):
+  // save_dir/step-<N> at the engine's step count N, `run` (JSON) recorded in trainer.json.
+  // Collective; returns the directory.
+  std::string save(const std::string& save_dir, const std::string& run) {
+    train::SaveContext context;
+    context.spec = &model_;
+    context.plan = &plan_;
+    ckpt::Manifest& m = context.manifest;
+    m.step = engine().step_count();
+    m.strategy = strategy_;
+    m.dp = grid_->shape().dp;
+    m.tp = grid_->shape().tp;
+    m.optimizer = optimizer_;
+    m.plan_hash = hex64(plan::plan_hash(plan_));
+    m.run = nlohmann::json::parse(run);
+    return train::save_checkpoint(*grid_, engine(), context, save_dir);
+  }
+  // Restores the checkpoint `path` names (a checkpoint or a save directory: its newest) under
+  // this engine's grid and plan, whatever DP, TP and strategy wrote it. Collective; returns the
+  // checkpoint's directory, step and recorded `run` (JSON).
+  std::tuple<std::string, std::int64_t, std::string> load(const std::string& path) {
+    const auto [dir, manifest] = train::resolve_checkpoint(grid_->world(), path);
+    train::load_checkpoint(*grid_, engine(), model_, nullptr, optimizer_, dir, manifest);
+    return {dir, manifest.step, manifest.run.dump()};
+  }
   void close() { engine_.reset(); }
   bool is_matrix(int p) const {
     check_param(p);
@@ -336,6 +366,7 @@ class DistributedEngine {
 
   model::ModelSpec model_;
   plan::Plan plan_;
+  std::string strategy_, optimizer_;  // the manifest's names
   engine::Trace trace_;
   comm::Grid* grid_;  // the ParallelGrid's (kept alive by the Python object)
   std::unique_ptr<engine::Engine> engine_;
@@ -457,6 +488,8 @@ PYBIND11_MODULE(_canzona, m) {
       .def("broadcast_floats", &DistributedEngine::broadcast_floats, py::arg("values").noconvert())
       .def("broadcast_bytes", &DistributedEngine::broadcast_bytes)
       .def("plan_json", &DistributedEngine::plan_json)
+      .def("save", &DistributedEngine::save, py::arg("save_dir"), py::arg("run"), Release())
+      .def("load", &DistributedEngine::load, py::arg("path"), Release())
       .def("close", &DistributedEngine::close);
   m.def("mpi_finalize", [] { canzona::python::mpi_session().reset(); });
   m.def("launched_world_size", [] { return canzona::comm::launched_world_size(); });

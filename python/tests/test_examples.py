@@ -1,5 +1,6 @@
 """examples/gpt.py under mpirun: --verify says the run is bitwise its single-process replay, and
-the loss falls."""
+the loss falls; a run saved half way and resumed (under another strategy) ends with the same
+params."""
 import os
 import re
 import subprocess
@@ -11,15 +12,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]
 
 
-@pytest.mark.parametrize("np,strategy", [(2, "lb-asc"), (3, "layerwise")])
-def test_gpt_example_verifies_bitwise_and_learns(np, strategy):
+def gpt(np, *args):
     cmd = MPIRUN + ["-np", str(np), sys.executable, os.path.join(ROOT, "examples", "gpt.py"),
-                    "--strategy", strategy, "--steps", "21", "--verify"]
+                    *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "bitwise identical to single process: yes" in proc.stdout
-    losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", proc.stdout)]
-    assert len(losses) == 3 and losses[0] > 5.0 and losses[-1] < 0.75 * losses[0], proc.stdout
+    return proc.stdout
+
+
+@pytest.mark.parametrize("np,strategy", [(2, "lb-asc"), (3, "layerwise")])
+def test_gpt_example_verifies_bitwise_and_learns(np, strategy, tmp_path):
+    out = gpt(np, "--strategy", strategy, "--steps", "21", "--verify", "--save-dir",
+              str(tmp_path), "--save-every", "10")
+    assert f"saved {tmp_path}/step-00000010" in out and f"saved {tmp_path}/step-00000021" in out
+    assert "bitwise identical to single process: yes" in out
+    losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", out)]
+    assert len(losses) == 3 and losses[0] > 5.0 and losses[-1] < 0.75 * losses[0], out
+    if np == 2:
+        resumed = gpt(np, "--strategy", "sc", "--steps", "21", "--resume",
+                      str(tmp_path / "step-00000010"))
+        assert re.search(r"params hash (0x[0-9a-f]+)", resumed).group(1) == \
+            re.search(r"params hash (0x[0-9a-f]+)", out).group(1)
 
 
 def test_gpt_tp_example_stays_within_its_bound_and_strategies_agree_bitwise():

@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import json
 import math
+import os
 import weakref
 
 import torch
@@ -260,6 +261,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         return self._plan
 
     @property
+    def step_count(self):
+        """Optimizer steps taken (a loaded checkpoint's count included)."""
+        return self._engine.step_count
+
+    @property
     def dp_rank(self):
         return self._engine.dp_rank
 
@@ -302,6 +308,46 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for group, saved in zip(self.param_groups, state_dict["param_groups"]):
             group.update({k: v for k, v in saved.items() if k != "params"})
 
+    def save(self, save_dir):
+        """Writes the checkpoint save_dir/step-<N> (N = the steps taken) and returns its path.
+
+        Collective: every rank calls it. The format is canzona train's (docs/checkpoints.md), in
+        model space: model.safetensors holds every trained param under its name in
+        model.named_parameters(), full (TP-unsharded) shape, fp32; optimizer.safetensors each
+        matrix's optimizer state under its name and AdamW's state under each element-wise
+        param's; config.json the model's param list; plan.json the plan; trainer.json the step,
+        grid, strategy, optimizer, the param groups' hyperparameters and every file's SHA-256.
+        Written in a temporary directory renamed when complete, so a crash leaves the previous
+        checkpoints as they were. Frozen params and buffers are not in it (they are not trained:
+        the module's own state_dict keeps them); nor is an lr scheduler's state (its
+        state_dict()). load() takes it back under any DP, TP and strategy.
+        """
+        self.finish()
+        groups = [{k: v for k, v in g.items() if k != "params" and _jsonable(v)}
+                  for g in self.param_groups]
+        run = {"writer": "canzona.torch.DistributedOptimizer", "param_groups": groups,
+               "optimizer_options": self.kernel_settings["optimizer_options"],
+               "adamw_options": self.kernel_settings["adamw_options"]}
+        return self._engine.save(os.fspath(save_dir), json.dumps(run))
+
+    def load(self, path):
+        """Restores a checkpoint save() wrote (a step-<N> directory, or a save directory: its
+        newest) and returns its directory. Collective. The params (param.data in place), the
+        optimizer state, the step count and the param groups' hyperparameters come back; the
+        checkpoint may come from another DP, TP or strategy (each rank reads only what its plan
+        gives it). Raises ValueError on every rank, before anything changes, for a missing or
+        corrupt checkpoint, another model (config.json names the first differing param) or
+        another matrix optimizer.
+        """
+        self.finish()
+        directory, _, run = self._engine.load(os.fspath(path))
+        saved = {g.get("kind"): g for g in json.loads(run).get("param_groups", [])}
+        for group in self.param_groups:
+            group.update({k: v for k, v in saved.get(group["kind"], {}).items()
+                          if k != "params"})
+        self._ready = [False] * len(self._params)
+        return directory
+
     def close(self):
         """Hands the engine back (the params keep their values as plain tensors)."""
         engine = getattr(self, "_engine", None)
@@ -329,6 +375,14 @@ def _broadcast(engine, tensor):
             data = tensor.detach().cpu().contiguous()
             raw = engine.broadcast_bytes(data.view(-1).view(torch.uint8).numpy().tobytes())
             tensor.copy_(torch.frombuffer(bytearray(raw), dtype=data.dtype).view(data.shape))
+
+
+def _jsonable(value):
+    try:
+        json.dumps(value)
+        return True
+    except (TypeError, ValueError):
+        return False
 
 
 def _check_param(name, p):

@@ -1,6 +1,7 @@
 """canzona.torch.DistributedOptimizer under mpirun: every strategy bitwise the single-process
 replay of the DP ranks' micro-batches (dist_worker.py), bad input raised on every rank
-(dist_errors.py)."""
+(dist_errors.py), the TP layers against torch's (tp_worker.py), checkpoints that resume bitwise
+and reshard (ckpt_worker.py)."""
 import json
 import os
 import subprocess

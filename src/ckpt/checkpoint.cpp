@@ -125,8 +125,12 @@ void verify_file(const std::string& dir, const std::string& name, const FileInfo
 }
 
 json hf_config(const model::TransformerConfig& c, std::int64_t padded_vocab) {
-  const char* type = c.qk_norm ? "qwen3" : c.qkv_bias ? "qwen2" : "llama";
-  const char* arch = c.qk_norm    ? "Qwen3ForCausalLM"
+  const char* type = c.is_moe()   ? "qwen3_moe"
+                     : c.qk_norm  ? "qwen3"
+                     : c.qkv_bias ? "qwen2"
+                                  : "llama";
+  const char* arch = c.is_moe()   ? "Qwen3MoeForCausalLM"
+                     : c.qk_norm  ? "Qwen3ForCausalLM"
                      : c.qkv_bias ? "Qwen2ForCausalLM"
                                   : "LlamaForCausalLM";
   json j = {{"architectures", {arch}},
@@ -144,6 +148,15 @@ json hf_config(const model::TransformerConfig& c, std::int64_t padded_vocab) {
             {"max_position_embeddings", c.max_position_embeddings},
             {"hidden_act", "silu"},
             {"torch_dtype", "float32"}};
+  if (c.is_moe()) {
+    j["num_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.experts_per_token;
+    j["moe_intermediate_size"] = c.moe_ffn_hidden;
+    j["decoder_sparse_step"] = c.sparse_step;
+    j["mlp_only_layers"] = c.mlp_only_layers;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+    j["router_aux_loss_coef"] = c.router_aux_loss_coef;
+  }
   return j;
 }
 
@@ -166,6 +179,20 @@ std::string config_difference(const model::TransformerConfig& a,
   if (a.rope_theta != b.rope_theta) return str("rope_theta ", a.rope_theta, " vs ", b.rope_theta);
   if (a.rms_norm_eps != b.rms_norm_eps)
     return str("rms_norm_eps ", a.rms_norm_eps, " vs ", b.rms_norm_eps);
+  if (a.num_experts != b.num_experts)
+    return str("num_experts ", a.num_experts, " vs ", b.num_experts);
+  if (a.experts_per_token != b.experts_per_token)
+    return str("num_experts_per_tok ", a.experts_per_token, " vs ", b.experts_per_token);
+  if (a.moe_ffn_hidden != b.moe_ffn_hidden)
+    return str("moe_intermediate_size ", a.moe_ffn_hidden, " vs ", b.moe_ffn_hidden);
+  for (int i = 0; i < a.num_layers; ++i)
+    if (a.moe_layer(i) != b.moe_layer(i))
+      return str("layer ", i,
+                 " has experts in one and not the other (decoder_sparse_step, "
+                 "mlp_only_layers)");
+  if (a.norm_topk_prob != b.norm_topk_prob) return "norm_topk_prob";
+  if (a.router_aux_loss_coef != b.router_aux_loss_coef)
+    return str("router_aux_loss_coef ", a.router_aux_loss_coef, " vs ", b.router_aux_loss_coef);
   return "";
 }
 

@@ -28,7 +28,7 @@ HfLayout::HfLayout(const model::ModelSpec& spec, Naming naming) : spec_(spec) {
       of_param_.push_back({static_cast<int>(tensors_.size())});
       tensors_.push_back({param.name, param.shape});
       kind_.push_back(Kind::kPlain);
-      layer_prefix_.emplace_back();
+      fused_name_.emplace_back();
     }
     own_names_ = true;
     return;
@@ -52,6 +52,7 @@ HfLayout::HfLayout(const model::ModelSpec& spec, Naming naming) : spec_(spec) {
     };
     std::vector<int> mine;
     Kind kind = Kind::kPlain;
+    std::string fused;  // the name of an unsplit fused param's task
     const std::vector<std::int64_t>& s = param.shape;
     if (prefix.empty()) {
       if (n == "embedding.word_embeddings.weight") {
@@ -91,13 +92,36 @@ HfLayout::HfLayout(const model::ModelSpec& spec, Naming naming) : spec_(spec) {
       mine.push_back(add(prefix + "mlp.up_proj.weight", half));
     } else if (rest == "mlp.linear_fc2.weight") {
       mine.push_back(add(prefix + "mlp.down_proj.weight", s));
+    } else if (rest == "pre_mlp_layernorm.weight") {  // a MoE layer's MLP norm
+      mine.push_back(add(prefix + "post_attention_layernorm.weight", s));
+    } else if (rest == "mlp.router.weight") {
+      mine.push_back(add(prefix + "mlp.gate.weight", s));
+    } else if (const std::string experts = "mlp.experts.local_experts.";
+               rest.rfind(experts, 0) == 0) {
+      const std::size_t dot = rest.find('.', experts.size());
+      const std::string e =
+          rest.substr(experts.size(), dot == std::string::npos ? 0 : dot - experts.size());
+      const std::string expert = prefix + "mlp.experts." + e + ".";
+      const std::string tail = dot == std::string::npos ? "" : rest.substr(dot + 1);
+      if (!e.empty() && tail == "linear_fc1.weight") {
+        kind = Kind::kFc1;
+        std::vector<std::int64_t> half = s;
+        half[0] = s[0] / 2;
+        mine.push_back(add(expert + "gate_proj.weight", half));
+        mine.push_back(add(expert + "up_proj.weight", half));
+        fused = expert + "gate_up_proj.weight";
+      } else if (!e.empty() && tail == "linear_fc2.weight") {
+        mine.push_back(add(expert + "down_proj.weight", s));
+      }
     }
+    if (kind == Kind::kQkv) fused = prefix + "self_attn.qkv_proj.weight";
+    if (kind == Kind::kFc1 && fused.empty()) fused = prefix + "mlp.gate_up_proj.weight";
     CANZONA_REQUIRE(!mine.empty(), "checkpoint: param '", n,
                     "' has no Hugging Face name (checkpoints need a transformer model: a preset or "
                     "a config.json)");
     of_param_.push_back(std::move(mine));
     kind_.push_back(kind);
-    layer_prefix_.push_back(prefix);
+    fused_name_.push_back(std::move(fused));
   }
 }
 
@@ -154,10 +178,8 @@ std::vector<ElementRun> HfLayout::runs(int p, int tp, int t) const {
 std::string HfLayout::task_name(int p, int piece) const {
   const std::size_t i = static_cast<std::size_t>(p);
   const std::vector<int>& mine = of_param_[i];
-  const std::string& prefix = layer_prefix_[i];
   if (piece < 0) {
-    if (kind_[i] == Kind::kQkv) return prefix + "self_attn.qkv_proj.weight";
-    if (kind_[i] == Kind::kFc1) return prefix + "mlp.gate_up_proj.weight";
+    if (kind_[i] != Kind::kPlain) return fused_name_[i];
     return tensors_[static_cast<std::size_t>(mine[0])].name;
   }
   const std::string& name = spec_.params[i].pieces[static_cast<std::size_t>(piece)].name;
@@ -173,8 +195,11 @@ std::string HfLayout::task_name(int p, int piece) const {
 }
 
 std::vector<std::int64_t> HfLayout::task_logical_rows(int p, int piece, int tp) const {
-  if (piece >= 0 || tp == 1 || kind_[static_cast<std::size_t>(p)] != Kind::kFc1) return {};
   const model::ParamSpec& param = spec_.params[static_cast<std::size_t>(p)];
+  // Only a TP-split fc1 has rows in another order at tp > 1 (an expert's is not split).
+  if (piece >= 0 || tp == 1 || kind_[static_cast<std::size_t>(p)] != Kind::kFc1 ||
+      param.tp_split_dim != 0)
+    return {};
   const std::int64_t local_rows = param.local_shape(tp)[0];
   std::vector<std::int64_t> logical;
   for (int t = 0; t < tp; ++t)

@@ -2,7 +2,10 @@
 // follow transformers: num_key_value_heads = num_attention_heads, head_dim = hidden / heads,
 // tie_word_embeddings = false. model_type picks the family: qwen3 (per-head q/k norm), qwen2
 // (QKV bias), llama / mistral (neither, unless "attention_bias": true; the o_proj bias that flag
-// also adds is not modelled, TransformerConfig has no field for it).
+// also adds is not modelled, TransformerConfig has no field for it), qwen3_moe (qwen3 with
+// experts: num_experts, num_experts_per_tok and moe_intermediate_size required;
+// decoder_sparse_step 1, mlp_only_layers [], norm_topk_prob false and router_aux_loss_coef 0.001
+// when absent, Qwen3MoeConfig's defaults).
 #include <cmath>
 #include <filesystem>
 
@@ -42,9 +45,10 @@ TransformerConfig read_hf_config(const std::string& path) {
   TransformerConfig c;
   c.name = model_name(path);
   const std::string type = detail::get_string(required(j, path, "model_type"), path, "model_type");
-  CANZONA_REQUIRE(type == "qwen3" || type == "qwen2" || type == "llama" || type == "mistral", path,
-                  ": unsupported model_type '", type,
-                  "' (supported: qwen3, qwen2, llama, mistral)");
+  CANZONA_REQUIRE(type == "qwen3" || type == "qwen3_moe" || type == "qwen2" || type == "llama" ||
+                      type == "mistral",
+                  path, ": unsupported model_type '", type,
+                  "' (supported: qwen3, qwen3_moe, qwen2, llama, mistral)");
   c.hidden = positive("hidden_size", kMaxHidden, "kMaxHidden");
   c.ffn_hidden = positive("intermediate_size", kMaxFfnHidden, "kMaxFfnHidden");
   c.num_layers = static_cast<int>(positive("num_hidden_layers", kMaxLayers, "kMaxLayers"));
@@ -93,8 +97,35 @@ TransformerConfig read_hf_config(const std::string& path) {
           ? get_int(j.at("max_position_embeddings"), path, "max_position_embeddings", 1,
                     kMaxPositions, "kMaxPositions")
           : default_positions;
-  c.qk_norm = type == "qwen3";
+  c.qk_norm = type == "qwen3" || type == "qwen3_moe";
   c.qkv_bias = type == "qwen2" || attention_bias;
+  if (type == "qwen3_moe") {
+    c.num_experts = static_cast<int>(positive("num_experts", kMaxExperts, "kMaxExperts"));
+    c.experts_per_token =
+        static_cast<int>(get_int(required(j, path, "num_experts_per_tok"), path,
+                                 "num_experts_per_tok", 1, c.num_experts, "num_experts"));
+    c.moe_ffn_hidden = positive("moe_intermediate_size", kMaxFfnHidden, "kMaxFfnHidden");
+    if (present(j, "decoder_sparse_step"))
+      c.sparse_step = static_cast<int>(positive("decoder_sparse_step", kMaxLayers, "kMaxLayers"));
+    if (present(j, "mlp_only_layers")) {
+      const json& layers = j.at("mlp_only_layers");
+      CANZONA_REQUIRE(layers.is_array() && static_cast<std::int64_t>(layers.size()) <= kMaxLayers,
+                      path, ": mlp_only_layers must be an array of layer indices");
+      for (const json& layer : layers)
+        c.mlp_only_layers.push_back(static_cast<int>(
+            get_int(layer, path, "mlp_only_layers", 0, c.num_layers - 1, "num_hidden_layers - 1")));
+    }
+    c.norm_topk_prob = present(j, "norm_topk_prob") &&
+                       detail::get_bool(j.at("norm_topk_prob"), path, "norm_topk_prob");
+    c.router_aux_loss_coef = 0.001;
+    if (present(j, "router_aux_loss_coef")) {
+      const json& v = j.at("router_aux_loss_coef");
+      CANZONA_REQUIRE(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0.0,
+                      path, ": router_aux_loss_coef must be a finite number >= 0 (got ", v.dump(),
+                      ")");
+      c.router_aux_loss_coef = v.get<double>();
+    }
+  }
   return c;
 }
 

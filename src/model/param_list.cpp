@@ -96,9 +96,10 @@ ParamSpec read_param(const json& value, const std::string& where, Counts& counts
 
 ArchInfo read_arch(const json& value, const std::string& where) {
   detail::require_object(value, where);
-  detail::reject_unknown_keys(value, where,
-                              {"num_layers", "num_heads", "num_query_groups", "head_dim",
-                               "vocab_size", "padded_vocab_size"});
+  detail::reject_unknown_keys(
+      value, where,
+      {"num_layers", "num_heads", "num_query_groups", "head_dim", "vocab_size", "padded_vocab_size",
+       "num_experts", "experts_per_token"});
   auto field = [&](const char* key, std::int64_t max_value, const char* limit) {
     return present(value, key) ? get_int(value.at(key), where, key, 0, max_value, limit) : 0;
   };
@@ -109,6 +110,8 @@ ArchInfo read_arch(const json& value, const std::string& where) {
   a.head_dim = static_cast<int>(field("head_dim", kMaxHeadDim, "kMaxHeadDim"));
   a.vocab_size = field("vocab_size", kMaxDim, "kMaxDim");
   a.padded_vocab_size = field("padded_vocab_size", kMaxDim, "kMaxDim");
+  a.num_experts = static_cast<int>(field("num_experts", kMaxExperts, "kMaxExperts"));
+  a.experts_per_token = static_cast<int>(field("experts_per_token", kMaxExperts, "kMaxExperts"));
   return a;
 }
 
@@ -166,7 +169,9 @@ json param_list_json(const ModelSpec& model) {
                      {"num_query_groups", a.num_query_groups},
                      {"head_dim", a.head_dim},
                      {"vocab_size", a.vocab_size},
-                     {"padded_vocab_size", a.padded_vocab_size}};
+                     {"padded_vocab_size", a.padded_vocab_size},
+                     {"num_experts", a.num_experts},
+                     {"experts_per_token", a.experts_per_token}};
   return {{"name", model.name}, {"arch", arch}, {"params", params}};
 }
 

@@ -41,6 +41,32 @@ TransformerConfig cpu_training() {
   return c;
 }
 
+// Qwen3-MoE (docs/references.md, "Qwen3-MoE configurations"): 128 experts, top-8, 4 KV heads,
+// every layer sparse, untied.
+TransformerConfig qwen3_moe(std::string name, std::int64_t hidden, std::int64_t ffn,
+                            std::int64_t expert_ffn, int layers, int heads) {
+  TransformerConfig c = qwen3(std::move(name), hidden, ffn, layers, heads, false);
+  c.num_query_groups = 4;
+  c.num_experts = 128;
+  c.experts_per_token = 8;
+  c.moe_ffn_hidden = expert_ffn;
+  c.norm_topk_prob = true;
+  c.router_aux_loss_coef = 0.001;
+  return c;
+}
+
+// A Qwen3-MoE small enough for a 2-core CPU: 8 experts, top-2, 4 layers; the experts hold 12.6M
+// (82%) of its 15.3M params; a token uses 5.9M (2 experts per layer, attention, embeddings).
+TransformerConfig cpu_moe() {
+  TransformerConfig c = small("qwen3-moe-cpu", 256, 1024, 4, 8, 2, 4096, false);
+  c.num_experts = 8;
+  c.experts_per_token = 2;
+  c.moe_ffn_hidden = 512;
+  c.norm_topk_prob = true;
+  c.router_aux_loss_coef = 0.001;
+  return c;
+}
+
 const std::vector<TransformerConfig>& presets() {
   static const std::vector<TransformerConfig> all = {
       qwen3("qwen3-0.6b", 1024, 3072, 28, 16, true),
@@ -52,6 +78,9 @@ const std::vector<TransformerConfig>& presets() {
       small("qwen3-tiny", 128, 384, 2, 4, 2, 512, true),
       small("qwen3-mini", 256, 768, 4, 8, 4, 2048, false),
       cpu_training(),
+      qwen3_moe("qwen3-30b-a3b", 2048, 6144, 768, 48, 32),
+      qwen3_moe("qwen3-235b-a22b", 4096, 12288, 1536, 94, 64),
+      cpu_moe(),
   };
   return all;
 }

@@ -89,6 +89,9 @@ void validate_arch(const ModelSpec& model, int tp) {
   require_in_range(a.head_dim, 0, kMaxHeadDim, m + "head_dim", "kMaxHeadDim");
   require_in_range(a.vocab_size, 0, kMaxDim, m + "vocab_size", "kMaxDim");
   require_in_range(a.padded_vocab_size, 0, kMaxDim, m + "padded_vocab_size", "kMaxDim");
+  require_in_range(a.num_experts, 0, kMaxExperts, m + "num_experts", "kMaxExperts");
+  require_in_range(a.experts_per_token, a.num_experts > 0 ? 1 : 0, a.num_experts,
+                   m + "experts_per_token", "num_experts");
   CANZONA_REQUIRE(a.num_heads % tp == 0, "model '", model.name, "': ", a.num_heads,
                   " attention heads not divisible by tp=", tp, " (Megatron splits heads over TP)");
   CANZONA_REQUIRE(a.num_query_groups % tp == 0, "model '", model.name, "': ", a.num_query_groups,
@@ -154,6 +157,10 @@ OptimizerClass default_optimizer_class(const std::string& name,
                         name.find("output_layer") != std::string::npos ||
                         name.find("router") != std::string::npos;
   return shape.size() == 2 && !excluded ? OptimizerClass::kMatrix : OptimizerClass::kElementwise;
+}
+
+bool is_expert_param(const ParamSpec& param) {
+  return param.name.find(".mlp.experts.") != std::string::npos;
 }
 
 const char* optimizer_class_name(OptimizerClass optimizer) {

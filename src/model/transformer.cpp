@@ -13,6 +13,14 @@
 // is the union over t of rows [t 2f/tp, t 2f/tp + f/tp). At tp = 1 this is the logical layout:
 // gate = [0, f), up = [f, 2f). Concatenating a piece's ranges in order yields gate (or up) in
 // its natural row order for every tp.
+//
+// Mixture of experts (Qwen3-MoE; Megatron's MoE layer with its sequential local experts): a MoE
+// layer's MLP is `pre_mlp_layernorm` [h] (the norm is not fused into an fc1 there), the router
+// `mlp.router.weight` [E, h] (element-wise: Megatron's rule for routers) and per expert e
+// `mlp.experts.local_experts.<e>.linear_fc1.weight` [2 f_e, h] ([gate; up]) and
+// `...linear_fc2.weight` [h, f_e]. Experts are not split over TP here (expert TP 1, every expert
+// on every rank: expert parallelism 1), so their tp_split_dim is -1.
+#include <algorithm>
 #include <string>
 
 #include "canzona/common/checked.h"
@@ -81,6 +89,17 @@ void check_config(const TransformerConfig& c, const BuildOptions& options) {
   require_in_range(c.num_query_groups, 1, kMaxHeads, m + "num_query_groups", "kMaxHeads");
   require_in_range(c.head_dim, 1, kMaxHeadDim, m + "head_dim", "kMaxHeadDim");
   require_in_range(c.vocab_size, 1, kMaxVocab, m + "vocab_size", "kMaxVocab");
+  if (c.is_moe()) {
+    require_in_range(c.num_experts, 1, kMaxExperts, m + "num_experts", "kMaxExperts");
+    require_in_range(c.experts_per_token, 1, c.num_experts, m + "num_experts_per_tok",
+                     "num_experts");
+    require_in_range(c.moe_ffn_hidden, 1, kMaxFfnHidden, m + "moe_intermediate_size",
+                     "kMaxFfnHidden");
+    require_in_range(c.sparse_step, 1, kMaxLayers, m + "decoder_sparse_step", "kMaxLayers");
+    for (int layer : c.mlp_only_layers)
+      require_in_range(layer, 0, c.num_layers - 1, m + "mlp_only_layers entry",
+                       "num_hidden_layers - 1");
+  }
   CANZONA_REQUIRE(c.num_heads % c.num_query_groups == 0, "model '", c.name, "': num_heads ",
                   c.num_heads, " not divisible by num_query_groups ", c.num_query_groups);
   CANZONA_REQUIRE(c.num_heads % tp == 0, "model '", c.name, "': ", c.num_heads,
@@ -93,9 +112,15 @@ void check_config(const TransformerConfig& c, const BuildOptions& options) {
 
   // Counts of what build_transformer() will allocate, bounded before it allocates.
   const std::int64_t layers = c.num_layers;
+  std::int64_t moe_layers = 0;
+  for (int i = 0; i < c.num_layers; ++i) moe_layers += c.moe_layer(i) ? 1 : 0;
   const std::int64_t per_layer_params = 6 + (c.qkv_bias ? 1 : 0) + (c.qk_norm ? 2 : 0);
-  const std::int64_t params = checked_add(checked_mul(layers, per_layer_params, m + "params"),
-                                          c.tied_embeddings ? 2 : 3, m + "params");
+  // A MoE layer has a router and 2 per expert instead of fc1 and fc2.
+  const std::int64_t per_moe_layer = 2 * std::int64_t{c.num_experts} - 1;
+  const std::int64_t params =
+      checked_add(checked_add(checked_mul(layers, per_layer_params, m + "params"),
+                              checked_mul(moe_layers, per_moe_layer, m + "params"), m + "params"),
+                  c.tied_embeddings ? 2 : 3, m + "params");
   require_in_range(params, 1, kMaxParams, m + "params", "kMaxParams");
   std::int64_t qkv_pieces = 0, qkv_ranges = 0;
   const std::int64_t heads_and_groups = c.num_heads + 2 * std::int64_t{c.num_query_groups};
@@ -108,13 +133,26 @@ void check_config(const TransformerConfig& c, const BuildOptions& options) {
   }
   const std::int64_t fc1_pieces = options.split_fc1 ? 2 : 0;
   const std::int64_t fc1_ranges = options.split_fc1 ? 2 * std::int64_t{tp} : 0;
-  require_in_range(checked_mul(layers, qkv_pieces + fc1_pieces, m + "pieces"), 0, kMaxPieces,
-                   m + "pieces", "kMaxPieces");
-  require_in_range(checked_mul(layers, qkv_ranges + fc1_ranges, m + "piece row ranges"), 0,
-                   kMaxRowRanges, m + "piece row ranges", "kMaxRowRanges");
+  // A MoE layer's fc1 pieces: gate and up of each expert (one row range each: experts are not
+  // TP-split).
+  const std::int64_t expert_fc1 = options.split_fc1 ? 2 * std::int64_t{c.num_experts} : 0;
+  const std::int64_t pieces =
+      checked_add(checked_mul(layers, qkv_pieces + fc1_pieces, m + "pieces"),
+                  checked_mul(moe_layers, expert_fc1 - fc1_pieces, m + "pieces"), m + "pieces");
+  require_in_range(pieces, 0, kMaxPieces, m + "pieces", "kMaxPieces");
+  const std::int64_t ranges =
+      checked_add(checked_mul(layers, qkv_ranges + fc1_ranges, m + "piece row ranges"),
+                  checked_mul(moe_layers, expert_fc1 - fc1_ranges, m + "piece row ranges"),
+                  m + "piece row ranges");
+  require_in_range(ranges, 0, kMaxRowRanges, m + "piece row ranges", "kMaxRowRanges");
 }
 
 }  // namespace
+
+bool TransformerConfig::moe_layer(int i) const {
+  return num_experts > 0 && sparse_step > 0 && (i + 1) % sparse_step == 0 &&
+         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), i) == mlp_only_layers.end();
+}
 
 QkvSplit parse_qkv_split(const std::string& name) {
   if (name == "none") return QkvSplit::kNone;
@@ -147,8 +185,9 @@ ModelSpec build_transformer(const TransformerConfig& c, const BuildOptions& opti
   check_config(c, options);
   ModelSpec model;
   model.name = c.name;
-  model.arch = {c.num_layers, c.num_heads,  c.num_query_groups,
-                c.head_dim,   c.vocab_size, padded_vocab_size(c.vocab_size, options.tp)};
+  model.arch = {c.num_layers,  c.num_heads,        c.num_query_groups,
+                c.head_dim,    c.vocab_size,       padded_vocab_size(c.vocab_size, options.tp),
+                c.num_experts, c.experts_per_token};
   const std::int64_t h = c.hidden;
   const std::int64_t d = c.head_dim;
   const std::int64_t vocab = model.arch.padded_vocab_size;
@@ -172,6 +211,18 @@ ModelSpec build_transformer(const TransformerConfig& c, const BuildOptions& opti
     if (c.qk_norm) {
       add(p + "self_attention.q_layernorm.weight", {d}, -1, i);
       add(p + "self_attention.k_layernorm.weight", {d}, -1, i);
+    }
+    if (c.moe_layer(i)) {
+      const std::int64_t f = c.moe_ffn_hidden;
+      add(p + "pre_mlp_layernorm.weight", {h}, -1, i);
+      add(p + "mlp.router.weight", {c.num_experts, h}, -1, i);
+      for (int e = 0; e < c.num_experts; ++e) {
+        const std::string x = p + "mlp.experts.local_experts." + std::to_string(e) + ".";
+        add(x + "linear_fc1.weight", {2 * f, h}, -1, i,
+            options.split_fc1 ? fc1_pieces(f, 1) : std::vector<Piece>{});
+        add(x + "linear_fc2.weight", {h, f}, -1, i);
+      }
+      continue;
     }
     add(p + "mlp.linear_fc1.layer_norm_weight", {h}, -1, i);
     add(p + "mlp.linear_fc1.weight", {2 * c.ffn_hidden, h}, 0, i,

@@ -89,7 +89,14 @@ std::vector<double> stage_flops_per_token(const model::ModelSpec& model, const p
     for (int p : plan.stages[s].params) {
       const auto& param = model.params[p];
       if (param.layer >= 0) layers.insert(param.layer);
-      if (param.shape.size() == 2 && p != embedding) matmul_params += param.numel();
+      // An expert's matmul runs for the experts_per_token / num_experts of the tokens routed
+      // to it (dropless routing, on average).
+      const double share =
+          model.arch.num_experts > 0 && model::is_expert_param(param)
+              ? static_cast<double>(model.arch.experts_per_token) / model.arch.num_experts
+              : 1.0;
+      if (param.shape.size() == 2 && p != embedding)
+        matmul_params += share * static_cast<double>(param.numel());
     }
     if (s + 1 == plan.stages.size() && embedding >= 0 && !has_output_layer) {
       matmul_params += model.params[embedding].numel();  // tied: logits reuse the embedding

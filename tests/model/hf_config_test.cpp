@@ -167,7 +167,8 @@ TEST(HfConfig, RejectsWrongTypedOrNonPositiveKeys) {
 
 TEST(HfConfig, RejectsUnknownModelType) {
   expect_config_error(config_with(R"(, "model_type": "gpt2")"),
-                      "unsupported model_type 'gpt2' (supported: qwen3, qwen2, llama, mistral)");
+                      "unsupported model_type 'gpt2' (supported: qwen3, qwen3_moe, qwen2, llama, "
+                      "mistral)");
 }
 
 TEST(HfConfig, RejectsHeadsNotDivisibleByKvHeads) {
@@ -185,6 +186,76 @@ TEST(HfConfig, RejectsMalformedFiles) {
   expect_config_error("{\"hidden_size\": ", "malformed JSON");
   EXPECT_THAT([] { read_hf_config("/nonexistent/config.json"); },
               ThrowsMessage<UsageError>(HasSubstr("/nonexistent/config.json: cannot read file")));
+}
+
+// Qwen3-30B-A3B's published config.json (tests/model/data) reads as the preset: the same keys
+// and the same Megatron params.
+TEST(HfConfig, ReadsQwen3MoeAsThePreset) {
+  const TransformerConfig c = read_hf_config(data_path("Qwen3-30B-A3B/config.json"));
+  EXPECT_EQ(c.name, "Qwen3-30B-A3B");
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.experts_per_token, 8);
+  EXPECT_EQ(c.moe_ffn_hidden, 768);
+  EXPECT_EQ(c.sparse_step, 1);
+  EXPECT_TRUE(c.mlp_only_layers.empty());
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_EQ(c.router_aux_loss_coef, 0.001);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.num_query_groups, 4);
+  const ModelSpec from_file = build_transformer(c, {});
+  const ModelSpec from_preset = build_transformer(preset("qwen3-30b-a3b"), {});
+  ASSERT_EQ(from_file.params.size(), from_preset.params.size());
+  for (std::size_t i = 0; i < from_file.params.size(); ++i) {
+    EXPECT_EQ(from_file.params[i].name, from_preset.params[i].name);
+    EXPECT_EQ(from_file.params[i].shape, from_preset.params[i].shape);
+  }
+}
+
+// decoder_sparse_step and mlp_only_layers pick the MoE layers as HF Qwen3-MoE does: layer i has
+// experts when (i + 1) % step == 0 and i is not listed. Step 2 with [3] in 4 layers: only layer 1
+// (layer 3 is listed; 0 and 2 fail the step). Qwen3MoeConfig's defaults when keys are absent.
+TEST(HfConfig, Qwen3MoeSparseStepAndMlpOnlyLayers) {
+  const std::string moe = R"(, "model_type": "qwen3_moe", "num_experts": 4,
+    "num_experts_per_tok": 2, "moe_intermediate_size": 32)";
+  const TransformerConfig d = read_hf_config(scratch_file("moe.json", config_with(moe)));
+  EXPECT_EQ(d.sparse_step, 1);
+  EXPECT_FALSE(d.norm_topk_prob);
+  EXPECT_EQ(d.router_aux_loss_coef, 0.001);
+  const TransformerConfig c = read_hf_config(scratch_file(
+      "moe_step.json",
+      config_with(
+          moe + R"(, "num_hidden_layers": 4, "decoder_sparse_step": 2, "mlp_only_layers": [3])")));
+  EXPECT_EQ(c.mlp_only_layers, std::vector<int>{3});
+  EXPECT_FALSE(c.moe_layer(0));
+  EXPECT_TRUE(c.moe_layer(1));
+  EXPECT_FALSE(c.moe_layer(2));
+  EXPECT_FALSE(c.moe_layer(3));
+  const ModelSpec m = build_transformer(c, {});
+  int routers = 0, experts = 0, dense_fc1 = 0;
+  for (const ParamSpec& p : m.params) {
+    routers += p.name.ends_with("mlp.router.weight");
+    experts += p.name.find(".mlp.experts.local_experts.") != std::string::npos;
+    dense_fc1 += p.name.ends_with("mlp.linear_fc1.weight");
+  }
+  EXPECT_EQ(routers, 1);
+  EXPECT_EQ(experts, 8);  // 4 experts x (fc1, fc2)
+  EXPECT_EQ(dense_fc1, 3);
+}
+
+TEST(HfConfig, RejectsBadQwen3MoeKeys) {
+  const std::string moe = R"(, "model_type": "qwen3_moe", "num_experts": 4,
+    "num_experts_per_tok": 2, "moe_intermediate_size": 32)";
+  nlohmann::json j = nlohmann::json::parse(config_with(moe));
+  j.erase("num_experts");
+  expect_config_error(j.dump(), "key 'num_experts' missing");
+  expect_config_error(config_with(moe + R"(, "num_experts_per_tok": 5)"),
+                      "key 'num_experts_per_tok' = 5 must lie in [1, 4] (num_experts)");
+  expect_config_error(config_with(moe + R"(, "mlp_only_layers": [2])"),
+                      "key 'mlp_only_layers' = 2 must lie in [0, 1] (num_hidden_layers - 1)");
+  expect_config_error(config_with(moe + R"(, "mlp_only_layers": 1)"),
+                      "mlp_only_layers must be an array of layer indices");
+  expect_config_error(config_with(moe + R"(, "router_aux_loss_coef": -1)"),
+                      "router_aux_loss_coef must be a finite number >= 0");
 }
 
 }  // namespace

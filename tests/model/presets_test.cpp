@@ -13,9 +13,10 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(Presets, NamesAreQwen3SizesThenSmallOnes) {
-  EXPECT_EQ(preset_names(), (std::vector<std::string>{"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b",
-                                                      "qwen3-8b", "qwen3-14b", "qwen3-32b",
-                                                      "qwen3-tiny", "qwen3-mini", "qwen3-cpu"}));
+  EXPECT_EQ(preset_names(), (std::vector<std::string>{
+                                "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b",
+                                "qwen3-32b", "qwen3-tiny", "qwen3-mini", "qwen3-cpu",
+                                "qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-moe-cpu"}));
 }
 
 struct Qwen3Row {
@@ -88,6 +89,87 @@ TEST(Presets, Qwen3_32bAtTp8CountsThePaddedVocabulary) {
   EXPECT_EQ(m.arch.vocab_size, 151936);
   EXPECT_EQ(m.arch.padded_vocab_size, 152576);
   EXPECT_EQ(m.total_numel(), 32'768'676'864LL);
+}
+
+// Params of a spec: all, and those a token uses (every expert param times k / E: each token reaches
+// k of each MoE layer's E experts).
+struct Counts {
+  std::int64_t total = 0, experts = 0, active = 0;
+};
+Counts counts(const TransformerConfig& c) {
+  Counts n;
+  for (const ParamSpec& p : build_transformer(c, {}).params) {
+    n.total += p.numel();
+    if (p.name.find(".mlp.experts.local_experts.") != std::string::npos) n.experts += p.numel();
+  }
+  n.active = n.total - n.experts + n.experts / c.num_experts * c.experts_per_token;
+  return n;
+}
+
+// Qwen3-30B-A3B (docs/references.md: 30.5B params, 3.3B activated). By hand: per layer qkv
+// (32 + 2 x 4) x 128 = 5120 x 2048 = 10,485,760, proj 2048 x 4096 = 8,388,608, norms 2048 + 2048
+// + 2 x 128 = 4,352, router 128 x 2048 = 262,144, experts 128 x (1536 x 2048 + 2048 x 768) =
+// 128 x 4,718,592 = 603,979,776: 623,120,640 x 48 = 29,909,790,720; plus embedding and output
+// 2 x 151936 x 2048 = 622,329,856 and the final norm 2048. Active: 8 of the 128 experts,
+// 56,889,600 per layer.
+TEST(Presets, Qwen3MoeHaveThePublishedParamCounts) {
+  const TransformerConfig a3b = preset("qwen3-30b-a3b");
+  EXPECT_EQ(a3b.hidden, 2048);
+  EXPECT_EQ(a3b.num_layers, 48);
+  EXPECT_EQ(a3b.num_heads, 32);
+  EXPECT_EQ(a3b.num_query_groups, 4);
+  EXPECT_EQ(a3b.moe_ffn_hidden, 768);
+  const Counts small = counts(a3b);
+  EXPECT_EQ(small.total, 30'532'122'624LL);
+  EXPECT_EQ(small.active, 3'353'032'704LL);
+  // Qwen3-235B-A22B (235B, 22B activated): per layer qkv 9216 x 4096 = 37,748,736, proj 4096 x
+  // 8192 = 33,554,432, norms 8,448, router 524,288, experts 128 x 18,874,368 = 2,415,919,104:
+  // 2,487,755,008 x 94, plus 2 x 151936 x 4096 = 1,244,659,712 and 4096.
+  const Counts large = counts(preset("qwen3-235b-a22b"));
+  EXPECT_EQ(large.total, 235'093'634'560LL);
+  EXPECT_EQ(large.active, 22'190'763'520LL);
+  // qwen3-moe-cpu: experts hold most of the params. Per layer qkv 384 x 256, proj 256 x 256,
+  // norms 256 + 256 + 64, router 8 x 256, experts 8 x (1024 x 256 + 256 x 512) = 3,145,728:
+  // 3,312,192 x 4, plus 2 x 4096 x 256 and 256.
+  const Counts cpu = counts(preset("qwen3-moe-cpu"));
+  EXPECT_EQ(cpu.total, 15'346'176LL);
+  EXPECT_EQ(cpu.experts, 12'582'912LL);
+  EXPECT_EQ(cpu.active, 5'908'992LL);
+}
+
+// A MoE layer in Megatron's layout: the attention as in a dense layer, then pre_mlp_layernorm,
+// the router (element-wise) and each expert's fc1 and fc2 (matrices, not split over TP).
+TEST(Presets, MoeLayerParamsFollowMegatronsLayout) {
+  const ModelSpec m = build_transformer(preset("qwen3-moe-cpu"), {.tp = 2, .split_fc1 = true});
+  std::vector<std::string> names;
+  for (const ParamSpec& p : m.params)
+    if (p.layer == 0) names.push_back(p.name);
+  // The attention's 5 (proj, the QKV norm, QKV, q and k norms), the MLP norm, the router, and
+  // 8 experts x (fc1, fc2).
+  ASSERT_EQ(names.size(), 5u + 2u + 16u);
+  EXPECT_EQ(names[5], "decoder.layers.0.pre_mlp_layernorm.weight");
+  EXPECT_EQ(names[6], "decoder.layers.0.mlp.router.weight");
+  EXPECT_EQ(names[7], "decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight");
+  EXPECT_EQ(names[8], "decoder.layers.0.mlp.experts.local_experts.0.linear_fc2.weight");
+  EXPECT_EQ(names[22], "decoder.layers.0.mlp.experts.local_experts.7.linear_fc2.weight");
+  for (const ParamSpec& p : m.params) {
+    if (p.name.ends_with("mlp.router.weight")) {
+      EXPECT_FALSE(p.is_matrix());
+      EXPECT_EQ(p.shape, (std::vector<std::int64_t>{8, 256}));
+    }
+    if (p.name.find("local_experts") == std::string::npos) continue;
+    EXPECT_TRUE(p.is_matrix()) << p.name;
+    EXPECT_EQ(p.tp_split_dim, -1) << p.name;
+    if (p.name.ends_with("linear_fc1.weight")) {
+      EXPECT_EQ(p.shape, (std::vector<std::int64_t>{1024, 256}));
+      ASSERT_EQ(p.pieces.size(), 2u);  // gate [0, 512) and up [512, 1024), whatever the TP
+      EXPECT_EQ(p.pieces[0].row_ranges,
+                (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 512}}));
+      EXPECT_EQ(p.pieces[1].row_ranges,
+                (std::vector<std::pair<std::int64_t, std::int64_t>>{{512, 1024}}));
+    }
+  }
+  EXPECT_NO_THROW(validate(m, 2));
 }
 
 TEST(Presets, Qwen3_0_6bMatchesHuggingFaceParamCount) {

@@ -351,6 +351,34 @@ TEST(StageFlops, TiedEmbeddingCountsAsLogitsOnTheLastStage) {
   flops = stage_flops_per_token(m, p, w);
   EXPECT_DOUBLE_EQ(flops[0], 6.0 * 64 * 64);
   EXPECT_DOUBLE_EQ(flops[1], 6.0 * (64 * 64 + 64000));
+
+  // Mixture of experts, top-1 of 4: each expert's matmul serves a quarter of the tokens. Stage 0
+  // gains two experts of 64 x 32 (2 x 2048 / 4 = 1024 params per token) and a router [4, 64]
+  // (a matmul of its own, every token).
+  m.arch.num_experts = 4;
+  m.arch.experts_per_token = 1;
+  for (int e = 0; e < 2; ++e) {
+    m.params.push_back(
+        {"decoder.layers.0.mlp.experts.local_experts." + std::to_string(e) + ".linear_fc1.weight",
+         {64, 32},
+         -1,
+         model::OptimizerClass::kMatrix,
+         0,
+         -1,
+         {}});
+    p.stages[0].params.push_back(static_cast<int>(m.params.size()) - 1);
+  }
+  m.params.push_back({"decoder.layers.0.mlp.router.weight",
+                      {4, 64},
+                      -1,
+                      model::OptimizerClass::kElementwise,
+                      0,
+                      -1,
+                      {}});
+  p.stages[0].params.push_back(static_cast<int>(m.params.size()) - 1);
+  flops = stage_flops_per_token(m, p, w);
+  EXPECT_DOUBLE_EQ(flops[0], 6.0 * (64 * 64 + 1024 + 256));
+  EXPECT_DOUBLE_EQ(flops[1], 6.0 * (64 * 64 + 64000));
 }
 
 }  // namespace

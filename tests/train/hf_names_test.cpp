@@ -262,6 +262,83 @@ TEST(HfNames, AParamListModelHasNoHfLayout) {
   }
 }
 
+// A MoE layer's HF names (Qwen3-MoE): small_config with 3 experts of f_e 6 in layer 0 (layer 1
+// keeps the dense MLP). By hand: expert e's fc1 [12, 16] is [gate_proj; up_proj], rows 0..5 the
+// gate's, 6..11 the up's, whole on every TP rank (experts are not split), so each shard's runs are
+// gate elements 0..95 then up elements 0..95; the router is mlp.gate, the MLP norm
+// post_attention_layernorm; an unsplit fc1's task is experts.<e>.gate_up_proj, its pieces
+// gate_proj and up_proj; the config writes and reads back as the same model.
+int index_of(const model::ModelSpec& s, const std::string& n) {
+  for (std::size_t p = 0; p < s.params.size(); ++p)
+    if (s.params[p].name == n) return static_cast<int>(p);
+  ADD_FAILURE() << "no param " << n;
+  return 0;
+}
+
+TEST(HfNames, MoeLayersUseQwen3MoesNames) {
+  model::TransformerConfig c = small_config();
+  c.num_experts = 3;
+  c.experts_per_token = 2;
+  c.moe_ffn_hidden = 6;
+  c.mlp_only_layers = {1};
+  for (bool split : {false, true}) {
+    model::BuildOptions b;
+    b.tp = 2;
+    b.split_fc1 = split;
+    const model::ModelSpec spec = model::build_transformer(c, b);
+    const HfLayout hf(spec);
+    std::map<std::string, std::vector<std::int64_t>> shapes;
+    for (const HfTensor& t : hf.tensors()) shapes[t.name] = t.shape;
+    const std::string l = "model.layers.0.";
+    EXPECT_EQ(shapes[l + "post_attention_layernorm.weight"], (std::vector<std::int64_t>{16}));
+    EXPECT_EQ(shapes[l + "mlp.gate.weight"], (std::vector<std::int64_t>{3, 16}));
+    for (int e = 0; e < 3; ++e) {
+      const std::string x = l + "mlp.experts." + std::to_string(e) + ".";
+      EXPECT_EQ(shapes[x + "gate_proj.weight"], (std::vector<std::int64_t>{6, 16}));
+      EXPECT_EQ(shapes[x + "up_proj.weight"], (std::vector<std::int64_t>{6, 16}));
+      EXPECT_EQ(shapes[x + "down_proj.weight"], (std::vector<std::int64_t>{16, 6}));
+    }
+    EXPECT_EQ(shapes.count("model.layers.1.mlp.gate_proj.weight"), 1u);  // dense layer 1
+    EXPECT_EQ(shapes.size(), hf.tensors().size());
+    const int fc1 =
+        index_of(spec, "decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight");
+    const std::string x = l + "mlp.experts.1.";
+    for (int t = 0; t < 2; ++t) {
+      const std::vector<ElementRun> runs = hf.runs(fc1, 2, t);
+      ASSERT_EQ(runs.size(), 2u);
+      EXPECT_EQ(hf.tensors()[static_cast<std::size_t>(runs[0].tensor)].name,
+                x + "gate_proj.weight");
+      EXPECT_EQ(hf.tensors()[static_cast<std::size_t>(runs[1].tensor)].name, x + "up_proj.weight");
+      EXPECT_EQ(std::make_tuple(runs[0].local, runs[0].hf, runs[0].count),
+                std::make_tuple(std::int64_t{0}, std::int64_t{0}, std::int64_t{96}));
+      EXPECT_EQ(std::make_tuple(runs[1].local, runs[1].hf, runs[1].count),
+                std::make_tuple(std::int64_t{96}, std::int64_t{0}, std::int64_t{96}));
+    }
+    if (split) {
+      EXPECT_EQ(hf.task_name(fc1, 0), x + "gate_proj.weight");
+      EXPECT_EQ(hf.task_name(fc1, 1), x + "up_proj.weight");
+    } else {
+      EXPECT_EQ(hf.task_name(fc1, -1), x + "gate_up_proj.weight");
+      EXPECT_TRUE(hf.task_logical_rows(fc1, -1, 2).empty());
+    }
+    EXPECT_EQ(
+        hf.task_name(index_of(spec, "decoder.layers.1.mlp.linear_fc1.weight"), split ? 0 : -1),
+        split ? "model.layers.1.mlp.gate_proj.weight" : "model.layers.1.mlp.gate_up_proj.weight");
+  }
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("canzona_moe_config_" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  write_json_file(path, hf_config(c, 1024));
+  const model::TransformerConfig back = model::read_hf_config(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(config_difference(back, c), "");
+  EXPECT_EQ(back.mlp_only_layers, std::vector<int>{1});
+  model::TransformerConfig other = c;
+  other.mlp_only_layers.clear();
+  EXPECT_EQ(config_difference(back, other),
+            "layer 1 has experts in one and not the other (decoder_sparse_step, mlp_only_layers)");
+}
+
 // Naming::kOwn (a param-list model): each param one tensor of its own name and full shape, its
 // TP shards plain slices along the split dim. By hand: shard t of a dim-0 split [6, 2] at TP 2
 // holds rows 3t..3t+2, i.e. elements [6t, 6t + 6); shard t of a dim-1 split [2, 4] holds

@@ -11,6 +11,11 @@
 //   L.mlp.linear_fc1.layer_norm_weight             L.post_attention_layernorm.weight [h]
 //   L.mlp.linear_fc1.weight                        L.mlp.{gate,up}_proj.weight [f, h]
 //   L.mlp.linear_fc2.weight                        L.mlp.down_proj.weight [h, f]
+//   MoE layers (Qwen3-MoE, expert e):
+//   L.pre_mlp_layernorm.weight                     L.post_attention_layernorm.weight [h]
+//   L.mlp.router.weight                            L.mlp.gate.weight [E, h]
+//   L.mlp.experts.local_experts.<e>.linear_fc1.weight  L.mlp.experts.<e>.{gate,up}_proj.weight
+//   L.mlp.experts.local_experts.<e>.linear_fc2.weight  L.mlp.experts.<e>.down_proj.weight
 //   decoder.final_layernorm.weight                 model.norm.weight [h]
 //   output_layer.weight                            lm_head.weight [V_pad, h]
 // The fused QKV's rows are grouped per query group ([q x H/G | k | v] per group, model/load.h);
@@ -19,7 +24,8 @@
 //
 // Matrix-optimizer state is per task (model/spec.h): a task's name is the HF tensor it is (q, k,
 // v, gate and up pieces; o_proj, down_proj), `L.self_attn.qkv_proj.weight` for an unsplit QKV
-// (grouped row order), `L.mlp.gate_up_proj.weight` for an unsplit fc1,
+// (grouped row order), `L.mlp.gate_up_proj.weight` for an unsplit fc1 (an expert's:
+// `L.mlp.experts.<e>.gate_up_proj.weight`),
 // `L.self_attn.q_proj.weight.head7` for per-head pieces. An unsplit fc1's task rows follow the TP
 // degree ([gate_0; up_0; gate_1; up_1; ...], Megatron's shard layout); checkpoints store its state
 // in the logical [gate; up] row order (task_logical_rows), so it moves to any TP.
@@ -84,8 +90,8 @@ class HfLayout {
   std::vector<HfTensor> tensors_;
   std::vector<std::vector<int>> of_param_;
   std::vector<Kind> kind_;
-  std::vector<std::string> layer_prefix_;  // "model.layers.<i>." or ""
-  bool own_names_ = false;                 // Naming::kOwn
+  std::vector<std::string> fused_name_;  // an unsplit fused param's task name, else ""
+  bool own_names_ = false;               // Naming::kOwn
 };
 
 }  // namespace canzona::ckpt

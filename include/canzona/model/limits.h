@@ -15,6 +15,7 @@
 namespace canzona::model {
 
 inline constexpr std::int64_t kMaxLayers = 4096;                      // transformer layers
+inline constexpr std::int64_t kMaxExperts = 4096;                     // experts per MoE layer
 inline constexpr std::int64_t kMaxHeads = std::int64_t{1} << 16;      // attention heads, KV heads
 inline constexpr std::int64_t kMaxHeadDim = std::int64_t{1} << 12;    // 4096 (real: 64 ... 256)
 inline constexpr std::int64_t kMaxHidden = std::int64_t{1} << 17;     // 131072 (real: <= 16384)

@@ -11,7 +11,8 @@
 
 namespace canzona::model {
 
-// A dense decoder-only transformer (Qwen3, Qwen2, Llama, Mistral families).
+// A decoder-only transformer (Qwen3, Qwen2, Llama, Mistral families; Qwen3-MoE when
+// num_experts > 0).
 struct TransformerConfig {
   std::string name;
   std::int64_t hidden = 0;
@@ -30,6 +31,20 @@ struct TransformerConfig {
   // The longest sequence the model is made for (HF max_position_embeddings): bounds
   // `train --seq-len`. Qwen3 presets 40960, as the Qwen3 configs say.
   std::int64_t max_position_embeddings = 40960;
+
+  // Mixture of experts (HF qwen3_moe). num_experts = 0: every layer has the dense MLP.
+  int num_experts = 0;                // num_experts
+  int experts_per_token = 0;          // num_experts_per_tok (top-k)
+  std::int64_t moe_ffn_hidden = 0;    // moe_intermediate_size: each expert's intermediate size
+  int sparse_step = 1;                // decoder_sparse_step
+  std::vector<int> mlp_only_layers;   // layers that keep the dense MLP (ffn_hidden)
+  bool norm_topk_prob = false;        // renormalise the top-k router probabilities
+  double router_aux_loss_coef = 0.0;  // the load-balancing loss's weight (training)
+
+  bool is_moe() const { return num_experts > 0; }
+  // HF Qwen3-MoE's rule: layer i has experts when it is not in mlp_only_layers, num_experts > 0
+  // and (i + 1) is a multiple of sparse_step.
+  bool moe_layer(int i) const;
 };
 
 // How QKV is split into optimizer tasks before the matrix optimizer.
@@ -79,7 +94,7 @@ std::int64_t logical_row(const ParamSpec& param, int tp, int t, std::int64_t r);
 // Explicit parameter lists:
 //   {"name": "...",
 //    "arch": {"num_layers", "num_heads", "num_query_groups", "head_dim", "vocab_size",
-//             "padded_vocab_size"},
+//             "padded_vocab_size", "num_experts", "experts_per_token"},
 //    "params": [{"name", "shape", "tp_split_dim", "optimizer": "matrix" | "elementwise",
 //                "layer", "stage", "pieces": [{"name", "rows": [[begin, end], ...]}]}]}
 // Required: "params"; per param "name" and "shape"; per piece "name" and "rows". Defaults:

@@ -56,6 +56,8 @@ struct ArchInfo {
   int head_dim = 0;
   std::int64_t vocab_size = 0;         // before padding
   std::int64_t padded_vocab_size = 0;  // Megatron: ceil(V / (128 TP)) * 128 TP
+  int num_experts = 0;                 // experts per MoE layer; 0: dense
+  int experts_per_token = 0;           // top-k: the experts of a layer one token reaches
 };
 
 struct ModelSpec {
@@ -70,6 +72,10 @@ struct ModelSpec {
 // (names containing "embedding"), the output layer ("output_layer") and MoE routers ("router").
 OptimizerClass default_optimizer_class(const std::string& name,
                                        const std::vector<std::int64_t>& shape);
+
+// Whether a param is one expert's weight in Megatron's MoE layout (a name containing
+// ".mlp.experts."): a token uses it with probability experts_per_token / num_experts.
+bool is_expert_param(const ParamSpec& param);
 
 // "matrix" / "elementwise", the spelling used in param-list JSON.
 const char* optimizer_class_name(OptimizerClass optimizer);

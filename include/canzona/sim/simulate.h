@@ -101,7 +101,8 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
 // Forward-backward model FLOPs per token of each pipeline stage (index-aligned with
 // plan.stages): 6 * (matmul params of the stage) + attention. Matmul params are the 2-D params,
 // without the word embedding (a lookup) but with the output projection (the tied embedding's
-// logits count on the last stage).
+// logits count on the last stage); an expert's params (model::is_expert_param) count
+// experts_per_token / num_experts of their size, the share of tokens each expert receives.
 std::vector<double> stage_flops_per_token(const model::ModelSpec& model, const plan::Plan& plan,
                                           const Workload& workload);
 

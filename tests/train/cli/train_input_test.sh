@@ -5,7 +5,8 @@
 # silent fallback, an allocation failure, a stack dump or a hang.
 #   1. learning rates: nan, inf, negative (these once trained on the default lr and exited 0);
 #   2. memory a run cannot have (micro-batch, model, sequence): refused with the need and what is
-#      available; a sequence past max_position_embeddings; the default warmup with --steps 1;
+#      available; a sequence past max_position_embeddings; the default warmup with --steps 1; a
+#      mixture-of-experts model (planned, not trained);
 #   3. --init-from a regular file (once ended in MPI_ABORT), a --save-dir another run holds;
 #   4. after MPI starts: a world size that does not fit the grid, on 3 ranks;
 #   5. SIGINT to a single process and SIGTERM to mpirun during training: every rank stops after
@@ -60,6 +61,8 @@ error_cases() {
     "--seq-len = 1000000 must lie in [1, 40960] (max_position_embeddings of --model qwen3-tiny)" \
     "${run[@]}" --model qwen3-tiny --steps 1 --seq-len 1000000
   expect_usage_error "--micro-batch = 0 must lie in" "${run[@]}" --model qwen3-tiny --micro-batch 0
+  expect_usage_error "model 'qwen3-moe-cpu' is a mixture of experts (8 experts): train runs dense" \
+    "${run[@]}" --model qwen3-moe-cpu --steps 1
   expect_usage_error "--test-kill-rank = -1 must lie in [0, 1073741824]" \
     "${run[@]}" "${quick[@]}" --test-kill-rank -1
   # --init-from a regular file: refused before MPI (it once ended in the MPI_ABORT banner).

@@ -159,6 +159,14 @@ OptimizerClass default_optimizer_class(const std::string& name,
   return shape.size() == 2 && !excluded ? OptimizerClass::kMatrix : OptimizerClass::kElementwise;
 }
 
+std::int64_t ModelSpec::active_numel() const {
+  if (arch.num_experts <= 0) return total_numel();
+  std::int64_t experts = 0;
+  for (const ParamSpec& p : params)
+    if (is_expert_param(p)) experts += p.numel();
+  return total_numel() - experts + experts / arch.num_experts * arch.experts_per_token;
+}
+
 bool is_expert_param(const ParamSpec& param) {
   return param.name.find(".mlp.experts.") != std::string::npos;
 }

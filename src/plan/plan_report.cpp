@@ -156,10 +156,14 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
   std::ostringstream os;
   const plan::PlanOptions& o = runs.front().plan.options;
   os << "model " << model.name << " (" << model.params.size() << " params, "
-     << fixed(model.total_numel() / 1e9, 3) << "B elements), dp=" << o.dp << " tp=" << o.tp
-     << " pp=" << o.pp << ", optimizer " << o.cost.matrix_optimizer << ", cost "
-     << cost::to_string(o.cost.kind) << ", alpha " << o.alpha << ", C_max " << o.cmax_mb
-     << " MiB\n\n";
+     << fixed(model.total_numel() / 1e9, 3) << "B elements"
+     << (model.arch.num_experts > 0 ? str(", ", fixed(model.active_numel() / 1e9, 3),
+                                          "B used per token: ", model.arch.experts_per_token,
+                                          " of ", model.arch.num_experts, " experts")
+                                    : std::string())
+     << "), dp=" << o.dp << " tp=" << o.tp << " pp=" << o.pp << ", optimizer "
+     << o.cost.matrix_optimizer << ", cost " << cost::to_string(o.cost.kind) << ", alpha "
+     << o.alpha << ", C_max " << o.cmax_mb << " MiB\n\n";
   char line[256];
   std::snprintf(line, sizeof(line), "%-28s", "max/mean");
   os << line;

@@ -122,12 +122,15 @@ TEST(Presets, Qwen3MoeHaveThePublishedParamCounts) {
   const Counts small = counts(a3b);
   EXPECT_EQ(small.total, 30'532'122'624LL);
   EXPECT_EQ(small.active, 3'353'032'704LL);
+  EXPECT_EQ(build_transformer(a3b, {}).active_numel(), 3'353'032'704LL);
   // Qwen3-235B-A22B (235B, 22B activated): per layer qkv 9216 x 4096 = 37,748,736, proj 4096 x
   // 8192 = 33,554,432, norms 8,448, router 524,288, experts 128 x 18,874,368 = 2,415,919,104:
   // 2,487,755,008 x 94, plus 2 x 151936 x 4096 = 1,244,659,712 and 4096.
   const Counts large = counts(preset("qwen3-235b-a22b"));
   EXPECT_EQ(large.total, 235'093'634'560LL);
   EXPECT_EQ(large.active, 22'190'763'520LL);
+  EXPECT_EQ(build_transformer(preset("qwen3-235b-a22b"), {}).active_numel(), 22'190'763'520LL);
+  EXPECT_EQ(build_transformer(preset("qwen3-32b"), {}).active_numel(), 32'762'123'264LL);
   // qwen3-moe-cpu: experts hold most of the params. Per layer qkv 384 x 256, proj 256 x 256,
   // norms 256 + 256 + 64, router 8 x 256, experts 8 x (1024 x 256 + 256 x 512) = 3,145,728:
   // 3,312,192 x 4, plus 2 x 4096 x 256 and 256.

@@ -66,6 +66,10 @@ struct ModelSpec {
   std::vector<ParamSpec> params;  // Megatron registration order
 
   std::int64_t total_numel() const;  // sum of numel(); throws UsageError on int64 overflow
+  // Elements one token uses: total_numel() with each expert param (is_expert_param) counted
+  // arch.experts_per_token / arch.num_experts of its size (rounded down); total_numel() for a
+  // dense model.
+  std::int64_t active_numel() const;
 };
 
 // The Megatron / official Canzona rule: 2-D weights get the matrix optimizer except embeddings

@@ -91,6 +91,8 @@ constexpr const char* kRecipeKeys[] = {"model",
                                        "dp",
                                        "tp",
                                        "pp",
+                                       "ep",
+                                       "etp",
                                        "alpha",
                                        "cmax_mb",
                                        "bucket_size",
@@ -142,6 +144,9 @@ OldPlan remake_plan(const nlohmann::json& j, const std::string& where, const Pla
   o.dp = json_key<int>(j, path, "dp");
   o.tp = json_key<int>(j, path, "tp");
   o.pp = json_key<int>(j, path, "pp");
+  // Plans written before expert parallelism had none.
+  o.ep = j.contains("ep") ? json_key<int>(j, path, "ep") : 1;
+  o.etp = j.contains("etp") ? json_key<int>(j, path, "etp") : 1;
   o.alpha = json_key<double>(j, path, "alpha");
   o.cmax_mb = json_key<double>(j, path, "cmax_mb");
   o.layout.bucket_size = json_key<std::int64_t>(j, path, "bucket_size");

@@ -91,6 +91,8 @@ nlohmann::json scenario_json(const SimulateArgs& a, const sim::Cluster& cluster)
           {"dp", s.plan.dp},
           {"tp", s.plan.tp},
           {"pp", s.plan.pp},
+          {"ep", s.plan.ep},
+          {"etp", s.plan.etp},
           {"optimizer", a.optimizer},
           {"alpha", s.plan.alpha},
           {"cmax_mb", s.plan.cmax_mb},
@@ -118,12 +120,13 @@ void print_header(const SimulateArgs& a, const sim::Cluster& cluster, const std:
   const std::int64_t gpus =
       a.scenario.gpus > 0 ? a.scenario.gpus : std::int64_t{p.dp} * p.tp * p.pp;
   std::printf(
-      "model %s  dp=%s tp=%d pp=%d (%lld GPUs)  optimizer=%s  planner=%s  cost=%s  "
+      "model %s  dp=%s tp=%d pp=%d%s (%lld GPUs)  optimizer=%s  planner=%s  cost=%s  "
       "alpha=%g  cmax=%g MiB\ncluster %s (%s, %d GPUs/node)  tokens/iteration=%lld  "
       "seq_len=%lld  micro_batch=%lld  TP micro groups %s\n\n",
-      a.scenario.model.c_str(), dp_text.c_str(), p.tp, p.pp, static_cast<long long>(gpus),
-      a.optimizer.c_str(), a.planner.c_str(), a.cost.c_str(), p.alpha, p.cmax_mb,
-      cluster.name.c_str(), cluster.device.name.c_str(), cluster.gpus_per_node,
+      a.scenario.model.c_str(), dp_text.c_str(), p.tp, p.pp,
+      p.ep != 1 || p.etp != 1 ? str(" ep=", p.ep, " etp=", p.etp).c_str() : "",
+      static_cast<long long>(gpus), a.optimizer.c_str(), a.planner.c_str(), a.cost.c_str(), p.alpha,
+      p.cmax_mb, cluster.name.c_str(), cluster.device.name.c_str(), cluster.gpus_per_node,
       static_cast<long long>(w.tokens), static_cast<long long>(w.seq_len),
       static_cast<long long>(w.micro_batch), w.tp_pipeline ? "pipelined" : "sequential");
 }

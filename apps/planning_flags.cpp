@@ -19,6 +19,11 @@ void add_planning_flags(CLI::App* sub, PlanningFlags& f, PlanningCommand command
          "--pp", f.pp,
          run ? "Pipeline stages: only 1 is executed" : "Pipeline stages (layers split evenly)")
       ->capture_default_str();
+  sub->add_option("--ep", f.ep,
+                  "Expert parallelism (MoE models): each EP rank holds num_experts / ep experts; "
+                  "expert DP = dp x tp / (ep x etp)")
+      ->capture_default_str();
+  sub->add_option("--etp", f.etp, "Expert tensor parallelism (MoE models)")->capture_default_str();
   sub->add_option("--planner", f.planner,
                   "lb-asc planner: canzona (ours) | megatron-canzona (the authors' code) | paper "
                   "(Algorithms 1 and 2 as written)")

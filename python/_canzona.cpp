@@ -394,6 +394,8 @@ PYBIND11_MODULE(_canzona, m) {
       .def(py::init<>())
       .def_readwrite("dp", &PlanArgs::dp)
       .def_readwrite("tp", &PlanArgs::tp)
+      .def_readwrite("ep", &PlanArgs::ep)
+      .def_readwrite("etp", &PlanArgs::etp)
       .def_readwrite("pp", &PlanArgs::pp)
       .def_readwrite("zero_stage", &PlanArgs::zero_stage)
       .def_readwrite("strategy", &PlanArgs::strategy)

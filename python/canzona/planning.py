@@ -177,10 +177,10 @@ class Plan:
 def _make_args(where, *, dp, tp, pp, optimizer, strategy, planner, cost, bucket_size, alpha,
                cmax_mb, zero_stage, split_qkv, split_fc1, layerwise_tp, layerwise_buckets,
                bucket_order, ns_steps=None, precondition_frequency=None, max_precond_dim=None,
-               calibration=None):
+               calibration=None, ep=1, etp=1):
     """The native PlanArgs of the planning options; TypeError for a mistyped one."""
     args = _canzona.PlanArgs()
-    ints = {"dp": dp, "tp": tp, "pp": pp, "zero_stage": zero_stage, "bucket_size": bucket_size}
+    ints = {"dp": dp, "tp": tp, "pp": pp, "ep": ep, "etp": etp, "zero_stage": zero_stage, "bucket_size": bucket_size}
     for key, value in ints.items():
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{where}: {key} must be an int (got {value!r})")
@@ -208,12 +208,17 @@ def _make_args(where, *, dp, tp, pp, optimizer, strategy, planner, cost, bucket_
     return args
 
 
-def plan(model, *, dp=1, tp=1, pp=1, optimizer="muon", strategy="lb-asc", planner="canzona",
+def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb-asc", planner="canzona",
          cost="flops", bucket_size=0, alpha=1.0, cmax_mb=512.0, zero_stage=1, split_qkv="none",
          split_fc1=False, layerwise_tp="duplicated", layerwise_buckets="soft-min",
          bucket_order="free", ns_steps=None, precondition_frequency=None, max_precond_dim=None,
          calibration=None, is_matrix=None, name=None):
     """Plans `model` as `canzona plan` does (the same options, named as its flags with '_').
+
+    ep and etp (expert parallelism and expert TP) apply to a mixture-of-experts model: its expert
+    params (names with '.mlp.experts.<e>.' or Megatron's '.mlp.experts.local_experts.<e>.') go in
+    a second buffer planned over expert DP = dp * tp / (ep * etp) ranks, as Megatron keeps them;
+    the Plan's balance then has an 'expert' entry.
 
     model: a torch.nn.Module, its named_parameters(), a list of (name, shape, tp_split_dim), a
     param-list dict, or a str the CLI's --model takes (preset name, HF config.json, param list).
@@ -223,7 +228,7 @@ def plan(model, *, dp=1, tp=1, pp=1, optimizer="muon", strategy="lb-asc", planne
     names with 'embedding', 'output_layer', 'router'); is_matrix(name, tensor_or_shape) overrides.
     Raises ValueError naming the bad argument or param; TypeError for unknown keywords.
     """
-    args = _make_args("canzona.plan", dp=dp, tp=tp, pp=pp, optimizer=optimizer,
+    args = _make_args("canzona.plan", dp=dp, tp=tp, pp=pp, ep=ep, etp=etp, optimizer=optimizer,
                       strategy=strategy, planner=planner, cost=cost, bucket_size=bucket_size,
                       alpha=alpha, cmax_mb=cmax_mb, zero_stage=zero_stage, split_qkv=split_qkv,
                       split_fc1=split_fc1, layerwise_tp=layerwise_tp,

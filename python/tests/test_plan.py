@@ -177,6 +177,17 @@ def test_embedding_modules_and_is_matrix_choose_the_optimizer_class():
     assert q.tasks == []
 
 
+def test_moe_models_plan_an_expert_buffer_over_the_expert_groups():
+    p = canzona.plan("qwen3-moe-cpu", dp=2, tp=2, ep=2)
+    assert set(p.balance["expert"]) >= {"dp", "tp", "grid"}
+    assert p.balance["expert"]["dp"]["flops"] >= 1.0
+    assert json.loads(p.to_json())["expert"]["edp"] == 2
+    with pytest.raises(ValueError, match="--ep 3 x --etp 1 = 3 does not divide"):
+        canzona.plan("qwen3-moe-cpu", dp=2, tp=2, ep=3)
+    with pytest.raises(TypeError, match="ep must be an int"):
+        canzona.plan("qwen3-moe-cpu", ep="2")
+
+
 @pytest.mark.parametrize("kwargs,match", [
     (dict(dp=0), "dp"), (dict(tp=2), "tp"), (dict(strategy="nope"), "nope"),
     (dict(optimizer="adamw"), "adamw"), (dict(zero_stage=3, strategy="sc"), "zero-stage 3"),

@@ -18,6 +18,8 @@ void validate(const JobOptions& o) {
   shared.dp = o.dp;
   shared.tp = o.tp;
   shared.pp = o.pp;
+  shared.ep = o.ep;
+  shared.etp = o.etp;
   shared.alpha = o.alpha;
   shared.cmax_mb = o.cmax_mb;
   plan::validate_options(shared);
@@ -94,6 +96,8 @@ void apply_planning_args(const PlanningArgs& a, JobOptions& o) {
   o.dp = a.dp;
   o.tp = a.tp;
   o.pp = a.pp;
+  o.ep = a.ep;
+  o.etp = a.etp;
   o.alpha = a.alpha;
   o.cmax_mb = a.cmax_mb;
   o.bucket_size = a.bucket_size;
@@ -117,6 +121,8 @@ plan::PlanOptions plan_options(const JobOptions& o, plan::Strategy strategy) {
   p.dp = o.dp;
   p.tp = o.tp;
   p.pp = o.pp;
+  p.ep = o.ep;
+  p.etp = o.etp;
   p.alpha = o.alpha;
   p.cmax_mb = o.cmax_mb;
   p.cost.kind = o.cost;
@@ -144,6 +150,8 @@ Settings job_settings(const JobOptions& o, const std::vector<plan::Strategy>& st
       {"--dp", std::to_string(o.dp)},
       {"--tp", std::to_string(o.tp)},
       {"--pp", std::to_string(o.pp)},
+      {"--ep", std::to_string(o.ep)},
+      {"--etp", std::to_string(o.etp)},
       {"--optimizer", o.optimizer},
       {"--planner", plan::to_string(o.planner)},
       {"--layerwise-tp", plan::to_string(o.layerwise_tp)},

@@ -161,6 +161,12 @@ void check_tasks(const model::ModelSpec& model, const plan::StagePlan& stage, in
 void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
                    const comm::GridShape& grid) {
   const plan::PlanOptions& o = plan.options;
+  if (plan.expert)
+    throw PlanAgreementError(str(
+        "model '", model.name, "' is a mixture of experts: its expert buffer (--ep ", o.ep,
+        " --etp ", o.etp,
+        ") is planned and simulated (canzona plan, canzona simulate) but the "
+        "engine does not execute it yet; run, compare and DistributedOptimizer take dense models"));
   require(o.pp == 1 && plan.stages.size() == 1,
           "the runtime executes one stage, plan has pp=", o.pp);
   require(o.dp == grid.dp && o.tp == grid.tp, "plan for dp ", o.dp, " x tp ", o.tp, " on a dp ",

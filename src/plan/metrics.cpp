@@ -165,6 +165,30 @@ namespace {
 enum class BoundsFrom { kCompute, kCopy, kNone };
 
 Metrics metrics_of(const model::ModelSpec& model, const Plan& plan, BoundsFrom from,
+                   const Metrics* bounds);
+
+// The expert buffer's metrics and the whole grid's ratio (metrics.h).
+void add_expert(const Plan& plan, BoundsFrom from, Metrics& m) {
+  const ExpertPlan& e = *plan.expert;
+  auto expert = std::make_shared<Metrics>(metrics_of(e.model, e.plan, from, nullptr));
+  const PlanOptions& o = plan.options;
+  for (std::size_t s = 0; s < m.loads.size(); ++s) {
+    MaxMean flops, memory;
+    for (int d = 0; d < o.dp; ++d)
+      for (int t = 0; t < o.tp; ++t) {
+        const ExpertCoord c = expert_coord(e, o.dp, o.tp, d, t);
+        const RankLoad& dense = m.loads[s].at(d, t);
+        const RankLoad& local = expert->loads[s].at(c.edp, c.etp);
+        flops.add(dense.flops + local.flops);
+        memory.add(dense.memory + local.memory);
+      }
+    m.whole_grid.flops = std::max(m.whole_grid.flops, flops.ratio());
+    m.whole_grid.memory = std::max(m.whole_grid.memory, memory.ratio());
+  }
+  m.expert = std::move(expert);
+}
+
+Metrics metrics_of(const model::ModelSpec& model, const Plan& plan, BoundsFrom from,
                    const Metrics* bounds) {
   const PlanOptions& o = plan.options;
   Metrics m;
@@ -230,6 +254,8 @@ Metrics metrics_of(const model::ModelSpec& model, const Plan& plan, BoundsFrom f
     m.lower_bound_tp = bounds->lower_bound_tp;
     m.lower_bound_grid = bounds->lower_bound_grid;
   }
+  if (plan.expert)
+    add_expert(plan, from == BoundsFrom::kNone ? BoundsFrom::kNone : BoundsFrom::kCompute, m);
   return m;
 }
 

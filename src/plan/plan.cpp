@@ -30,6 +30,15 @@ void validate_options(const PlanOptions& o) {
                          std::int64_t{o.dp} * o.tp * o.pp <= kMaxRanks;
   CANZONA_REQUIRE(grid_fits, "--dp x --tp x --pp = ", o.dp, " x ", o.tp, " x ", o.pp,
                   " ranks is more than ", kMaxRanks, " (kMaxRanks)");
+  CANZONA_REQUIRE(o.ep > 0 && o.ep <= kMaxRanks, "--ep must be in [1, ", kMaxRanks,
+                  "] (kMaxRanks; got ", o.ep, ")");
+  CANZONA_REQUIRE(o.etp > 0 && o.etp <= kMaxRanks, "--etp must be in [1, ", kMaxRanks,
+                  "] (kMaxRanks; got ", o.etp, ")");
+  const std::int64_t stage_ranks = std::int64_t{o.dp} * o.tp;
+  const std::int64_t expert_ranks = std::int64_t{o.ep} * o.etp;
+  CANZONA_REQUIRE(stage_ranks % expert_ranks == 0, "--ep ", o.ep, " x --etp ", o.etp, " = ",
+                  expert_ranks, " does not divide --dp ", o.dp, " x --tp ", o.tp, " = ",
+                  stage_ranks, " ranks (expert DP = DP x TP / (EP x ETP))");
   CANZONA_REQUIRE(std::isfinite(o.alpha) && o.alpha >= 0.0 && o.alpha <= 1.0,
                   "--alpha must be in [0, 1] and finite (got ", o.alpha, ")");
   CANZONA_REQUIRE(!std::isnan(o.cmax_mb) && o.cmax_mb > 0.0,
@@ -150,13 +159,15 @@ void hash_value(std::uint64_t& h, const T& value) {
 
 }  // namespace
 
-Plan make_plan(const model::ModelSpec& model, const PlanOptions& options) {
-  validate_options(options);
-  model::validate(model, options.tp);
+namespace {
+
+// The stages of the params `keep` selects, planned over options.dp x options.tp.
+Plan plan_buffer(const model::ModelSpec& model, const PlanOptions& options,
+                 const std::vector<bool>& keep) {
   const std::vector<int> stage_of = model::assign_stages(model, options.pp);
   std::vector<std::vector<int>> stage_params(options.pp);
   for (std::size_t p = 0; p < model.params.size(); ++p)
-    stage_params[stage_of[p]].push_back(static_cast<int>(p));
+    if (keep[p]) stage_params[stage_of[p]].push_back(static_cast<int>(p));
   Plan plan;
   plan.options = options;
   for (int s = 0; s < options.pp; ++s)
@@ -165,11 +176,57 @@ Plan make_plan(const model::ModelSpec& model, const PlanOptions& options) {
   return plan;
 }
 
+}  // namespace
+
+ExpertCoord expert_coord(const ExpertPlan& expert, int dp, int tp, int dp_index, int tp_index) {
+  CANZONA_CHECK(dp_index >= 0 && dp_index < dp && tp_index >= 0 && tp_index < tp, "rank (",
+                dp_index, ", ", tp_index, ") of dp ", dp, " x tp ", tp);
+  const std::int64_t l = std::int64_t{dp_index} * tp + tp_index;
+  return {static_cast<int>(l / (std::int64_t{expert.etp} * expert.ep)),
+          static_cast<int>((l / expert.etp) % expert.ep), static_cast<int>(l % expert.etp)};
+}
+
+Plan make_plan(const model::ModelSpec& model, const PlanOptions& options) {
+  validate_options(options);
+  model::validate(model, options.tp);
+  if (!model::has_experts(model)) {
+    CANZONA_REQUIRE(options.ep == 1 && options.etp == 1, "--ep ", options.ep, " and --etp ",
+                    options.etp, " need a mixture-of-experts model (model '", model.name,
+                    "' has no experts)");
+    return plan_buffer(model, options, std::vector<bool>(model.params.size(), true));
+  }
+  auto expert = std::make_shared<ExpertPlan>();
+  model::ExpertPart part = model::expert_part(model, options.ep, options.etp, 0);
+  expert->ep = options.ep;
+  expert->etp = options.etp;
+  expert->edp = static_cast<int>(std::int64_t{options.dp} * options.tp /
+                                 (std::int64_t{options.ep} * options.etp));
+  expert->model = std::move(part.model);
+  expert->source = std::move(part.source);
+  model::validate(expert->model, options.etp);
+  PlanOptions eo = options;
+  eo.dp = expert->edp;
+  eo.tp = expert->etp;
+  eo.ep = 1;
+  eo.etp = 1;
+  expert->plan =
+      plan_buffer(expert->model, eo, std::vector<bool>(expert->model.params.size(), true));
+  std::vector<bool> dense(model.params.size());
+  for (std::size_t p = 0; p < model.params.size(); ++p)
+    dense[p] = !model::is_expert_param(model.params[p]);
+  Plan plan = plan_buffer(model, options, dense);
+  plan.expert = std::move(expert);
+  return plan;
+}
+
 std::uint64_t plan_hash(const Plan& plan) {
   std::uint64_t h = kFnvOffset;
   const PlanOptions& o = plan.options;
   for (int v : {static_cast<int>(o.strategy), static_cast<int>(o.variant), o.dp, o.tp, o.pp})
     hash_value(h, v);
+  // ep and etp are mixed in only when they are not 1, so dense plans keep their hashes.
+  if (o.ep != 1 || o.etp != 1)
+    for (int v : {o.ep, o.etp}) hash_value(h, v);
   for (const StagePlan& stage : plan.stages) {
     for (int p : stage.params) hash_value(h, p);
     for (const auto& bucket : stage.layout.buckets)
@@ -189,6 +246,10 @@ std::uint64_t plan_hash(const Plan& plan) {
       hash_value(h, batch.size());
       for (int p : batch) hash_value(h, p);
     }
+  }
+  if (plan.expert) {
+    const std::uint64_t expert = plan_hash(plan.expert->plan);
+    hash_value(h, expert);
   }
   return h;
 }

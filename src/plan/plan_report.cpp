@@ -150,6 +150,12 @@ void require_finite(const PlanRun& run) {
         finite(run, groups[g].makespan,
                [&] { return str("stage ", stage.stage, " micro group ", g, " makespan"); });
   }
+  if (run.plan.expert && m.expert) {
+    finite(run, m.whole_grid.memory, "whole grid memory ratio");
+    finite(run, m.whole_grid.flops, "whole grid FLOPs ratio");
+    require_finite(
+        PlanRun{run.label + " expert buffer", run.plan.expert->plan, *m.expert, run.plan_ms});
+  }
 }
 
 std::string balance_table(const model::ModelSpec& model, const std::vector<PlanRun>& runs) {
@@ -161,9 +167,12 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
                                           "B used per token: ", model.arch.experts_per_token,
                                           " of ", model.arch.num_experts, " experts")
                                     : std::string())
-     << "), dp=" << o.dp << " tp=" << o.tp << " pp=" << o.pp << ", optimizer "
-     << o.cost.matrix_optimizer << ", cost " << cost::to_string(o.cost.kind) << ", alpha "
-     << o.alpha << ", C_max " << o.cmax_mb << " MiB\n\n";
+     << "), dp=" << o.dp << " tp=" << o.tp << " pp=" << o.pp
+     << (runs.front().plan.expert
+             ? str(" ep=", o.ep, " etp=", o.etp, " (expert DP ", runs.front().plan.expert->edp, ")")
+             : std::string())
+     << ", optimizer " << o.cost.matrix_optimizer << ", cost " << cost::to_string(o.cost.kind)
+     << ", alpha " << o.alpha << ", C_max " << o.cmax_mb << " MiB\n\n";
   char line[256];
   std::snprintf(line, sizeof(line), "%-28s", "max/mean");
   os << line;
@@ -234,65 +243,44 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
   row("divided element-wise",
       [&](const PlanRun& r) { return std::to_string(r.metrics.divided_params); });
   row("idle ranks", [&](const PlanRun& r) { return std::to_string(r.metrics.idle_ranks); });
+  if (runs.front().metrics.expert) {
+    // The expert buffer (one EP rank's experts over expert DP x ETP); the rows above are the
+    // dense buffer's.
+    auto expert = [&](const PlanRun& r) -> const plan::Metrics& { return *r.metrics.expert; };
+    row("expert DP memory", [&](const PlanRun& r) { return num(expert(r).dp.memory); });
+    row("expert DP FLOPs", [&](const PlanRun& r) { return num(expert(r).dp.flops); });
+    row("  expert DP ratio/bound",
+        [&](const PlanRun& r) { return gap(expert(r).dp, expert(r).lower_bound_dp); });
+    row("expert TP memory/FLOPs", [&](const PlanRun& r) {
+      return num(expert(r).tp.memory, 2) + "/" + num(expert(r).tp.flops, 2);
+    });
+    row("expert grid memory/FLOPs", [&](const PlanRun& r) {
+      return num(expert(r).grid.memory, 2) + "/" + num(expert(r).grid.flops, 2);
+    });
+    row("whole grid memory/FLOPs", [&](const PlanRun& r) {
+      return num(r.metrics.whole_grid.memory, 2) + "/" + num(r.metrics.whole_grid.flops, 2);
+    });
+    row("expert TP micro groups",
+        [&](const PlanRun& r) { return std::to_string(expert(r).tp_groups); });
+  }
   row("plan time (ms)", [&](const PlanRun& r) { return num(r.plan_ms, 2); });
   os << "\nstandard ZeRO-1 equal chunks would split " << runs.front().metrics.split_tensors
      << " tensors across DP ranks (no matrix optimizer can run on those without communication)\n";
+  if (runs.front().metrics.expert)
+    os << "mixture of experts: the DP, TP and grid rows are the dense buffer (dp x tp); the expert "
+          "rows the expert buffer of one EP rank (expert DP x ETP); whole grid: each rank's dense "
+          "plus expert load\n";
   if (runs.back().metrics.idle_ranks > 0)
     os << "note: " << runs.back().metrics.idle_ranks
        << " ranks own no optimizer work in the last plan (more ranks than tasks)\n";
   return os.str();
 }
 
-nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
-  const plan::Plan& p = run.plan;
-  const plan::Metrics& m = run.metrics;
-  nlohmann::json j;
-  j["plan_ms"] = run.plan_ms;
-  j["model"] = model.name;
-  j["strategy"] = plan::to_string(p.options.strategy);
-  j["planner"] = plan::to_string(p.options.variant);
-  j["layerwise_tp"] = plan::to_string(p.options.layerwise_tp);
-  j["layerwise_buckets"] = plan::to_string(p.options.layerwise_buckets);
-  j["bucket_order"] = p.options.reorder_buckets ? "free" : "keep";
-  j["optimizer"] = p.options.cost.matrix_optimizer;
-  j["cost"] = cost::to_string(p.options.cost.kind);
-  j["dp"] = p.options.dp;
-  j["tp"] = p.options.tp;
-  j["pp"] = p.options.pp;
-  j["alpha"] = p.options.alpha;
-  j["cmax_mb"] = p.options.cmax_mb;
-  // The remaining PlanOptions make_plan reads, so the plan can be re-made from this file
-  // (`canzona plan --from-plan`).
-  j["bucket_size"] = p.options.layout.bucket_size;
-  j["param_align"] = p.options.layout.param_align;
-  j["pad_bucket_end"] = p.options.layout.pad_bucket_end;
-  j["asc_group_tasks"] = p.options.asc_group_tasks;
-  j["optimizer_options"] = p.options.cost.optimizer_options;
-  j["balance"] = {{"dp", ratio_json(m.dp)},
-                  {"tp", ratio_json(m.tp)},
-                  {"tp_worst_group", ratio_json(m.tp_worst_group)},
-                  {"grid", ratio_json(m.grid)}};
-  j["lower_bound"] = {{"dp", ratio_json(m.lower_bound_dp)},
-                      {"tp", ratio_json(m.lower_bound_tp)},
-                      {"grid", ratio_json(m.lower_bound_grid)}};
-  // balance / lower_bound per axis: 1 = no plan of this kind can do better.
-  auto gap_json = [](const plan::Ratio& ratio, const plan::Ratio& bound) {
-    return nlohmann::json{{"memory", ratio.memory / bound.memory},
-                          {"flops", ratio.flops / bound.flops}};
-  };
-  j["gap_to_bound"] = {{"dp", gap_json(m.dp, m.lower_bound_dp)},
-                       {"tp", gap_json(m.tp, m.lower_bound_tp)},
-                       {"grid", gap_json(m.grid, m.lower_bound_grid)}};
-  j["padding_elements"] = m.padding_elements;
-  j["buffer_elements"] = m.buffer_elements;
-  // "tp" is the degree, so the group count is the flat key "tp.groups".
-  j["tp.groups"] = m.tp_groups;
-  j["tp_group_makespan_sum"] = m.group_makespan_sum;
-  j["split_tensors"] = m.split_tensors;
-  j["divided_params"] = m.divided_params;
-  j["idle_ranks"] = m.idle_ranks;
-  j["bucket_shard_ratio"] = m.bucket_shard_ratio;
-  j["plan_hash"] = plan::plan_hash(p);
+namespace {
+
+// Each stage's buckets (cuts, params, owners), tasks, micro groups and per-rank loads.
+nlohmann::json stages_json(const model::ModelSpec& model, const plan::Plan& p,
+                           const plan::Metrics& m) {
   nlohmann::json stages = nlohmann::json::array();
   for (std::size_t s = 0; s < p.stages.size(); ++s) {
     const plan::StagePlan& stage = p.stages[s];
@@ -353,10 +341,94 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
     }
     stages.push_back(std::move(js));
   }
-  j["stages"] = std::move(stages);
+  return stages;
+}
+
+}  // namespace
+
+nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
+  const plan::Plan& p = run.plan;
+  const plan::Metrics& m = run.metrics;
+  nlohmann::json j;
+  j["plan_ms"] = run.plan_ms;
+  j["model"] = model.name;
+  j["strategy"] = plan::to_string(p.options.strategy);
+  j["planner"] = plan::to_string(p.options.variant);
+  j["layerwise_tp"] = plan::to_string(p.options.layerwise_tp);
+  j["layerwise_buckets"] = plan::to_string(p.options.layerwise_buckets);
+  j["bucket_order"] = p.options.reorder_buckets ? "free" : "keep";
+  j["optimizer"] = p.options.cost.matrix_optimizer;
+  j["cost"] = cost::to_string(p.options.cost.kind);
+  j["dp"] = p.options.dp;
+  j["tp"] = p.options.tp;
+  j["pp"] = p.options.pp;
+  j["ep"] = p.options.ep;
+  j["etp"] = p.options.etp;
+  j["alpha"] = p.options.alpha;
+  j["cmax_mb"] = p.options.cmax_mb;
+  // The remaining PlanOptions make_plan reads, so the plan can be re-made from this file
+  // (`canzona plan --from-plan`).
+  j["bucket_size"] = p.options.layout.bucket_size;
+  j["param_align"] = p.options.layout.param_align;
+  j["pad_bucket_end"] = p.options.layout.pad_bucket_end;
+  j["asc_group_tasks"] = p.options.asc_group_tasks;
+  j["optimizer_options"] = p.options.cost.optimizer_options;
+  j["balance"] = {{"dp", ratio_json(m.dp)},
+                  {"tp", ratio_json(m.tp)},
+                  {"tp_worst_group", ratio_json(m.tp_worst_group)},
+                  {"grid", ratio_json(m.grid)}};
+  if (m.expert) {
+    // The expert buffer over expert DP x ETP, and every rank's dense plus expert load.
+    const plan::Metrics& e = *m.expert;
+    j["balance"]["expert"] = {{"dp", ratio_json(e.dp)},
+                              {"tp", ratio_json(e.tp)},
+                              {"tp_worst_group", ratio_json(e.tp_worst_group)},
+                              {"grid", ratio_json(e.grid)}};
+    j["balance"]["whole_grid"] = ratio_json(m.whole_grid);
+  }
+  j["lower_bound"] = {{"dp", ratio_json(m.lower_bound_dp)},
+                      {"tp", ratio_json(m.lower_bound_tp)},
+                      {"grid", ratio_json(m.lower_bound_grid)}};
+  // balance / lower_bound per axis: 1 = no plan of this kind can do better.
+  auto gap_json = [](const plan::Ratio& ratio, const plan::Ratio& bound) {
+    return nlohmann::json{{"memory", ratio.memory / bound.memory},
+                          {"flops", ratio.flops / bound.flops}};
+  };
+  j["gap_to_bound"] = {{"dp", gap_json(m.dp, m.lower_bound_dp)},
+                       {"tp", gap_json(m.tp, m.lower_bound_tp)},
+                       {"grid", gap_json(m.grid, m.lower_bound_grid)}};
+  j["padding_elements"] = m.padding_elements;
+  j["buffer_elements"] = m.buffer_elements;
+  // "tp" is the degree, so the group count is the flat key "tp.groups".
+  j["tp.groups"] = m.tp_groups;
+  j["tp_group_makespan_sum"] = m.group_makespan_sum;
+  j["split_tensors"] = m.split_tensors;
+  j["divided_params"] = m.divided_params;
+  j["idle_ranks"] = m.idle_ranks;
+  j["bucket_shard_ratio"] = m.bucket_shard_ratio;
+  j["plan_hash"] = plan::plan_hash(p);
+  j["stages"] = stages_json(model, p, m);
   // Convenience views of stage 0 for single-stage plans.
   j["buckets"] = j["stages"][0]["buckets"];
   j["micro_groups"] = j["stages"][0]["micro_groups"];
+  if (p.expert) {
+    const plan::ExpertPlan& e = *p.expert;
+    const plan::Metrics& em = *m.expert;
+    j["expert"] = {{"ep", e.ep},
+                   {"etp", e.etp},
+                   {"edp", e.edp},
+                   {"params", e.model.params.size()},
+                   {"lower_bound",
+                    {{"dp", ratio_json(em.lower_bound_dp)},
+                     {"tp", ratio_json(em.lower_bound_tp)},
+                     {"grid", ratio_json(em.lower_bound_grid)}}},
+                   {"padding_elements", em.padding_elements},
+                   {"buffer_elements", em.buffer_elements},
+                   {"tp.groups", em.tp_groups},
+                   {"idle_ranks", em.idle_ranks},
+                   {"bucket_shard_ratio", em.bucket_shard_ratio},
+                   {"stages", stages_json(e.model, e.plan, em)}};
+  }
   return j;
 }
 

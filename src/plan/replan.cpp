@@ -307,10 +307,10 @@ void validate_replan_options(const ReplanOptions& options) {
                   options.tolerance, ")");
 }
 
-Plan replan(const model::ModelSpec& model, const PlanOptions& options, const Plan& old_plan,
-            const ReplanOptions& replan_options) {
-  validate_replan_options(replan_options);
-  Plan fresh = make_plan(model, options);
+namespace {
+
+Plan replan_buffer(const model::ModelSpec& model, const PlanOptions& options, Plan fresh,
+                   const Plan& old_plan, const ReplanOptions& replan_options) {
   if (options.strategy != Strategy::kAsc && options.strategy != Strategy::kLbAsc) return fresh;
   const Holdings old(model, old_plan, "old plan");
   const double tol = replan_options.tolerance;
@@ -373,6 +373,30 @@ Plan replan(const model::ModelSpec& model, const PlanOptions& options, const Pla
     }
   }
   return *best;
+}
+
+}  // namespace
+
+Plan replan(const model::ModelSpec& model, const PlanOptions& options, const Plan& old_plan,
+            const ReplanOptions& replan_options) {
+  validate_replan_options(replan_options);
+  Plan fresh = make_plan(model, options);
+  std::shared_ptr<const ExpertPlan> expert = fresh.expert;
+  fresh.expert = nullptr;
+  Plan out = replan_buffer(model, options, std::move(fresh), old_plan, replan_options);
+  if (expert) {
+    // A MoE model's two buffers are re-planned each against its own old plan.
+    const ExpertPlan* old = old_plan.expert.get();
+    CANZONA_REQUIRE(old != nullptr && old->ep == expert->ep && old->etp == expert->etp,
+                    "re-planning a mixture of experts needs the old plan's --ep and --etp (",
+                    old ? str("old --ep ", old->ep, " --etp ", old->etp)
+                        : std::string("old plan has no experts"),
+                    ", now --ep ", expert->ep, " --etp ", expert->etp, ")");
+    auto e = std::make_shared<ExpertPlan>(*expert);
+    e->plan = replan_buffer(e->model, e->plan.options, e->plan, old->plan, replan_options);
+    out.expert = std::move(e);
+  }
+  return out;
 }
 
 }  // namespace canzona::plan

@@ -50,7 +50,9 @@ nlohmann::json to_json(const Breakdown& r) {
           {"tp_comm_s", r.tp_comm_s},
           {"param_sync_s", r.param_sync_s},
           {"dp_exchange_s", r.dp_exchange_s},
+          {"ep_comm_s", r.ep_comm_s},
           {"optimizer_step_s", r.optimizer_step_s},
+          {"expert_step_s", r.expert_step_s},
           {"param_gather_total_s", r.param_gather_total_s},
           {"param_gather_exposed_s", r.param_gather_exposed_s},
           {"tp_comm_sequential_s", r.tp_comm_sequential_s},
@@ -75,10 +77,13 @@ std::string format_table(const std::vector<Breakdown>& results) {
   const char* headers[] = {"strategy",     "iteration",   "fwd-bwd",  "dp-exposed",  "optimizer",
                            "tp-comm",      "param-sync",  "opt-step", "balance",     "step-speedup",
                            "iter-speedup", "dp-exchange", "gathers",  "gather-stall"};
+  bool moe = false;
+  for (const auto& r : results) moe = moe || r.expert_step_s > 0 || r.ep_comm_s > 0;
   std::string out;
   for (std::size_t i = 0; i < std::size(headers); ++i) {
     out += pad(headers[i], i == 0 ? 10 : 13, i == 0);
   }
+  if (moe) out += pad("ep-comm", 13) + pad("expert-step", 13);
   out += "\n";
   for (const auto& r : results) {
     const Breakdown& base = results.front();
@@ -93,6 +98,8 @@ std::string format_table(const std::vector<Breakdown>& results) {
     out += pad(format("%.2fx", ratio(base.iteration_s, r.iteration_s, "iter-speedup")), 13);
     for (double v : {r.dp_exchange_s, r.param_gather_total_s, r.param_gather_exposed_s})
       out += pad(format("%.4f s", v), 13);
+    if (moe)
+      for (double v : {r.ep_comm_s, r.expert_step_s}) out += pad(format("%.4f s", v), 13);
     out += "\n";
   }
   return out;

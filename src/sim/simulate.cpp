@@ -34,6 +34,8 @@ void require_finite(double value, const char* name) {
 void check_result(const Breakdown& b) {
   const std::pair<const char*, double> fields[] = {
       {"fwd_bwd_s", b.fwd_bwd_s},
+      {"ep_comm_s", b.ep_comm_s},
+      {"expert_step_s", b.expert_step_s},
       {"dp_comm_exposed_s", b.dp_comm_exposed_s},
       {"optimizer_s", b.optimizer_s},
       {"tp_comm_s", b.tp_comm_s},
@@ -70,7 +72,69 @@ void check_workload(const Workload& w) {
   }
 }
 
-namespace {}  // namespace
+namespace {
+
+// One buffer of a plan (the dense one, or a MoE model's expert buffer) as the simulator prices
+// it: its model, its options (its DP and TP degrees) and its DP group's link.
+struct BufferModel {
+  const model::ModelSpec& model;
+  const plan::PlanOptions& options;
+  Link dp_net;
+};
+
+// One buffer's share of a stage's step: its DP sync, fsdp-a2a's owner exchange, layerwise's param
+// sync and each of its DP ranks' optimizer step.
+struct BufferStep {
+  detail::DpSync sync;
+  detail::OwnerExchangeTime exchange;
+  double param_sync_s = 0.0;
+  std::vector<detail::RankStep> ranks;  // [dp rank of the buffer]
+};
+
+BufferStep buffer_step(const BufferModel& b, const plan::StagePlan& stage, const Cluster& cluster,
+                       const Workload& workload, const detail::StageCompute& compute,
+                       std::int64_t micro_batches, double hbm) {
+  const plan::PlanOptions& o = b.options;
+  const plan::StrategyParts parts = plan::strategy_parts(o.strategy, o.layerwise_tp);
+  BufferStep out;
+  out.sync = detail::dp_sync(stage, parts, o.dp, b.dp_net, compute, workload, o.layout.zero_stage,
+                             micro_batches);
+  if (parts.dp_exchange == plan::DpExchange::kOwnerAllToAll)
+    out.exchange = detail::owner_exchange(b.model, stage, o, cluster, workload);
+  if (parts.param_sync == plan::ParamSync::kLayerwiseAllGatherV)
+    out.param_sync_s = detail::layerwise_param_sync_s(stage, o.dp, b.dp_net, workload);
+  const std::vector<double> elementwise = detail::elementwise_numel(b.model, stage, o.dp);
+  for (int d = 0; d < o.dp; ++d)
+    out.ranks.push_back(
+        detail::optimizer_step(b.model, stage, o, d, cluster, workload,
+                               elementwise[d] * workload.adamw_bytes_per_element / hbm));
+  return out;
+}
+
+// The EP token exchange of an iteration: per MoE layer and micro batch, four All-to-Alls over the
+// EP group (dispatch and combine, forward and backward), each rank sending its tokens' k hidden
+// vectors of activation_bytes per element, (ep - 1) / ep of them off-rank; not overlapped.
+double ep_token_exchange_s(const plan::ExpertPlan& e, const Cluster& cluster,
+                           const Workload& workload, double rank_tokens,
+                           std::int64_t micro_batches) {
+  if (e.ep == 1) return 0.0;
+  std::set<int> layers;
+  double hidden = 0.0;
+  for (const model::ParamSpec& p : e.model.params) {
+    layers.insert(p.layer);
+    if (ends_with(p.name, ".linear_fc1.weight") && p.shape.size() == 2)
+      hidden = static_cast<double>(p.shape[1]);
+  }
+  const double bytes = rank_tokens * e.model.arch.experts_per_token * hidden *
+                       workload.activation_bytes * (e.ep - 1) / e.ep;
+  // The critical stage holds layers / pp of them; the slowest stage's count is the larger share.
+  const double stage_layers =
+      std::ceil(static_cast<double>(layers.size()) / static_cast<double>(e.plan.stages.size()));
+  return 4.0 * stage_layers * static_cast<double>(micro_batches) *
+         all_to_all_s(dp_link(cluster, e.ep, e.etp), e.ep, bytes);
+}
+
+}  // namespace
 
 std::vector<double> stage_flops_per_token(const model::ModelSpec& model, const plan::Plan& plan,
                                           const Workload& workload) {
@@ -97,6 +161,17 @@ std::vector<double> stage_flops_per_token(const model::ModelSpec& model, const p
               : 1.0;
       if (param.shape.size() == 2 && p != embedding)
         matmul_params += share * static_cast<double>(param.numel());
+    }
+    if (plan.expert) {
+      // The expert buffer holds one EP rank's experts; the model has ep times as many.
+      const plan::ExpertPlan& e = *plan.expert;
+      const double share =
+          static_cast<double>(e.model.arch.experts_per_token) * e.ep / e.model.arch.num_experts;
+      for (int p : e.plan.stages[s].params) {
+        const auto& param = e.model.params[p];
+        if (param.layer >= 0) layers.insert(param.layer);
+        if (param.shape.size() == 2) matmul_params += share * static_cast<double>(param.numel());
+      }
     }
     if (s + 1 == plan.stages.size() && embedding >= 0 && !has_output_layer) {
       matmul_params += model.params[embedding].numel();  // tied: logits reuse the embedding
@@ -151,54 +226,83 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
   }
   out.fwd_bwd_s = sum_s + static_cast<double>(out.micro_batches - 1) * max_s;
 
-  const Link dp_net = dp_link(cluster, dp, tp);
   const double hbm = cluster.device.hbm_GBps * 1e9;
+  const plan::ExpertPlan* expert = plan.expert.get();
+  const BufferModel dense_buffer{model, options, dp_link(cluster, dp, tp)};
+  const BufferModel expert_buffer =
+      expert ? BufferModel{expert->model, expert->plan.options,
+                           dp_link(cluster, expert->edp, expert->ep * expert->etp)}
+             : dense_buffer;
+  if (expert) {
+    tp_link(cluster, expert->etp);
+    out.ep_comm_s =
+        ep_token_exchange_s(*expert, cluster, workload, mb_tokens / tp, out.micro_batches);
+  }
   double worst = -1.0;
   double rank_sum = 0.0;
   double rank_min = 0.0;
   std::size_t rank_count = 0;
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
-    const plan::StagePlan& stage = plan.stages[s];
-    const plan::StrategyParts parts = plan::strategy_parts(options.strategy, options.layerwise_tp);
-    const detail::DpSync sync = detail::dp_sync(stage, parts, dp, dp_net, compute[s], workload,
-                                                options.layout.zero_stage, out.micro_batches);
-    const detail::OwnerExchangeTime exchange =
-        parts.dp_exchange == plan::DpExchange::kOwnerAllToAll
-            ? detail::owner_exchange(model, stage, options, cluster, workload)
-            : detail::OwnerExchangeTime{};
-    const double param_sync = parts.param_sync == plan::ParamSync::kLayerwiseAllGatherV
-                                  ? detail::layerwise_param_sync_s(stage, dp, dp_net, workload)
-                                  : 0.0;
-    const std::vector<double> elementwise = detail::elementwise_numel(model, stage, dp);
-    detail::RankStep slowest;
-    for (int d = 0; d < dp; ++d) {
-      detail::RankStep step =
-          detail::optimizer_step(model, stage, options, d, cluster, workload,
-                                 elementwise[d] * workload.adamw_bytes_per_element / hbm);
-      for (double h : step.host_task_s) {
-        out.optimizer_rank_max_s = std::max(out.optimizer_rank_max_s, h);
-        rank_min = rank_count == 0 ? h : std::min(rank_min, h);
-        rank_sum += h;
-        ++rank_count;
+    const BufferStep d_step = buffer_step(dense_buffer, plan.stages[s], cluster, workload,
+                                          compute[s], out.micro_batches, hbm);
+    const BufferStep e_step = expert ? buffer_step(expert_buffer, expert->plan.stages[s], cluster,
+                                                   workload, compute[s], out.micro_batches, hbm)
+                                     : BufferStep{};
+    // Each rank steps its dense buffer, then its expert buffer (Megatron's chained optimizer);
+    // the slowest rank decides.
+    int slowest_l = -1;
+    double slowest_total = 0.0, slowest_compute = 0.0, expert_total = 0.0;
+    for (int l = 0; l < dp * tp; ++l) {
+      const int d = l / tp, t = l % tp;
+      const detail::RankStep& a = d_step.ranks[d];
+      double total = a.total_s, compute_s = a.compute_s, host = a.host_task_s[t];
+      double e_total = 0.0;
+      if (expert) {
+        const plan::ExpertCoord c = plan::expert_coord(*expert, dp, tp, d, t);
+        const detail::RankStep& b = e_step.ranks[c.edp];
+        total += b.total_s;
+        compute_s += b.compute_s;
+        host += b.host_task_s[c.etp];
+        e_total = b.total_s;
       }
-      if (d == 0 || step.total_s > slowest.total_s) slowest = std::move(step);
+      out.optimizer_rank_max_s = std::max(out.optimizer_rank_max_s, host);
+      rank_min = rank_count == 0 ? host : std::min(rank_min, host);
+      rank_sum += host;
+      ++rank_count;
+      if (slowest_l < 0 || total > slowest_total) {
+        slowest_l = l;
+        slowest_total = total;
+        slowest_compute = compute_s;
+        expert_total = e_total;
+      }
     }
-    const double stage_s = sync.exposed_s + slowest.total_s + exchange.compute_s +
-                           exchange.exposed_comm_s + param_sync;
+    const detail::RankStep& dense_slowest = d_step.ranks[slowest_l / tp];
+    const double stage_s = d_step.sync.exposed_s + e_step.sync.exposed_s + slowest_total +
+                           d_step.exchange.compute_s + d_step.exchange.exposed_comm_s +
+                           e_step.exchange.compute_s + e_step.exchange.exposed_comm_s +
+                           d_step.param_sync_s + e_step.param_sync_s;
     if (stage_s > worst) {
       worst = stage_s;
       out.critical_stage = static_cast<int>(s);
-      out.dp_comm_exposed_s = sync.exposed_s;
-      out.dp_comm_total_s = sync.total_s;
-      out.optimizer_s = slowest.compute_s + exchange.compute_s;
-      out.dp_exchange_s = exchange.exposed_comm_s;
-      out.param_gather_total_s = sync.gather_total_s;
-      out.param_gather_exposed_s = sync.gather_exposed_s;
-      out.tp_comm_s = slowest.total_s - slowest.compute_s;
-      out.tp_comm_sequential_s = slowest.tp_comm_sequential_s;
-      out.tp_comm_pipelined_s = slowest.tp_comm_pipelined_s;
-      out.micro_groups = slowest.micro_groups;
-      out.param_sync_s = param_sync;
+      out.dp_comm_exposed_s = d_step.sync.exposed_s + e_step.sync.exposed_s;
+      out.dp_comm_total_s = d_step.sync.total_s + e_step.sync.total_s;
+      out.optimizer_s = slowest_compute + d_step.exchange.compute_s + e_step.exchange.compute_s;
+      out.dp_exchange_s = d_step.exchange.exposed_comm_s + e_step.exchange.exposed_comm_s;
+      out.param_gather_total_s = d_step.sync.gather_total_s + e_step.sync.gather_total_s;
+      out.param_gather_exposed_s = d_step.sync.gather_exposed_s + e_step.sync.gather_exposed_s;
+      out.tp_comm_s = slowest_total - slowest_compute;
+      out.tp_comm_sequential_s = dense_slowest.tp_comm_sequential_s;
+      out.tp_comm_pipelined_s = dense_slowest.tp_comm_pipelined_s;
+      out.micro_groups = dense_slowest.micro_groups;
+      out.param_sync_s = d_step.param_sync_s + e_step.param_sync_s;
+      out.expert_step_s = expert_total + e_step.exchange.compute_s +
+                          e_step.exchange.exposed_comm_s + e_step.param_sync_s;
+      if (expert) {
+        const int e = plan::expert_coord(*expert, dp, tp, slowest_l / tp, slowest_l % tp).edp;
+        out.tp_comm_sequential_s += e_step.ranks[e].tp_comm_sequential_s;
+        out.tp_comm_pipelined_s += e_step.ranks[e].tp_comm_pipelined_s;
+        out.micro_groups += e_step.ranks[e].micro_groups;
+      }
     }
   }
   // Equal loads give a mean equal to the max exactly (sum / count can round below it).
@@ -208,7 +312,7 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
           ? rank_min
           : std::min(out.optimizer_rank_max_s, rank_sum / static_cast<double>(rank_count));
   out.optimizer_step_s = out.optimizer_s + out.tp_comm_s + out.dp_exchange_s + out.param_sync_s;
-  out.iteration_s = out.fwd_bwd_s + out.dp_comm_exposed_s + out.optimizer_step_s;
+  out.iteration_s = out.fwd_bwd_s + out.ep_comm_s + out.dp_comm_exposed_s + out.optimizer_step_s;
   check_result(out);
   return out;
 }

@@ -65,17 +65,19 @@ table_first() {
                        if (name == label) { split(substr($0, 29), f, " "); print f[1]; exit } }' "$1"
 }
 
-# plan_json_checks FILE DP TP PP STRATEGY: the checks every plan JSON passes, plus what the
-# strategy implies about owners, hosts, cuts and micro groups.
+# plan_json_checks FILE DP TP PP STRATEGY [BALANCE_KEYS]: the checks every plan JSON passes, plus
+# what the strategy implies about owners, hosts, cuts and micro groups. BALANCE_KEYS: 4, or 6 for a
+# mixture of experts (balance.expert and balance.whole_grid beside them).
 plan_json_checks() {
-  local file=$1 dp=$2 tp=$3 pp=$4 strategy=$5
+  local file=$1 dp=$2 tp=$3 pp=$4 strategy=$5 balance_keys=${6:-4}
   local b=/stages/*/buckets/* t=/stages/*/tasks/* g=/stages/*/micro_groups/*
   local checks=(
     /model:string /plan_ms">=0" /strategy=="$strategy" /planner:string /optimizer:string
     /cost:string /dp:int=="$dp" /tp:int=="$tp" /pp:int=="$pp" /alpha">=0" /alpha"<=1" /cmax_mb">0"
-    /balance#==4 /balance/dp/memory /balance/dp/flops /balance/tp/memory /balance/tp/flops
-    /balance/tp_worst_group/memory /balance/tp_worst_group/flops /balance/grid/memory
-    /balance/grid/flops /balance/*/*">=1"
+    /balance#=="$balance_keys" /balance/dp/memory /balance/dp/flops /balance/tp/memory
+    /balance/tp/flops /balance/tp_worst_group/memory /balance/tp_worst_group/flops
+    /balance/grid/memory /balance/grid/flops /balance/dp/*">=1" /balance/tp/*">=1"
+    /balance/tp_worst_group/*">=1" /balance/grid/*">=1"
     /lower_bound#==3 /lower_bound/dp/memory /lower_bound/dp/flops /lower_bound/grid/memory
     /lower_bound/tp/memory /lower_bound/tp/flops /gap_to_bound#==3 /gap_to_bound/*/*">=1"
     /padding_elements:int">=0" /buffer_elements:int">0" /padding_elements"<=@/buffer_elements"
@@ -221,6 +223,19 @@ if expect_ok a "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --json "$work/a.
    expect_ok b "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --json "$work/b.json"; then
   if diff <(grep -v plan_ms "$work/a.json") <(grep -v plan_ms "$work/b.json") >/dev/null; then pass
   else fail "two runs wrote different plans"; fi
+fi
+
+# Mixture of experts: bad expert groups are one-line errors; a plan has the expert buffer's keys
+# beside today's (one EP rank's 4 of 8 experts x 4 layers x fc1, fc2 over expert DP 2 x 2 / 2).
+expect_usage_error "--ep 3 x --etp 1 = 3 does not divide --dp 2 x --tp 2 = 4 ranks" "$canzona" plan \
+  --model qwen3-moe-cpu --dp 2 --tp 2 --ep 3
+expect_usage_error "need a mixture-of-experts model" "$canzona" plan --model qwen3-tiny --dp 2 --ep 2
+if expect_ok moe "$canzona" plan --model qwen3-moe-cpu --dp 2 --tp 2 --ep 2 --json "$work/moe.json"; then
+  plan_json_checks "$work/moe.json" 2 2 1 lb-asc 6
+  check_file "$work/moe.json" json /ep==2 /etp==1 /expert/edp==2 /expert/params==32 \
+    /balance/expert/dp/flops">=1" /balance/expert/tp/memory">=1" /balance/expert/grid/flops">=1" \
+    /balance/whole_grid/flops">=1" /expert/stages/0/loads#==2 /expert/stages/0/tasks#==32
+  if grep -q "^expert DP FLOPs" "$work/moe.out"; then pass; else fail "moe: no expert rows"; fi
 fi
 
 cli_finish

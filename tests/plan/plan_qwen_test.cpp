@@ -1,9 +1,14 @@
 // Plans of real Qwen3 shapes: deterministic outputs of the planner checked against the paper's
 // published balance (Figure 3) as regression guards; the plan's defaults (α = 1, C_max 512 MiB,
 // lb-asc, Megatron layout) and the Megatron buckets of a default Qwen3-32B plan pinned by hand
-// from docs/references.md. No timing here.
+// from docs/references.md; mixture-of-experts plans (the expert buffer over Megatron's expert
+// groups). No timing here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
+#include "canzona/common/error.h"
 #include "canzona/model/load.h"
 #include "canzona/plan/metrics.h"
 #include "canzona/plan/plan.h"
@@ -132,6 +137,153 @@ TEST(PlanFreeOrder, ReachesTheDpBoundOnQwen3_32bAtDp128) {
     }
     EXPECT_TRUE(reordered) << bucket;
   }
+}
+
+}  // namespace
+}  // namespace canzona::plan
+
+namespace canzona::plan {
+namespace {
+
+model::ModelSpec moe_cpu() {
+  return model::build_transformer(model::preset("qwen3-moe-cpu"), {.tp = 2, .split_fc1 = true});
+}
+
+std::string usage_error(const model::ModelSpec& m, const PlanOptions& o) {
+  try {
+    make_plan(m, o);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Megatron's expert grid inside a stage: rank l = dp_index x tp + tp_index has etp index l % etp,
+// ep index (l / etp) % ep and expert DP index l / (etp x ep).
+TEST(MoePlans, ExpertCoordinatesFollowMegatronsOrder) {
+  ExpertPlan e;
+  e.ep = 2;
+  e.etp = 1;
+  e.edp = 2;
+  const int want[4][3] = {{0, 0, 0}, {0, 1, 0}, {1, 0, 0}, {1, 1, 0}};
+  for (int l = 0; l < 4; ++l) {
+    const ExpertCoord c = expert_coord(e, 2, 2, l / 2, l % 2);
+    EXPECT_EQ(c.edp, want[l][0]) << l;
+    EXPECT_EQ(c.ep, want[l][1]) << l;
+    EXPECT_EQ(c.etp, want[l][2]) << l;
+  }
+  e.ep = 1;
+  e.etp = 2;
+  const int etp2[4][3] = {{0, 0, 0}, {0, 0, 1}, {1, 0, 0}, {1, 0, 1}};
+  for (int l = 0; l < 4; ++l) {
+    const ExpertCoord c = expert_coord(e, 4, 1, l, 0);
+    EXPECT_EQ(c.edp, etp2[l][0]) << l;
+    EXPECT_EQ(c.ep, etp2[l][1]) << l;
+    EXPECT_EQ(c.etp, etp2[l][2]) << l;
+  }
+}
+
+// DP2 x TP2 x EP2: the dense buffer holds every non-expert param over dp 2 x tp 2, the expert
+// buffer EP rank 0's experts (0..3 of each layer) over expert DP 2 x 2 / 2 = 2 and ETP 1.
+TEST(MoePlans, DenseAndExpertBuffersSplitTheModel) {
+  const model::ModelSpec m = moe_cpu();
+  PlanOptions o;
+  o.dp = 2;
+  o.tp = 2;
+  o.ep = 2;
+  const Plan p = make_plan(m, o);
+  ASSERT_TRUE(p.expert);
+  const ExpertPlan& e = *p.expert;
+  EXPECT_EQ(e.edp, 2);
+  EXPECT_EQ(e.plan.options.dp, 2);
+  EXPECT_EQ(e.plan.options.tp, 1);
+  ASSERT_EQ(e.model.params.size(), 4u * 4 * 2);
+  std::vector<int> seen(m.params.size(), 0);
+  for (int q : p.stages[0].params) {
+    EXPECT_FALSE(model::is_expert_param(m.params[q])) << m.params[q].name;
+    ++seen[q];
+  }
+  for (int q : e.source) ++seen[q];
+  for (std::size_t q = 0; q < m.params.size(); ++q) {
+    const int expert = model::expert_index(m.params[q]);
+    // EP rank 1's experts (4..7) are in no buffer of EP rank 0's plan; all else exactly once.
+    EXPECT_EQ(seen[q], expert >= 4 ? 0 : 1) << m.params[q].name;
+  }
+  // Every expert matrix is one task per piece, owned by one of the 2 expert DP ranks.
+  for (const Task& t : e.plan.stages[0].tasks) EXPECT_TRUE(t.dp_owner == 0 || t.dp_owner == 1);
+  EXPECT_EQ(e.plan.stages[0].tasks.size(), 4u * 4 * 3);  // fc1 gate, fc1 up, fc2
+  // The hash sees the experts' grid.
+  PlanOptions o4 = o;
+  o4.ep = 4;
+  EXPECT_NE(plan_hash(p), plan_hash(make_plan(m, o4)));
+  // Metrics: the expert buffer's and the whole grid's exist, within [1, ranks].
+  const Metrics metrics = compute_metrics(m, p);
+  ASSERT_TRUE(metrics.expert);
+  EXPECT_GE(metrics.expert->dp.flops, 1.0);
+  EXPECT_LE(metrics.expert->dp.flops, 2.0);
+  EXPECT_GE(metrics.whole_grid.flops, 1.0);
+  // Whole grid by hand from the two buffers' per-rank loads and the coordinates above.
+  double max = 0, sum = 0;
+  for (int l = 0; l < 4; ++l) {
+    const RankLoad& dense = metrics.loads[0].at(l / 2, l % 2);
+    const RankLoad& expert = metrics.expert->loads[0].at(l / 2, 0);
+    const double f = dense.flops + expert.flops;
+    max = std::max(max, f);
+    sum += f;
+  }
+  EXPECT_DOUBLE_EQ(metrics.whole_grid.flops, max / (sum / 4));
+}
+
+TEST(MoePlans, BadGroupsAreUsageErrorsNamingTheFlags) {
+  const model::ModelSpec m = moe_cpu();
+  PlanOptions o;
+  o.dp = 2;
+  o.tp = 2;
+  o.ep = 3;
+  EXPECT_NE(usage_error(m, o).find("--ep 3 x --etp 1 = 3 does not divide --dp 2 x --tp 2 = 4 "
+                                   "ranks (expert DP = DP x TP / (EP x ETP))"),
+            std::string::npos)
+      << usage_error(m, o);
+  o.dp = 8;
+  o.ep = 16;
+  EXPECT_NE(usage_error(m, o).find("--ep 16 does not divide the 8 experts"), std::string::npos)
+      << usage_error(m, o);
+  o.ep = 0;
+  EXPECT_NE(usage_error(m, o).find("--ep must be in [1, "), std::string::npos);
+  o.ep = 1;
+  o.etp = 3;
+  o.dp = 3;
+  o.tp = 1;
+  EXPECT_NE(usage_error(m, o).find("--etp 3 does not divide its expert FFN width 512"),
+            std::string::npos)
+      << usage_error(m, o);
+  const auto dense = model::build_transformer(model::preset("qwen3-tiny"), {.tp = 1});
+  PlanOptions d;
+  d.dp = 2;
+  d.ep = 2;
+  EXPECT_NE(usage_error(dense, d).find("need a mixture-of-experts model (model 'qwen3-tiny' has "
+                                       "no experts)"),
+            std::string::npos)
+      << usage_error(dense, d);
+}
+
+// The target grid: Qwen3-235B-A22B at DP 64, TP 4, EP 8 (expert DP 32). Our lb-asc
+// balances the expert buffer's DP FLOPs within 5 % and never behind Megatron-LM's layer-wise
+// optimizer on it.
+TEST(MoePlans, Qwen3_235bExpertBufferIsBalanced) {
+  const auto m = model::build_transformer(model::preset("qwen3-235b-a22b"), {.tp = 4});
+  PlanOptions o;
+  o.dp = 64;
+  o.tp = 4;
+  o.ep = 8;
+  o.cost.kind = cost::CostKind::kFlops;
+  const Metrics ours = compute_metrics(m, make_plan(m, o));
+  o.strategy = Strategy::kLayerwise;
+  const Metrics layerwise = compute_metrics(m, make_plan(m, o));
+  ASSERT_TRUE(ours.expert && layerwise.expert);
+  EXPECT_LE(ours.expert->dp.flops, 1.05);
+  EXPECT_LE(ours.expert->dp.flops, layerwise.expert->dp.flops);
+  EXPECT_LE(ours.expert->dp.memory, layerwise.expert->dp.memory);
 }
 
 }  // namespace

@@ -124,6 +124,23 @@ TEST(ValidatePlan, RejectsPipelineStages) {
   EXPECT_NE(rejection(m, plan::make_plan(m, po), {1, 1, 2}).find("one stage"), std::string::npos);
 }
 
+// The engine does not execute a MoE plan's expert buffer yet: validate_plan says so in one line
+// rather than running the dense buffer alone.
+TEST(ValidatePlan, RejectsAMixtureOfExperts) {
+  const model::ModelSpec m =
+      model::build_transformer(model::preset("qwen3-moe-cpu"), model::BuildOptions{});
+  RunOptions o;
+  o.dp = 2;
+  o.ep = 2;
+  const plan::Plan p = plan::make_plan(m, plan_options(o, Strategy::kLbAsc));
+  EXPECT_NE(rejection(m, p, {2, 1, 1})
+                .find("model 'qwen3-moe-cpu' is a mixture of experts: its "
+                      "expert buffer (--ep 2 --etp 1) is planned and "
+                      "simulated"),
+            std::string::npos)
+      << rejection(m, p, {2, 1, 1});
+}
+
 TEST(RunOptionsValidate, RejectsBadFlagsBeforeMpi) {
   auto message = [](auto mutate) {
     RunOptions o;

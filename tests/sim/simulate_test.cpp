@@ -11,6 +11,7 @@
 #include <string>
 
 #include "canzona/common/error.h"
+#include "canzona/model/load.h"
 #include "canzona/sim/sim_report.h"
 
 namespace canzona::sim {
@@ -379,6 +380,38 @@ TEST(StageFlops, TiedEmbeddingCountsAsLogitsOnTheLastStage) {
   flops = stage_flops_per_token(m, p, w);
   EXPECT_DOUBLE_EQ(flops[0], 6.0 * (64 * 64 + 1024 + 256));
   EXPECT_DOUBLE_EQ(flops[1], 6.0 * (64 * 64 + 64000));
+}
+
+// qwen3-moe-cpu (4 layers, hidden 256, 8 experts of FFN 512, top-2, untied 4096 x 256 output).
+// Per token: each layer's qkv 384 x 256, proj 256 x 256, router 8 x 256 and 2 of its 8 experts
+// (fc1 1024 x 256, fc2 256 x 512): 98,304 + 65,536 + 2,048 + 2 x 393,216 = 952,320; 4 layers and
+// the output layer: 4,857,856 params, x 6, plus attention 6 x 128 x 256 per layer. The count does
+// not depend on where the experts live (EP 1: each rank holds all 8; EP 2: 4 each, times 2).
+TEST(Simulate, MoeFlopsAndTheEpTokenExchangeByHand) {
+  const model::ModelSpec m = model::build_transformer(model::preset("qwen3-moe-cpu"), {.tp = 1});
+  Workload w;
+  w.seq_len = 128;
+  w.micro_batch = 1;
+  w.tokens = 512;  // 2 micro batches of 128 tokens per DP rank
+  const double per_token = 6.0 * 4857856 + 6.0 * 128 * 256 * 4;
+  plan::PlanOptions o;
+  o.dp = 2;
+  for (int ep : {1, 2}) {
+    o.ep = ep;
+    const plan::Plan p = plan::make_plan(m, o);
+    ASSERT_TRUE(p.expert);
+    EXPECT_DOUBLE_EQ(stage_flops_per_token(m, p, w)[0], per_token) << "ep " << ep;
+    const Breakdown b = simulate(m, p, round_cluster(), w);
+    EXPECT_DOUBLE_EQ(b.fwd_bwd_flops, per_token * 512) << "ep " << ep;
+    // Dispatch and combine, forward and backward, in each of 4 layers and 2 micro batches: each
+    // rank sends half of its 128 tokens' 2 x 256 bf16 hidden values to the other EP rank.
+    const double a2a = all_to_all_s(round_cluster().intra_node, 2, 128.0 * 2 * 256 * 2 / 2);
+    EXPECT_DOUBLE_EQ(b.ep_comm_s, ep == 1 ? 0.0 : 4 * 4 * 2 * a2a) << "ep " << ep;
+    EXPECT_GT(b.expert_step_s, 0.0);
+    EXPECT_LT(b.expert_step_s, b.optimizer_step_s);
+    EXPECT_NEAR(b.iteration_s, b.fwd_bwd_s + b.ep_comm_s + b.dp_comm_exposed_s + b.optimizer_step_s,
+                1e-12);
+  }
 }
 
 }  // namespace

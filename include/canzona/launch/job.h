@@ -25,7 +25,9 @@ struct JobOptions {
   bool split_fc1 = false;                              // fc1 -> gate/up tasks
   int dp = 1;
   int tp = 1;
-  int pp = 1;  // only 1 is executed (pipeline stages are planned, not run)
+  int pp = 1;   // only 1 is executed (pipeline stages are planned, not run)
+  int ep = 1;   // MoE: expert parallelism; expert DP = dp x tp / (ep x etp)
+  int etp = 1;  // MoE: expert tensor parallelism
 
   std::string optimizer = "muon";  // matrix optimizer: muon | shampoo | soap
   nlohmann::json optimizer_options = nlohmann::json::object();  // its options (registry keys)
@@ -52,9 +54,11 @@ struct JobOptions {
 // (their names, strings and defaults; apps/planning_flags.h declares the flags, python/ the
 // keywords), with one mapping onto the job options: apply_planning_args.
 struct PlanningArgs {
-  int dp = 1;  // data-parallel degree
-  int tp = 1;  // tensor-parallel degree
-  int pp = 1;  // pipeline stages
+  int dp = 1;   // data-parallel degree
+  int tp = 1;   // tensor-parallel degree
+  int pp = 1;   // pipeline stages
+  int ep = 1;   // expert parallelism (MoE models)
+  int etp = 1;  // expert tensor parallelism (MoE models)
   std::string planner = "canzona";
   std::string optimizer = "muon";  // matrix optimizer
   std::string cost = "flops";      // the planners' unit

@@ -19,9 +19,10 @@ class PlanAgreementError : public UsageError {
 };
 
 // Throws PlanAgreementError naming the rule when the plan does not fit the model or the grid:
-// pp != 1, dp/tp differing from the grid, a layout slot whose size is not the param's TP-local
-// size, cuts that are not monotone or split a matrix param, owners or hosts out of range, matrix
-// params without tasks, micro groups that do not list exactly the hosted tasks.
+// a MoE plan (plan.expert: the engine does not execute an expert buffer yet), pp != 1, dp/tp
+// differing from the grid, a layout slot whose size is not the param's TP-local size, cuts that are
+// not monotone or split a matrix param, owners or hosts out of range, matrix params without tasks,
+// micro groups that do not list exactly the hosted tasks.
 void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
                    const comm::GridShape& grid);
 

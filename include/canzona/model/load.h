@@ -86,7 +86,8 @@ ModelSpec build_transformer(const TransformerConfig& config, const BuildOptions&
 
 // Row of the logical weight (the tp = 1 matrix in Hugging Face row order; for fc1 all gate rows,
 // then all up rows) that local row r of TP shard t of `param` holds: t x local rows + r for
-// column-parallel params except fc1 ("mlp.linear_fc1.weight", whose shard t holds [gate_t; up_t]);
+// column-parallel params except fc1 (dense or expert "....linear_fc1.weight", whose shard t holds
+// [gate_t; up_t]);
 // r for row-parallel and replicated params (their split, if any, is along columns). 1-D params
 // count elements as rows.
 std::int64_t logical_row(const ParamSpec& param, int tp, int t, std::int64_t r);

@@ -81,6 +81,29 @@ OptimizerClass default_optimizer_class(const std::string& name,
 // ".mlp.experts."): a token uses it with probability experts_per_token / num_experts.
 bool is_expert_param(const ParamSpec& param);
 
+// The expert an expert param belongs to: the number after ".mlp.experts." (Megatron's
+// "local_experts.<e>." included); -1 when the name has none.
+int expert_index(const ParamSpec& param);
+// Whether the model is a mixture of experts: arch.num_experts > 0 and some expert param.
+bool has_experts(const ModelSpec& model);
+
+// Megatron keeps a MoE model in two buffers: the dense params over the DP x TP grid and the expert
+// params of one EP rank over the expert grid, expert DP x expert TP (ETP), where
+// expert DP = DP x TP / (EP x ETP). The expert part EP rank `ep_rank` of `ep` holds: the params of
+// experts [ep_rank E/ep, (ep_rank + 1) E/ep) of every MoE layer, in model order, under their model
+// names, split over ETP as Megatron's expert TP splits them (linear_fc1 column-parallel, its shard
+// t holding [gate_t; up_t] and its gate and up pieces following the shards; linear_fc2
+// row-parallel). Its arch keeps the layers (pipeline stages) and the expert counts only. `source`
+// maps each of its params to its index in `model`. Throws UsageError naming the flag: a model
+// without experts; ep or etp below 1; ep not dividing num_experts; an expert param without an
+// expert index in [0, num_experts) or already split over TP; etp > 1 with an expert param other
+// than a 2-D linear_fc1 / linear_fc2 weight or an FFN width etp does not divide.
+struct ExpertPart {
+  ModelSpec model;
+  std::vector<int> source;
+};
+ExpertPart expert_part(const ModelSpec& model, int ep, int etp, int ep_rank);
+
 // "matrix" / "elementwise", the spelling used in param-list JSON.
 const char* optimizer_class_name(OptimizerClass optimizer);
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "canzona/model/spec.h"
@@ -65,6 +66,12 @@ struct Metrics {
   std::vector<double> bucket_shard_ratio;  // per bucket (stage order), max/mean shard size
   std::int64_t padding_elements = 0;       // Σ stages, buckets: bucket numel - Σ slot numel
   std::int64_t buffer_elements = 0;        // Σ stages: layout numel (padding included)
+  // A MoE plan (plan.expert): the metrics above are the dense buffer's over DP x TP; `expert` the
+  // expert buffer's over expert DP x ETP (of one EP rank: every EP rank's are the same), and
+  // `whole_grid` the max/mean over a stage's dp x tp ranks of each rank's dense plus expert load
+  // (the expert coordinates of plan::expert_coord), worst stage. Null and 1 for a dense plan.
+  std::shared_ptr<const Metrics> expert;
+  Ratio whole_grid;
 };
 
 Metrics compute_metrics(const model::ModelSpec& model, const Plan& plan);

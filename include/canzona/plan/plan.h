@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,10 @@ struct PlanOptions {
   int dp = 1;
   int tp = 1;
   int pp = 1;
+  // Mixture of experts (Megatron's expert groups): expert parallelism and expert TP. The expert
+  // buffer is planned over expert DP = dp x tp / (ep x etp) ranks and etp TP ranks (ExpertPlan).
+  int ep = 1;
+  int etp = 1;
   double alpha = 1.0;       // Algorithm 1 blend of even split (0) and deficit fill (1)
   double cmax_mb = 512.0;   // fused All-to-All capacity, MiB received per host per group
   int asc_group_tasks = 0;  // asc: tasks per fixed-count group; 0 = tp
@@ -130,17 +135,47 @@ struct StagePlan {
   std::vector<std::vector<int>> owner_batches;
 };
 
+struct ExpertPlan;
+
 struct Plan {
   PlanOptions options;
+  // The stages' buffers: every param of a dense model; a MoE model's params other than experts.
   std::vector<StagePlan> stages;
+  // A MoE model's second buffer (Megatron's expert buffer), or null for a dense model.
+  std::shared_ptr<const ExpertPlan> expert;
 };
+
+// The expert buffer of a MoE model: the expert params of one EP rank (model::expert_part of EP
+// rank 0; every EP rank holds experts of the same shapes in the same order, so one plan serves
+// all, with expert e + k E/ep in place of e on EP rank k), planned like a dense model by the same
+// strategy over expert DP x expert TP: plan.options.dp = edp, plan.options.tp = etp.
+//
+// Ranks (Megatron's expert grid): inside a pipeline stage the dp x tp ranks are numbered
+// l = dp_index x tp + tp_index; the same rank's expert coordinates are etp_index = l % etp,
+// ep_index = (l / etp) % ep, edp_index = l / (etp x ep).
+struct ExpertPlan {
+  int ep = 1, etp = 1, edp = 1;
+  model::ModelSpec model;   // model::expert_part(model, ep, etp, 0).model
+  std::vector<int> source;  // its params' indices in the full model (EP rank 0)
+  Plan plan;
+};
+
+struct ExpertCoord {
+  int edp = 0, ep = 0, etp = 0;
+};
+// The expert coordinates of the rank at (dp_index, tp_index) of a stage (above).
+ExpertCoord expert_coord(const ExpertPlan& expert, int dp, int tp, int dp_index, int tp_index);
 
 // The checks of make_plan on the options alone (no model): dp, tp, pp, alpha, cmax_mb, the matrix
 // optimizer and cost counts, as listed below. Lets a command report a bad flag before it loads a
 // model. Throws UsageError.
 void validate_options(const PlanOptions& options);
 
-// Builds the plan. Throws UsageError naming the flag and limit for: dp, tp, pp outside
+// Builds the plan. A MoE model (model::has_experts) gets two buffers, as Megatron keeps them:
+// its dense params in `stages` over dp x tp and its experts in `expert` (ExpertPlan), each planned
+// by the same strategy over its own DP group. Throws UsageError naming the flag and limit for: ep
+// or etp outside [1, kMaxRanks]; ep x etp not dividing dp x tp; ep or etp above 1 on a dense
+// model; the checks of model::expert_part; dp, tp, pp outside
 // [1, kMaxRanks] or dp x tp x pp > kMaxRanks; alpha not finite or outside [0, 1]; cmax_mb not
 // finite or outside [2^-20 (one byte), kMaxCmaxMb]; layerwise, asc, lb-asc with more than
 // kMaxCutPoints cut points ((dp + 1) x buckets) in a stage; a model that fails model::validate or

@@ -18,8 +18,8 @@ struct ResultGroup {
 };
 
 // Keys: strategy, iteration_s, fwd_bwd_s, dp_comm_exposed_s, optimizer_s, tp_comm_s,
-// param_sync_s, dp_exchange_s, optimizer_step_s, param_gather_total_s, param_gather_exposed_s,
-// tp_comm_sequential_s, tp_comm_pipelined_s, dp_comm_total_s,
+// param_sync_s, dp_exchange_s, ep_comm_s, optimizer_step_s, expert_step_s, param_gather_total_s,
+// param_gather_exposed_s, tp_comm_sequential_s, tp_comm_pipelined_s, dp_comm_total_s,
 // optimizer_rank_max_s, optimizer_rank_mean_s, optimizer_balance, fwd_bwd_flops, micro_batches,
 // critical_stage, micro_groups.
 nlohmann::json to_json(const Breakdown& result);
@@ -27,7 +27,8 @@ nlohmann::json to_json(const Breakdown& result);
 nlohmann::json to_json(const std::vector<Breakdown>& results);
 
 // One row per strategy with every phase in seconds and the step and iteration speedups over the
-// first row, then dp_exchange_s, param_gather_total_s and param_gather_exposed_s.
+// first row, then dp_exchange_s, param_gather_total_s and param_gather_exposed_s; for MoE plans
+// also ep_comm_s and expert_step_s.
 std::string format_table(const std::vector<Breakdown>& results);
 // One row per group: the label under `column`, then iteration and optimizer step per strategy.
 std::string format_sweep_table(const std::string& column, const std::vector<ResultGroup>& groups);

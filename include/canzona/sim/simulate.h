@@ -11,8 +11,14 @@
 // exchange (the gradients to the owners and the updates back) runs in the step. Pipeline stages
 // run in parallel; the slowest stage's step is the iteration's.
 //
-//   iteration_s = fwd_bwd_s + dp_comm_exposed_s + optimizer_s + tp_comm_s + dp_exchange_s
-//                 + param_sync_s
+//   iteration_s = fwd_bwd_s + ep_comm_s + dp_comm_exposed_s + optimizer_s + tp_comm_s
+//                 + dp_exchange_s + param_sync_s
+//
+// A MoE plan (plan.expert) has two buffers, as Megatron keeps them: the dense one over DP x TP
+// and the expert one over expert DP x ETP. Each has its own DP sync (their exposed times add),
+// owner exchange and param sync; every rank steps its dense tasks, then its expert tasks
+// (Megatron's chained optimizer), and the slowest rank of the stage decides. The EP token
+// exchange (ep_token_exchange_s in simulate.cpp) is counted whole, not overlapped.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +45,10 @@ inline constexpr double kMaxBytesPerElement = 1024.0;  // grad, param and AdamW 
 struct Workload {
   std::int64_t tokens = 524288;  // global batch, tokens per iteration
   std::int64_t seq_len = 4096;
-  std::int64_t micro_batch = 1;  // sequences per micro batch
-  double grad_bytes = 4.0;       // bytes per gradient element in the DP sync and TP gathers
-  double param_bytes = 2.0;      // bytes per model-param element in the param All-Gather
+  std::int64_t micro_batch = 1;   // sequences per micro batch
+  double grad_bytes = 4.0;        // bytes per gradient element in the DP sync and TP gathers
+  double param_bytes = 2.0;       // bytes per model-param element in the param All-Gather
+  double activation_bytes = 2.0;  // MoE: bytes per hidden element in the EP token All-to-Alls
   double adamw_bytes_per_element = 30.0;  // HBM traffic of one AdamW element update: read and
                                           // write fp32 param, m, v, read fp32 grad, write bf16
   bool attention_flops = true;  // add causal attention FLOPs (6 * seq * heads * head_dim per
@@ -60,10 +67,12 @@ struct Breakdown {
   double tp_comm_s = 0.0;          // TP gathers/scatters not hidden behind optimizer compute
   double param_sync_s = 0.0;       // layerwise: All-Gather-v of updated params in the step
   double dp_exchange_s = 0.0;      // fsdp-a2a: owner All-to-Alls not hidden behind the step
+  double ep_comm_s = 0.0;          // MoE: the EP token All-to-Alls (dispatch, combine), exposed
 
   // Details.
   double optimizer_step_s = 0.0;        // optimizer_s + tp_comm_s + dp_exchange_s + param_sync_s
                                         // (paper's "optimizer step")
+  double expert_step_s = 0.0;           // MoE: the expert buffer's share of optimizer_step_s
   double param_gather_total_s = 0.0;    // every param All-Gather of the iteration (ZeRO-1: after
                                         // the step; ZeRO-3: in every forward and backward)
   double param_gather_exposed_s = 0.0;  // the compute stalls they cause (in dp_comm_exposed_s)
@@ -101,8 +110,9 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
 // Forward-backward model FLOPs per token of each pipeline stage (index-aligned with
 // plan.stages): 6 * (matmul params of the stage) + attention. Matmul params are the 2-D params,
 // without the word embedding (a lookup) but with the output projection (the tied embedding's
-// logits count on the last stage); an expert's params (model::is_expert_param) count
-// experts_per_token / num_experts of their size, the share of tokens each expert receives.
+// logits count on the last stage); an expert's params (model::is_expert_param, or the expert
+// buffer's params of a MoE plan, times ep) count experts_per_token / num_experts of their size,
+// the share of tokens each expert receives.
 std::vector<double> stage_flops_per_token(const model::ModelSpec& model, const plan::Plan& plan,
                                           const Workload& workload);
 

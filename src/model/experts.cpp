@@ -1,5 +1,5 @@
 // The expert part of a mixture-of-experts model as one EP rank holds it (Megatron's expert
-// buffer; docs/design.md section 7).
+// buffer; docs/cli.md, "Mixture of experts").
 #include <charconv>
 #include <string>
 

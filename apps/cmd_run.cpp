@@ -120,8 +120,14 @@ int execute(RunFlags& flags) {
   };
   steps.reduce_mode = [&] { return launch.options.reduce_mode; };
   steps.run = [&](comm::Grid& grid) {
-    const runtime::CompareResult result = runtime::run_strategies(
-        grid, launch.model, launch.options, launch.strategies, launch.session);
+    // A MoE model's expert groups (Megatron's expert DP, EP and expert TP), collective.
+    comm::ExpertGroups experts;
+    if (model::has_experts(launch.model))
+      experts = comm::make_mpi_expert_groups(grid, {launch.options.ep, launch.options.etp},
+                                             launch.options.reduce_mode);
+    const runtime::CompareResult result =
+        runtime::run_strategies(grid, launch.model, launch.options, launch.strategies,
+                                launch.session, experts.grid ? &experts : nullptr);
     if (grid.world().rank() == 0) {
       std::cout << runtime::format_report(result) << std::flush;
       if (!flags.json.empty()) write_json_file(flags.json, runtime::report_json(result));

@@ -251,6 +251,9 @@ class DistributedEngine {
     const plan::PlanOptions options = launch::plan_options(job, strategy);
     plan::validate_options(options);
     plan_ = plan::make_plan(model_, options);
+    CANZONA_REQUIRE(plan_.expert == nullptr, "model '", model_.name,
+                    "' is a mixture of experts (arch num_experts): DistributedOptimizer does not "
+                    "run an expert buffer yet (canzona run does)");
     launch::validate_plan(model_, plan_, grid_->shape());
     launch::check_plan_agreement(grid_->world(), plan_);
     engine_ = std::make_unique<engine::Engine>(*grid_, model_, plan_, launch::engine_options(job),

@@ -28,6 +28,21 @@ int grid_rank(const GridShape& shape, const GridCoord& coord) {
   return (coord.pp * shape.dp + coord.dp) * shape.tp + coord.tp;
 }
 
+void check_expert_shape(const GridShape& shape, const ExpertShape& expert) {
+  CANZONA_REQUIRE(expert.ep >= 1 && expert.etp >= 1, "--ep and --etp must be >= 1 (got --ep ",
+                  expert.ep, ", --etp ", expert.etp, ")");
+  const std::int64_t ranks = std::int64_t{shape.dp} * shape.tp;
+  const std::int64_t group = std::int64_t{expert.ep} * expert.etp;
+  CANZONA_REQUIRE(ranks % group == 0, "--ep ", expert.ep, " x --etp ", expert.etp,
+                  " does not divide --dp ", shape.dp, " x --tp ", shape.tp);
+}
+
+ExpertCoord expert_coord(const GridShape& shape, const ExpertShape& expert,
+                         const GridCoord& coord) {
+  const int l = coord.dp * shape.tp + coord.tp;
+  return {l / (expert.etp * expert.ep), (l / expert.etp) % expert.ep, l % expert.etp};
+}
+
 Grid::Grid(const GridShape& shape, const GridCoord& coord, std::unique_ptr<Communicator> world,
            std::unique_ptr<Communicator> dp, std::unique_ptr<Communicator> tp)
     : shape_(shape),

@@ -37,8 +37,12 @@ void GradSync::mark_ready(int p) {
   const int b = at.bucket;
   if (++ready_[b] != static_cast<int>(buffers_.layout().buckets[b].slots.size())) return;
   const std::span<float> values = buffers_.bucket_grads(b);
-  if (context_.dp > 1) {
-    const float scale = grad_scale(context_.dp);
+  // Megatron scales an expert buffer by the dense DP (expert_gradient_scaling_factor), not by
+  // its own expert DP: EngineOptions::grad_scaling_dp.
+  const int scaling =
+      context_.options.grad_scaling_dp > 0 ? context_.options.grad_scaling_dp : context_.dp;
+  if (scaling > 1) {
+    const float scale = grad_scale(scaling);
     for (float& g : values) g *= scale;
   }
   Pending& pending = pending_[b];

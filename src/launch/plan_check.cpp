@@ -40,8 +40,11 @@ void check_layout(const model::ModelSpec& model, const plan::StagePlan& stage, i
     end = bucket.offset + bucket.numel;
   }
   require(end <= stage.layout.numel, "buckets run past the buffer");
+  std::vector<int> want(model.params.size(), 0);  // 1 for the stage's params
+  for (int p : stage.params)
+    if (p >= 0 && p < static_cast<int>(want.size())) want[p] = 1;
   for (std::size_t p = 0; p < model.params.size(); ++p)
-    require(seen[p] == 1, "param '", model.params[p].name, "' appears ", seen[p],
+    require(seen[p] == want[p], "param '", model.params[p].name, "' appears ", seen[p],
             " times in the layout");
 }
 
@@ -161,19 +164,17 @@ void check_tasks(const model::ModelSpec& model, const plan::StagePlan& stage, in
 void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
                    const comm::GridShape& grid) {
   const plan::PlanOptions& o = plan.options;
-  if (plan.expert)
-    throw PlanAgreementError(str(
-        "model '", model.name, "' is a mixture of experts: its expert buffer (--ep ", o.ep,
-        " --etp ", o.etp,
-        ") is planned and simulated (canzona plan, canzona simulate) but the "
-        "engine does not execute it yet; run, compare and DistributedOptimizer take dense models"));
   require(o.pp == 1 && plan.stages.size() == 1,
           "the runtime executes one stage, plan has pp=", o.pp);
   require(o.dp == grid.dp && o.tp == grid.tp, "plan for dp ", o.dp, " x tp ", o.tp, " on a dp ",
           grid.dp, " x tp ", grid.tp, " grid");
   const plan::StagePlan& stage = plan.stages[0];
-  require(stage.params.size() == model.params.size(), "stage holds ", stage.params.size(), " of ",
-          model.params.size(), " params");
+  // A MoE plan's stage holds every param but the experts (they are plan.expert's).
+  std::size_t dense = model.params.size();
+  if (plan.expert)
+    for (const model::ParamSpec& p : model.params) dense -= model::is_expert_param(p) ? 1 : 0;
+  require(stage.params.size() == dense, "stage holds ", stage.params.size(), " of ", dense,
+          plan.expert ? " params that are not experts" : " params");
   check_layout(model, stage, o.tp);
   check_owners(model, stage, o.strategy, o.layerwise_tp, o.dp);
   check_tasks(model, stage, o.dp, o.tp);

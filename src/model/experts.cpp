@@ -97,4 +97,14 @@ ExpertPart expert_part(const ModelSpec& model, int ep, int etp, int ep_rank) {
   return part;
 }
 
+ModelSpec executed_model(const ModelSpec& model, int ep, int etp) {
+  ModelSpec out = model;
+  for (int k = 0; k < ep; ++k) {
+    const ExpertPart part = expert_part(model, ep, etp, k);
+    for (std::size_t i = 0; i < part.source.size(); ++i)
+      out.params[part.source[i]] = part.model.params[i];
+  }
+  return out;
+}
+
 }  // namespace canzona::model

@@ -93,8 +93,12 @@ void Reference::step(int step_number) {
   grads.resize(model_.params.size());
   abs_sums_.resize(model_.params.size());
   std::vector<float> local;
-  // Megatron's gradient_scaling_factor, written here independently of the runtime: 1/DP in fp32.
+  // Megatron's gradient_scaling_factor, written here independently of the runtime: 1/DP in fp32,
+  // for the expert params of a MoE model too (expert_gradient_scaling_factor), whose gradients
+  // come from the expert DP ranks: dp x tp / (ep x etp) of them.
   const float scale = 1.0f / static_cast<float>(options_.dp);
+  const bool moe = model::has_experts(model_);
+  const int expert_dp = options_.dp * options_.tp / (options_.ep * options_.etp);
   for (std::size_t p = 0; p < model_.params.size(); ++p) {
     const model::ParamSpec& spec = model_.params[p];
     std::vector<float>& sum = grads[p];
@@ -104,7 +108,8 @@ void Reference::step(int step_number) {
     local.resize(sum.size());
     // The reduced gradient: scaled local gradients summed in DP rank order, as kDeterministic
     // does: ((x_0 + x_1) + x_2) + ...
-    for (int d = 0; d < options_.dp; ++d) {
+    const int contributions = moe && model::is_expert_param(spec) ? expert_dp : options_.dp;
+    for (int d = 0; d < contributions; ++d) {
       fill_grad(spec, static_cast<int>(p), 1, 0, options_.seed, step_number, d, local);
       for (std::size_t i = 0; i < sum.size(); ++i) {
         const float x = local[i] * scale;

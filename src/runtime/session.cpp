@@ -152,7 +152,12 @@ namespace {
 class Verifier {
  public:
   Verifier(const model::ModelSpec& model, const RunOptions& options, const SessionOptions& session)
-      : model_(model), options_(options), session_(session) {
+      : model_(model),
+        options_(options),
+        session_(session),
+        reference_model_(model::has_experts(model)
+                             ? model::executed_model(model, options.ep, options.etp)
+                             : model) {
     result_.ran = true;
     result_.expected_elements = model.total_numel();
   }
@@ -160,7 +165,7 @@ class Verifier {
   void check(comm::Grid& grid, const plan::Plan& plan, const StrategyRunner& runner) {
     const bool root = grid.world().rank() == 0;
     if (root && !reference_) {
-      reference_ = std::make_unique<Reference>(model_, options_);
+      reference_ = std::make_unique<Reference>(reference_model_, options_);
       reference_->run_until(options_.total_steps());
     }
     const layout::Layout& layout = plan.stages[0].layout;
@@ -175,26 +180,61 @@ class Verifier {
       bits ^= 1u;
       std::memcpy(&x, &bits, sizeof(bits));
     }
+    std::vector<Params> dense, experts;  // root: per replica
     for (int d = 0; d < grid.shape().dp; ++d) {
-      std::vector<std::vector<float>> got = gather_replica(grid, model_, layout, local, d);
-      if (!root) continue;
-      const std::string where = str(name, ", DP replica ", d);
+      Params got = gather_replica(grid, model_, layout, local, d);
+      if (root) dense.push_back(std::move(got));
+    }
+    const StrategyRunner::Experts* e = runner.experts();
+    if (e) {
+      comm::Grid& eg = *e->groups->grid;
+      const std::span<const float> params = e->engine->params();
+      const std::vector<float> expert_local(params.begin(), params.end());
+      for (int r = 0; r < eg.shape().dp; ++r) {
+        const Params got =
+            gather_replica(eg, e->part.model, e->engine->stage().layout, expert_local, r);
+        Params merged = to_world_root(grid, eg, e->part, got);
+        if (root) experts.push_back(std::move(merged));
+      }
+    }
+    for (std::size_t r = 0; r < std::max(dense.size(), experts.size()); ++r) {
+      Params got = merge(dense, experts, r);
+      const std::string where = e ? str(name, ", DP replica ", std::min(r, dense.size() - 1),
+                                        " with expert DP replica ", std::min(r, experts.size() - 1))
+                                  : str(name, ", DP replica ", r);
       check_params(where + " vs the single-process reference", got, reference_->params());
       if (!first_.empty()) check_params(where + " vs " + first_name_, got, first_);
-      if (first_.empty() && d == 0) {
+      if (first_.empty() && r == 0) {
         first_ = std::move(got);
         first_name_ = name;
       }
     }
     std::vector<std::pair<std::int64_t, std::span<const float>>> ranges;
-    for (const StrategyRunner::GradRange& r : runner.reduced_grads())
-      ranges.emplace_back(r.offset, r.values);
+    for (const StrategyRunner::GradRange& g : runner.reduced_grads())
+      ranges.emplace_back(g.offset, g.values);
     const bool sharded = runner.grads_sharded();
-    const auto views = gather_reduced_grads(grid, model_, layout, ranges, sharded);
-    for (std::size_t v = 0; v < views.size(); ++v) {
+    const std::vector<Params> views = gather_reduced_grads(grid, model_, layout, ranges, sharded);
+    std::vector<Params> expert_views;
+    if (e) {
+      comm::Grid& eg = *e->groups->grid;
+      std::vector<std::pair<std::int64_t, std::span<const float>>> expert_ranges;
+      for (const engine::GradRange& g : e->engine->reduced_grads())
+        expert_ranges.emplace_back(g.offset, g.values);
+      const bool expert_sharded = e->engine->grads_sharded();
+      const std::vector<Params> got = gather_reduced_grads(
+          eg, e->part.model, e->engine->stage().layout, expert_ranges, expert_sharded);
+      // Every EP slice holds as many views (1 sharded, else expert DP): the count is agreed.
+      const int count = expert_sharded ? 1 : eg.shape().dp;
+      for (int v = 0; v < count; ++v) {
+        Params merged =
+            to_world_root(grid, eg, e->part, eg.world().rank() == 0 ? got[v] : Params{});
+        if (root) expert_views.push_back(std::move(merged));
+      }
+    }
+    for (std::size_t v = 0; v < std::max(views.size(), expert_views.size()); ++v) {
       const std::string where = sharded ? str(name, " reduced gradient (DP shards)")
                                         : str(name, " reduced gradient, DP replica ", v);
-      check_grads(where, views[v]);
+      check_grads(where, merge(views, expert_views, v));
     }
   }
 
@@ -275,9 +315,61 @@ class Verifier {
     }
   }
 
+  using Params = std::vector<std::vector<float>>;  // [model param] global row-major
+
+  // Replica r of the dense buffer with replica r of the expert buffer's params filled in (the
+  // last replica of a buffer with fewer).
+  static Params merge(const std::vector<Params>& dense, const std::vector<Params>& experts,
+                      std::size_t r) {
+    Params out = dense.empty() ? Params{} : dense[std::min(r, dense.size() - 1)];
+    if (experts.empty()) return out;
+    const Params& e = experts[std::min(r, experts.size() - 1)];
+    out.resize(e.size());
+    for (std::size_t p = 0; p < e.size(); ++p)
+      if (!e[p].empty()) out[p] = e[p];
+    return out;
+  }
+
+  // Collective over the world: each EP slice's expert-grid root sends `got` (its experts, indexed
+  // by part.model) to world rank 0, which returns them at their model indices.
+  Params to_world_root(comm::Grid& grid, comm::Grid& expert_grid, const model::ExpertPart& part,
+                       const Params& got) {
+    std::string bytes;
+    if (expert_grid.world().rank() == 0)
+      for (std::size_t i = 0; i < got.size() && i < part.source.size(); ++i) {
+        if (got[i].empty()) continue;
+        const std::int64_t header[2] = {part.source[i], static_cast<std::int64_t>(got[i].size())};
+        bytes.append(reinterpret_cast<const char*>(header), sizeof(header));
+        bytes.append(reinterpret_cast<const char*>(got[i].data()), got[i].size() * sizeof(float));
+      }
+    const std::vector<std::string> blobs = comm::gather_bytes_to_root(grid.world(), bytes);
+    Params out;
+    if (blobs.empty()) return out;
+    out.resize(model_.params.size());
+    for (const std::string& blob : blobs) {
+      std::size_t at = 0;
+      while (at < blob.size()) {
+        std::int64_t header[2];
+        CANZONA_CHECK(at + sizeof(header) <= blob.size(), "truncated expert params");
+        std::memcpy(header, blob.data() + at, sizeof(header));
+        at += sizeof(header);
+        CANZONA_CHECK(header[0] >= 0 && header[0] < std::ssize(model_.params) && header[1] >= 0 &&
+                          at + header[1] * sizeof(float) <= blob.size(),
+                      "bad expert params record");
+        std::vector<float>& v = out[header[0]];
+        v.resize(static_cast<std::size_t>(header[1]));
+        std::memcpy(v.data(), blob.data() + at, v.size() * sizeof(float));
+        at += v.size() * sizeof(float);
+      }
+    }
+    return out;
+  }
+
   const model::ModelSpec& model_;
   const RunOptions& options_;
   const SessionOptions& session_;
+  // The model the reference runs: a MoE model's experts split as the run splits them.
+  model::ModelSpec reference_model_;
   std::unique_ptr<Reference> reference_;   // root only
   std::vector<std::vector<float>> first_;  // root: replica 0 of the first strategy
   std::string first_name_;
@@ -297,7 +389,7 @@ class Verifier {
 CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
                              const RunOptions& options,
                              const std::vector<plan::Strategy>& strategies,
-                             const SessionOptions& session) {
+                             const SessionOptions& session, comm::ExpertGroups* experts) {
   validate(options);
   comm::Communicator& world = grid.world();
   launch::check_agreement(world, launch_settings(options, session, strategies, model));
@@ -320,6 +412,13 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
                               : plan::PlannerVariant::kCanzona;
     const plan::Plan plan = plan::make_plan(model, plan_opts);
     launch::validate_plan(model, plan, grid.shape());
+    if (plan.expert) {
+      CANZONA_REQUIRE(experts != nullptr && experts->grid, "model '", model.name,
+                      "' is a mixture of experts: this launch has no expert groups");
+      launch::validate_plan(
+          model::expert_part(model, plan.expert->ep, plan.expert->etp, experts->coord.ep).model,
+          plan.expert->plan, experts->grid->shape());
+    }
     launch::check_plan_agreement(world, plan);
 
     StrategyResult sr;
@@ -334,7 +433,7 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
     for (const plan::RankLoad& load : metrics.loads[0].cells)
       sr.predicted_flops.push_back(load.flops);
 
-    StrategyRunner runner(grid, model, plan, options, trace);
+    StrategyRunner runner(grid, model, plan, options, trace, experts);
     world.barrier();
     std::vector<engine::StepTimes> timed;
     comm::CommBytes dp0, tp0;

@@ -124,21 +124,23 @@ TEST(ValidatePlan, RejectsPipelineStages) {
   EXPECT_NE(rejection(m, plan::make_plan(m, po), {1, 1, 2}).find("one stage"), std::string::npos);
 }
 
-// The engine does not execute a MoE plan's expert buffer yet: validate_plan says so in one line
-// rather than running the dense buffer alone.
-TEST(ValidatePlan, RejectsAMixtureOfExperts) {
+// A MoE plan's stage holds every param but the experts; its expert plan fits each EP rank's
+// expert model on the expert grid (DP 2 x EP 2: expert DP 1). The same stage without the expert
+// plan is missing the experts.
+TEST(ValidatePlan, AcceptsAMixtureOfExpertsBufferByBuffer) {
   const model::ModelSpec m =
       model::build_transformer(model::preset("qwen3-moe-cpu"), model::BuildOptions{});
   RunOptions o;
   o.dp = 2;
   o.ep = 2;
   const plan::Plan p = plan::make_plan(m, plan_options(o, Strategy::kLbAsc));
-  EXPECT_NE(rejection(m, p, {2, 1, 1})
-                .find("model 'qwen3-moe-cpu' is a mixture of experts: its "
-                      "expert buffer (--ep 2 --etp 1) is planned and "
-                      "simulated"),
-            std::string::npos)
-      << rejection(m, p, {2, 1, 1});
+  ASSERT_TRUE(p.expert);
+  EXPECT_EQ(rejection(m, p, {2, 1, 1}), "");
+  for (int k = 0; k < 2; ++k)
+    EXPECT_EQ(rejection(model::expert_part(m, 2, 1, k).model, p.expert->plan, {1, 1, 1}), "");
+  plan::Plan dense_only = p;
+  dense_only.expert = nullptr;
+  EXPECT_NE(rejection(m, dense_only, {2, 1, 1}).find("stage holds"), std::string::npos);
 }
 
 TEST(RunOptionsValidate, RejectsBadFlagsBeforeMpi) {

@@ -56,4 +56,30 @@ class Grid {
   std::unique_ptr<Communicator> tp_;
 };
 
+// Megatron's expert groups of a mixture-of-experts model (docs/cli.md, "Mixture of experts").
+// Inside a pipeline stage the dp x tp ranks, numbered l = dp_index x tp + tp_index, are also an
+// expert grid of expert DP x EP x expert TP with expert TP fastest: etp = l % etp,
+// ep = (l / etp) % ep, edp = l / (etp x ep), edp = dp x tp / (ep x etp).
+struct ExpertShape {
+  int ep = 1;
+  int etp = 1;
+};
+struct ExpertCoord {
+  int edp = 0, ep = 0, etp = 0;
+};
+// Throws canzona::UsageError unless ep, etp >= 1 and ep x etp divides dp x tp.
+void check_expert_shape(const GridShape& shape, const ExpertShape& expert);
+ExpertCoord expert_coord(const GridShape& shape, const ExpertShape& expert, const GridCoord& coord);
+
+// This rank's expert groups: `grid` is the expert grid of its EP rank's slice (world: the ranks
+// with its pp and ep indices, shape {edp, etp, pp}, its DP group the expert DP group, its TP group
+// the expert TP group, coordinates {pp, edp, etp}); `ep` the EP group (same pp, edp and etp
+// indices, ordered by ep index), over which tokens are dispatched.
+struct ExpertGroups {
+  ExpertShape shape;
+  ExpertCoord coord;
+  std::unique_ptr<Grid> grid;
+  std::unique_ptr<Communicator> ep;
+};
+
 }  // namespace canzona::comm

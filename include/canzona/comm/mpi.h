@@ -77,4 +77,8 @@ std::unique_ptr<Communicator> make_mpi_control_world();
 // is < 1 or dp * tp * pp != world size; canzona::Error when MPI is not initialized or fails.
 std::unique_ptr<Grid> make_mpi_grid(int dp, int tp, int pp, ReduceMode mode);
 
+// The expert groups (grid.h) of this rank of `dense` (a grid of make_mpi_grid); collective over
+// the world. Throws as check_expert_shape.
+ExpertGroups make_mpi_expert_groups(const Grid& dense, const ExpertShape& expert, ReduceMode mode);
+
 }  // namespace canzona::comm

@@ -64,6 +64,10 @@ struct EngineOptions {
   // sharded). 3: each rank keeps only its DP shard of both between uses (ZeRO-3, below); needs a
   // strategy with Reduce-Scatter and bucket All-Gather (asc, lb-asc).
   int zero_stage = 1;
+  // The DP degree whose 1/DP scales each bucket before its collective; 0: the grid's. A MoE
+  // model's expert buffer, synced over expert DP, is scaled by the dense DP as Megatron's
+  // expert_gradient_scaling_factor is.
+  int grad_scaling_dp = 0;
 };
 
 // The factor every local gradient is multiplied by before its DP collective: float(1 / dp)

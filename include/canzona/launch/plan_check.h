@@ -19,10 +19,11 @@ class PlanAgreementError : public UsageError {
 };
 
 // Throws PlanAgreementError naming the rule when the plan does not fit the model or the grid:
-// a MoE plan (plan.expert: the engine does not execute an expert buffer yet), pp != 1, dp/tp
-// differing from the grid, a layout slot whose size is not the param's TP-local size, cuts that are
-// not monotone or split a matrix param, owners or hosts out of range, matrix params without tasks,
-// micro groups that do not list exactly the hosted tasks.
+// pp != 1, dp/tp differing from the grid, a layout slot whose size is not the param's TP-local
+// size, cuts that are not monotone or split a matrix param, owners or hosts out of range, matrix
+// params without tasks, micro groups that do not list exactly the hosted tasks. A MoE plan's
+// stage holds every param but the experts; check plan.expert->plan against its EP rank's expert
+// model (model::expert_part) and the expert grid with another call.
 void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
                    const comm::GridShape& grid);
 

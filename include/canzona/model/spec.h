@@ -103,6 +103,9 @@ struct ExpertPart {
   std::vector<int> source;
 };
 ExpertPart expert_part(const ModelSpec& model, int ep, int etp, int ep_rank);
+// The model as ep x etp runs it: every expert param replaced by its expert_part form (split over
+// etp, pieces following the shards), the rest unchanged. The single-process reference's model.
+ModelSpec executed_model(const ModelSpec& model, int ep, int etp);
 
 // "matrix" / "elementwise", the spelling used in param-list JSON.
 const char* optimizer_class_name(OptimizerClass optimizer);

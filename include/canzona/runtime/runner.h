@@ -62,8 +62,13 @@ class StrategyRunner {
   // Collective over grid.dp() and grid.tp(). Needs a plan made for this model with pp == 1 and
   // the grid's dp and tp (validate_plan). Builds the Engine, fills its params with the synthetic
   // init and loads the main params of the tasks this rank computes. Trace is borrowed.
+  //
+  // A MoE plan (plan.expert) needs `experts`, this rank's expert groups (comm/grid.h): a second
+  // Engine runs its EP rank's expert buffer on the expert grid, its gradients scaled by the dense
+  // DP (EngineOptions::grad_scaling_dp), and every step drives both (dense buckets first).
   StrategyRunner(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
-                 const RunOptions& options, engine::Trace& trace);
+                 const RunOptions& options, engine::Trace& trace,
+                 comm::ExpertGroups* experts = nullptr);
   ~StrategyRunner();
   StrategyRunner(const StrategyRunner&) = delete;
   StrategyRunner& operator=(const StrategyRunner&) = delete;
@@ -92,6 +97,15 @@ class StrategyRunner {
 
   engine::Engine& engine() { return *engine_; }
 
+  // The expert buffer of a MoE plan, or null: this rank's EP rank's experts (part.model, whose
+  // param i is part.source[i] of the model), their engine and the expert groups.
+  struct Experts {
+    model::ExpertPart part;
+    std::unique_ptr<engine::Engine> engine;
+    comm::ExpertGroups* groups = nullptr;
+  };
+  const Experts* experts() const { return experts_.get(); }
+
  private:
   comm::Grid& grid_;
   const model::ModelSpec& model_;
@@ -99,6 +113,7 @@ class StrategyRunner {
   RunOptions options_;
   engine::Trace& trace_;
   std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<Experts> experts_;
   struct Compute;  // simulated forward / backward compute (workload.h)
   std::unique_ptr<Compute> compute_;
   StepBytes step_bytes_;  // of the last step

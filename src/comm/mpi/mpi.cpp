@@ -180,4 +180,27 @@ std::unique_ptr<Grid> make_mpi_grid(int dp, int tp, int pp, ReduceMode mode) {
                                 std::move(tp_group));
 }
 
+ExpertGroups make_mpi_expert_groups(const Grid& dense, const ExpertShape& expert, ReduceMode mode) {
+  if (!mpi_usable())
+    throw Error("make_mpi_expert_groups: MPI is not initialized (create an MpiSession)");
+  const GridShape& s = dense.shape();
+  check_expert_shape(s, expert);
+  const int ep = expert.ep, etp = expert.etp, edp = s.dp * s.tp / (ep * etp);
+  const GridCoord g = dense.coord();
+  ExpertGroups out;
+  out.shape = expert;
+  out.coord = expert_coord(s, expert, g);
+  const ExpertCoord& c = out.coord;
+  const GridShape shape{edp, etp, s.pp};
+  const GridCoord coord{g.pp, c.edp, c.etp};
+  // Colors unique per group over the world; keys order each group as grid.h says.
+  auto slice = split_world(g.pp * ep + c.ep, grid_rank(shape, coord), mode);
+  auto edp_group = split_world((g.pp * ep + c.ep) * etp + c.etp, c.edp, mode);
+  auto etp_group = split_world((g.pp * edp + c.edp) * ep + c.ep, c.etp, mode);
+  out.ep = split_world((g.pp * edp + c.edp) * etp + c.etp, c.ep, mode);
+  out.grid = std::make_unique<Grid>(shape, coord, std::move(slice), std::move(edp_group),
+                                    std::move(etp_group));
+  return out;
+}
+
 }  // namespace canzona::comm

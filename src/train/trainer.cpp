@@ -487,8 +487,9 @@ model::ModelSpec training_spec(const model::TransformerConfig& config,
                                const TrainOptions& options) {
   CANZONA_REQUIRE(!config.is_moe(), "model '", config.name, "' is a mixture of experts (",
                   config.num_experts,
-                  " experts): train runs dense models only; plan, simulate, run and compare take "
-                  "MoE models (every expert on every rank)");
+                  " experts): train runs dense models only; plan and simulate plan MoE models and "
+                  "run and compare execute their expert buffers on synthetic gradients (--ep, "
+                  "--etp)");
   model::ModelSpec spec = model::build_transformer(config, launch::build_options(options.job));
   if (options.all_adamw) {
     for (model::ParamSpec& p : spec.params) {

@@ -58,6 +58,57 @@ TEST(MpiGrid, GroupsFollowMegatronOrderForEveryShape) {
   }
 }
 
+// Megatron's expert groups over every shape and every (ep, etp) whose product divides dp x tp:
+// each group's members, in order, are the world ranks a hand loop over the grid picks (same pp;
+// inside the stage l = dp_index x tp + tp_index gives etp = l % etp, ep = (l / etp) % ep,
+// edp = l / (etp x ep)).
+TEST(MpiGrid, ExpertGroupsFollowMegatronsExpertOrder) {
+  int world_size = 0, world_rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  struct Where {
+    int pp, edp, ep, etp;
+  };
+  for (const GridShape& shape : factorisations(world_size)) {
+    auto grid = make_mpi_grid(shape.dp, shape.tp, shape.pp, ReduceMode::kNative);
+    const int stage = shape.dp * shape.tp;
+    for (int ep = 1; ep <= stage; ++ep)
+      for (int etp = 1; ep * etp <= stage; ++etp) {
+        if (stage % (ep * etp) != 0) continue;
+        SCOPED_TRACE(testing::Message() << "dp " << shape.dp << " x tp " << shape.tp << " x pp "
+                                        << shape.pp << ", ep " << ep << " etp " << etp);
+        auto where = [&](int w) {
+          const int l = w % stage;
+          return Where{w / stage, l / (etp * ep), (l / etp) % ep, l % etp};
+        };
+        const Where me = where(world_rank);
+        ExpertGroups g = make_mpi_expert_groups(*grid, {ep, etp}, ReduceMode::kNative);
+        EXPECT_EQ(g.coord.edp, me.edp);
+        EXPECT_EQ(g.coord.ep, me.ep);
+        EXPECT_EQ(g.coord.etp, me.etp);
+        std::vector<std::uint64_t> edp, etp_members, ep_members, slice;
+        for (int w = 0; w < world_size; ++w) {
+          const Where o = where(w);
+          if (o.pp != me.pp) continue;
+          if (o.ep == me.ep && o.etp == me.etp) edp.push_back(w);
+          if (o.edp == me.edp && o.ep == me.ep) etp_members.push_back(w);
+          if (o.edp == me.edp && o.etp == me.etp) ep_members.push_back(w);
+        }
+        // The slice (the expert grid's world): every pp stage's ranks of this EP index, in
+        // (pp, edp, etp) order.
+        for (int pp = 0; pp < shape.pp; ++pp)
+          for (int e = 0; e < stage / (ep * etp); ++e)
+            for (int t = 0; t < etp; ++t) slice.push_back(pp * stage + (e * ep + me.ep) * etp + t);
+        EXPECT_EQ(g.grid->dp().all_gather_u64(world_rank), edp);
+        EXPECT_EQ(g.grid->tp().all_gather_u64(world_rank), etp_members);
+        EXPECT_EQ(g.ep->all_gather_u64(world_rank), ep_members);
+        EXPECT_EQ(g.grid->world().all_gather_u64(world_rank), slice);
+        EXPECT_EQ(g.grid->shape().dp, stage / (ep * etp));
+        EXPECT_EQ(g.grid->shape().tp, etp);
+      }
+  }
+}
+
 TEST(MpiGrid, WorldSizeMismatchThrowsTheSameUsageErrorOnEveryRank) {
   int world_size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);

@@ -71,10 +71,10 @@ struct ExpertCoord {
 void check_expert_shape(const GridShape& shape, const ExpertShape& expert);
 ExpertCoord expert_coord(const GridShape& shape, const ExpertShape& expert, const GridCoord& coord);
 
-// This rank's expert groups: `grid` is the expert grid of its EP rank's slice (world: the ranks
-// with its pp and ep indices, shape {edp, etp, pp}, its DP group the expert DP group, its TP group
-// the expert TP group, coordinates {pp, edp, etp}); `ep` the EP group (same pp, edp and etp
-// indices, ordered by ep index), over which tokens are dispatched.
+// This rank's expert groups: `grid` is the expert grid of its EP rank's slice (world: the ranks of
+// every stage with its ep index, in (pp, edp, etp) order; shape {edp, etp, pp}; its DP group the
+// expert DP group, its TP group the expert TP group; coordinates {pp, edp, etp}); `ep` the EP
+// group (same pp, edp and etp indices, ordered by ep index), over which tokens are dispatched.
 struct ExpertGroups {
   ExpertShape shape;
   ExpertCoord coord;

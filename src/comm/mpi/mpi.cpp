@@ -194,7 +194,7 @@ ExpertGroups make_mpi_expert_groups(const Grid& dense, const ExpertShape& expert
   const GridShape shape{edp, etp, s.pp};
   const GridCoord coord{g.pp, c.edp, c.etp};
   // Colors unique per group over the world; keys order each group as grid.h says.
-  auto slice = split_world(g.pp * ep + c.ep, grid_rank(shape, coord), mode);
+  auto slice = split_world(c.ep, grid_rank(shape, coord), mode);  // every stage of this EP rank
   auto edp_group = split_world((g.pp * ep + c.ep) * etp + c.etp, c.edp, mode);
   auto etp_group = split_world((g.pp * edp + c.edp) * ep + c.ep, c.etp, mode);
   out.ep = split_world((g.pp * edp + c.edp) * etp + c.etp, c.ep, mode);

@@ -9,14 +9,6 @@
 #include "canzona/model/spec.h"
 
 namespace canzona::model {
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
 
 int expert_index(const ParamSpec& param) {
   static const std::string kMarker = ".mlp.experts.";
@@ -69,8 +61,8 @@ ExpertPart expert_part(const ModelSpec& model, int ep, int etp, int ep_rank) {
     CANZONA_REQUIRE(q.tp_split_dim == -1, "param '", p.name,
                     "': expert params are split by --etp, not --tp (tp_split_dim must be -1)");
     if (etp > 1) {
-      const bool fc1 = ends_with(p.name, ".linear_fc1.weight");
-      const bool fc2 = ends_with(p.name, ".linear_fc2.weight");
+      const bool fc1 = p.name.ends_with(".linear_fc1.weight");
+      const bool fc2 = p.name.ends_with(".linear_fc2.weight");
       CANZONA_REQUIRE((fc1 || fc2) && p.shape.size() == 2, "param '", p.name, "': --etp ", etp,
                       " splits only experts' linear_fc1.weight and linear_fc2.weight matrices");
       // Megatron's expert TP: fc1 column-parallel, its shard t holding [gate_t; up_t] (so the

@@ -242,12 +242,8 @@ std::int64_t logical_row(const ParamSpec& param, int tp, int t, std::int64_t r) 
   if (param.tp_split_dim != 0) return r;
   const std::int64_t local_rows = param.local_shape(tp)[0];
   // Dense ("mlp.linear_fc1.weight") and expert ("...local_experts.<e>.linear_fc1.weight") fc1.
-  auto ends_with = [&](const std::string& suffix) {
-    return param.name.size() >= suffix.size() &&
-           param.name.compare(param.name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  const bool fc1 = ends_with("mlp.linear_fc1.weight") ||
-                   (is_expert_param(param) && ends_with(".linear_fc1.weight"));
+  const bool fc1 = param.name.ends_with("mlp.linear_fc1.weight") ||
+                   (is_expert_param(param) && param.name.ends_with(".linear_fc1.weight"));
   if (fc1) {
     const std::int64_t half = local_rows / 2;  // f / tp
     const std::int64_t f = param.shape[0] / 2;

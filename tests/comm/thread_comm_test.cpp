@@ -156,6 +156,45 @@ TEST(ThreadCommGrid, GroupsMatchMpiSplit) {
   EXPECT_EQ(members(k2x3, 4, Axis::kTp), (std::vector<int>{3, 4, 5}));
 }
 
+// Expert groups over threads: the members of each rank's expert DP, expert TP and EP groups and
+// of its EP slice, written out for DP 2 x TP 2 x PP 2 (stage ranks l = 0..3, world = pp x 4 + l).
+// EP 2, ETP 1: (edp, ep) of l = (0,0) (0,1) (1,0) (1,1); expert DP groups {l0, l2} and {l1, l3},
+// EP groups {l0, l1} and {l2, l3}. ETP 2, EP 1: expert TP groups {l0, l1} and {l2, l3}.
+TEST(ThreadCommGrid, ExpertGroupsMatchMegatronsExpertOrder) {
+  struct Want {
+    ExpertShape expert;
+    int world;
+    std::vector<std::uint64_t> edp, etp, ep, slice;
+  };
+  const std::vector<Want> cases = {
+      {{2, 1}, 5, {5, 7}, {5}, {4, 5}, {1, 3, 5, 7}},
+      {{2, 1}, 2, {0, 2}, {2}, {2, 3}, {0, 2, 4, 6}},
+      {{1, 2}, 6, {4, 6}, {6, 7}, {6}, {0, 1, 2, 3, 4, 5, 6, 7}},
+      {{2, 2}, 3, {3}, {2, 3}, {1, 3}, {2, 3, 6, 7}},
+  };
+  const GridShape shape{2, 2, 2};
+  for (const Want& c : cases) {
+    std::vector<ExpertGroups> groups =
+        make_thread_expert_groups(shape, c.expert, ReduceMode::kDeterministic);
+    std::vector<std::vector<std::uint64_t>> got(4);
+    run_on_thread_grid(shape, ReduceMode::kDeterministic, [&](Grid& grid) {
+      const int w = grid.world().rank();
+      ExpertGroups& g = groups[w];
+      const auto edp = g.grid->dp().all_gather_u64(w);
+      const auto etp = g.grid->tp().all_gather_u64(w);
+      const auto ep = g.ep->all_gather_u64(w);
+      const auto slice = g.grid->world().all_gather_u64(w);
+      if (w == c.world) got = {edp, etp, ep, slice};
+    });
+    SCOPED_TRACE(testing::Message()
+                 << "ep " << c.expert.ep << " etp " << c.expert.etp << ", world rank " << c.world);
+    EXPECT_EQ(got[0], c.edp);
+    EXPECT_EQ(got[1], c.etp);
+    EXPECT_EQ(got[2], c.ep);
+    EXPECT_EQ(got[3], c.slice);
+  }
+}
+
 TEST(ThreadComm, ReduceScatterSumsBlocksInRankOrder) {
   sweep([](Grid& grid, const CountPattern& pattern, int p) {
     const int w = grid.world().rank();

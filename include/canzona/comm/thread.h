@@ -54,6 +54,13 @@ std::vector<std::unique_ptr<comm::Communicator>> make_thread_communicators(int s
 std::vector<std::unique_ptr<comm::Grid>> make_thread_grids(const comm::GridShape& shape,
                                                            comm::ReduceMode mode);
 
+// The expert groups (grid.h) of every world rank of `shape` (element w is world rank w), with
+// thread groups formed as make_mpi_expert_groups forms its MPI communicators. Throws as
+// check_expert_shape.
+std::vector<comm::ExpertGroups> make_thread_expert_groups(const comm::GridShape& shape,
+                                                          const comm::ExpertShape& expert,
+                                                          comm::ReduceMode mode);
+
 // Runs body(grid) on dp * tp * pp threads, one per world rank, each with its own Grid from
 // make_thread_grids, and joins them. A rank's Grid is destroyed when its body returns or throws,
 // so ranks still waiting for it fail instead of hanging. After joining, rethrows the first

@@ -353,6 +353,47 @@ std::vector<std::unique_ptr<comm::Grid>> make_thread_grids(const comm::GridShape
   return grids;
 }
 
+std::vector<comm::ExpertGroups> make_thread_expert_groups(const comm::GridShape& shape,
+                                                          const comm::ExpertShape& expert,
+                                                          ReduceMode mode) {
+  comm::check_grid_shape(shape, shape.dp * shape.tp * shape.pp);
+  comm::check_expert_shape(shape, expert);
+  const int ep = expert.ep, etp = expert.etp, pp = shape.pp;
+  const int edp = shape.dp * shape.tp / (ep * etp);
+  // Indexed like make_mpi_expert_groups's split colors.
+  auto groups = [](int count, int size) {
+    std::vector<std::shared_ptr<Group>> g(count);
+    for (auto& x : g) x = std::make_shared<Group>(size);
+    return g;
+  };
+  const auto slices = groups(ep, edp * etp * pp);
+  const auto edp_groups = groups(pp * ep * etp, edp);
+  const auto etp_groups = groups(pp * edp * ep, etp);
+  const auto ep_groups = groups(pp * edp * etp, ep);
+  const comm::GridShape expert_shape{edp, etp, pp};
+  std::vector<comm::ExpertGroups> out;
+  for (int w = 0; w < shape.dp * shape.tp * pp; ++w) {
+    const comm::GridCoord g = comm::grid_coord(shape, w);
+    comm::ExpertGroups e;
+    e.shape = expert;
+    e.coord = comm::expert_coord(shape, expert, g);
+    const comm::ExpertCoord& c = e.coord;
+    const comm::GridCoord coord{g.pp, c.edp, c.etp};
+    e.grid = std::make_unique<comm::Grid>(
+        expert_shape, coord,
+        std::make_unique<ThreadCommunicator>(slices[c.ep], comm::grid_rank(expert_shape, coord),
+                                             mode),
+        std::make_unique<ThreadCommunicator>(edp_groups[(g.pp * ep + c.ep) * etp + c.etp], c.edp,
+                                             mode),
+        std::make_unique<ThreadCommunicator>(etp_groups[(g.pp * edp + c.edp) * ep + c.ep], c.etp,
+                                             mode));
+    e.ep = std::make_unique<ThreadCommunicator>(ep_groups[(g.pp * edp + c.edp) * etp + c.etp], c.ep,
+                                                mode);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 void run_on_thread_grid(const comm::GridShape& shape, ReduceMode mode,
                         const std::function<void(comm::Grid&)>& body) {
   std::vector<std::unique_ptr<comm::Grid>> grids = make_thread_grids(shape, mode);

@@ -149,7 +149,7 @@ model::ModelSpec moe_cpu() {
   return model::build_transformer(model::preset("qwen3-moe-cpu"), {.tp = 2, .split_fc1 = true});
 }
 
-std::string usage_error(const model::ModelSpec& m, const PlanOptions& o) {
+std::string moe_plan_error(const model::ModelSpec& m, const PlanOptions& o) {
   try {
     make_plan(m, o);
   } catch (const UsageError& e) {
@@ -240,31 +240,31 @@ TEST(MoePlans, BadGroupsAreUsageErrorsNamingTheFlags) {
   o.dp = 2;
   o.tp = 2;
   o.ep = 3;
-  EXPECT_NE(usage_error(m, o).find("--ep 3 x --etp 1 = 3 does not divide --dp 2 x --tp 2 = 4 "
-                                   "ranks (expert DP = DP x TP / (EP x ETP))"),
+  EXPECT_NE(moe_plan_error(m, o).find("--ep 3 x --etp 1 = 3 does not divide --dp 2 x --tp 2 = 4 "
+                                      "ranks (expert DP = DP x TP / (EP x ETP))"),
             std::string::npos)
-      << usage_error(m, o);
+      << moe_plan_error(m, o);
   o.dp = 8;
   o.ep = 16;
-  EXPECT_NE(usage_error(m, o).find("--ep 16 does not divide the 8 experts"), std::string::npos)
-      << usage_error(m, o);
+  EXPECT_NE(moe_plan_error(m, o).find("--ep 16 does not divide the 8 experts"), std::string::npos)
+      << moe_plan_error(m, o);
   o.ep = 0;
-  EXPECT_NE(usage_error(m, o).find("--ep must be in [1, "), std::string::npos);
+  EXPECT_NE(moe_plan_error(m, o).find("--ep must be in [1, "), std::string::npos);
   o.ep = 1;
   o.etp = 3;
   o.dp = 3;
   o.tp = 1;
-  EXPECT_NE(usage_error(m, o).find("--etp 3 does not divide its expert FFN width 512"),
+  EXPECT_NE(moe_plan_error(m, o).find("--etp 3 does not divide its expert FFN width 512"),
             std::string::npos)
-      << usage_error(m, o);
+      << moe_plan_error(m, o);
   const auto dense = model::build_transformer(model::preset("qwen3-tiny"), {.tp = 1});
   PlanOptions d;
   d.dp = 2;
   d.ep = 2;
-  EXPECT_NE(usage_error(dense, d).find("need a mixture-of-experts model (model 'qwen3-tiny' has "
-                                       "no experts)"),
+  EXPECT_NE(moe_plan_error(dense, d).find("need a mixture-of-experts model (model 'qwen3-tiny' has "
+                                          "no experts)"),
             std::string::npos)
-      << usage_error(dense, d);
+      << moe_plan_error(dense, d);
 }
 
 // The target grid: Qwen3-235B-A22B at DP 64, TP 4, EP 8 (expert DP 32). Our lb-asc

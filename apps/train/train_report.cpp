@@ -33,8 +33,11 @@ std::string rss_text(std::int64_t bytes) {
 
 std::string format_header(const TrainHeader& h, const train::TrainOptions& o) {
   std::ostringstream out;
-  out << "model " << h.model << ": " << h.params << " params | DP " << h.dp << " x TP " << h.tp
-      << " | optimizer " << h.optimizer << " (matrices), adamw (the rest)\n";
+  out << "model " << h.model << ": " << h.params << " params";
+  if (h.ep > 0) out << " (" << h.active_params << " active per token)";
+  out << " | DP " << h.dp << " x TP " << h.tp;
+  if (h.ep > 0) out << " | experts: EP " << h.ep << ", expert DP " << h.dp * h.tp / h.ep;
+  out << " | optimizer " << h.optimizer << " (matrices), adamw (the rest)\n";
   out << "data " << h.data << " | train " << h.train_tokens << " tokens, val " << h.val_tokens
       << " | vocab " << h.vocab << " | unigram entropy " << fmt("%.4f", h.unigram_entropy)
       << " nats/token\n";
@@ -52,15 +55,17 @@ std::string format_header(const TrainHeader& h, const train::TrainOptions& o) {
 }
 
 std::string format_step(const train::StrategyRun& run, const train::StepRecord& s,
-                        std::int64_t steps) {
+                        std::int64_t steps, bool moe) {
   char line[360];
   std::snprintf(line, sizeof line,
                 "%-9s step %5lld/%lld | loss %.4f | lr x%.3f | %7.0f tok/s | fwd-bwd %8.1f ms | "
-                "grad-sync %6.1f ms | optimizer %7.1f ms | param-sync %6.1f ms | peak %s\n",
+                "grad-sync %6.1f ms | optimizer %7.1f ms | param-sync %6.1f ms | peak %s",
                 plan::to_string(run.strategy), static_cast<long long>(s.step),
                 static_cast<long long>(steps), s.loss, s.lr_scale, s.tokens_per_s, s.fwd_bwd_ms,
                 s.grad_sync_ms, s.opt_ms, s.param_sync_ms, rss_text(s.peak_rss_bytes).c_str());
-  return line;
+  std::string out = line;
+  if (moe) out += fmt(" | balance %.3f", s.aux_loss);  // the load-balancing loss, top-k when even
+  return out + "\n";
 }
 
 std::string format_val(const train::StrategyRun& run, const train::ValRecord& v) {
@@ -151,6 +156,10 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
   j["matmul_params"] = h.matmul_params;
   j["dp"] = h.dp;
   j["tp"] = h.tp;
+  if (h.ep > 0) {
+    j["ep"] = h.ep;
+    j["active_params"] = h.active_params;
+  }
   j["optimizer"] = h.optimizer;
   j["data"] = h.data;
   j["vocab"] = h.vocab;
@@ -196,6 +205,9 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
              {"param_sync", s.param_sync_ms}}},
            {"peak_rss_bytes", s.peak_rss_bytes},
            {"optimizer_step_bytes", {{"dp", s.opt_dp_bytes}, {"tp", s.opt_tp_bytes}}}});
+    if (h.ep > 0)
+      for (std::size_t i = 0; i < r.steps.size(); ++i)
+        run["steps"][i]["load_balancing_loss"] = r.steps[i].aux_loss;
     run["val"] = nlohmann::json::array();
     for (const train::ValRecord& v : r.val)
       run["val"].push_back({{"step", v.step}, {"loss", v.loss}});

@@ -13,8 +13,10 @@ namespace canzona::apps {
 struct TrainHeader {
   std::string model;
   std::int64_t params = 0;         // model numel (padded vocabulary included)
-  std::int64_t matmul_params = 0;  // params in products: all but an untied input embedding
+  std::int64_t active_params = 0;  // a token's: a MoE model's experts counted top-k / E
+  std::int64_t matmul_params = 0;  // active params in products: all but an untied input embedding
   int dp = 1, tp = 1;
+  int ep = 0;  // a MoE model's expert parallelism; 0 for a dense model
   std::string optimizer;
   std::string data;
   std::int64_t train_tokens = 0, val_tokens = 0, vocab = 0;
@@ -28,8 +30,9 @@ struct TrainHeader {
 };
 
 std::string format_header(const TrainHeader& header, const train::TrainOptions& options);
+// A MoE run's lines end with the step's load-balancing loss ("balance").
 std::string format_step(const train::StrategyRun& run, const train::StepRecord& step,
-                        std::int64_t steps);
+                        std::int64_t steps, bool moe);
 std::string format_val(const train::StrategyRun& run, const train::ValRecord& val);
 
 // Median over steps 2.. (the first step pays one-time allocations) of each phase.

@@ -67,6 +67,14 @@ TransformerConfig cpu_moe() {
   return c;
 }
 
+// qwen3-moe-cpu's dense twin: the same model with one SwiGLU MLP of FFN 1024 = top-2 x 512 in
+// place of each MoE block, so a token uses the same params (all but the 2,048-element routers):
+// the model tokens/s of a MoE run are compared against.
+TransformerConfig cpu_moe_dense() {
+  TransformerConfig c = small("qwen3-moe-cpu-dense", 256, 1024, 4, 8, 2, 4096, false);
+  return c;
+}
+
 const std::vector<TransformerConfig>& presets() {
   static const std::vector<TransformerConfig> all = {
       qwen3("qwen3-0.6b", 1024, 3072, 28, 16, true),
@@ -81,6 +89,7 @@ const std::vector<TransformerConfig>& presets() {
       qwen3_moe("qwen3-30b-a3b", 2048, 6144, 768, 48, 32),
       qwen3_moe("qwen3-235b-a22b", 4096, 12288, 1536, 94, 64),
       cpu_moe(),
+      cpu_moe_dense(),
   };
   return all;
 }

@@ -20,9 +20,20 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return text + "]";
 }
 
-// The params the model reads, in Megatron registration order, with TP-local shapes.
+// The local experts of EP rank ep.rank: [first, first + count).
+std::pair<int, int> local_experts(const model::TransformerConfig& c, const EpGroup& ep) {
+  const int count = c.num_experts / ep.size;
+  return {ep.rank * count, count};
+}
+
+std::string expert_prefix(const std::string& layer, int e) {
+  return layer + "mlp.experts.local_experts." + std::to_string(e) + ".";
+}
+
+// The params the model reads, in Megatron registration order, with TP-local shapes: of a MoE
+// layer's experts only this EP rank's.
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected_params(
-    const model::TransformerConfig& c, std::int64_t padded_vocab, int tp) {
+    const model::TransformerConfig& c, std::int64_t padded_vocab, int tp, const EpGroup& ep) {
   const std::int64_t h = c.hidden, d = c.head_dim, f = c.ffn_hidden;
   const std::int64_t qkv = (c.num_heads + 2LL * c.num_query_groups) * d;
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
@@ -36,6 +47,17 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected_params(
     if (c.qk_norm) {
       out.push_back({p + "self_attention.q_layernorm.weight", {d}});
       out.push_back({p + "self_attention.k_layernorm.weight", {d}});
+    }
+    if (c.moe_layer(i)) {
+      const std::int64_t fe = c.moe_ffn_hidden;
+      out.push_back({p + "pre_mlp_layernorm.weight", {h}});
+      out.push_back({p + "mlp.router.weight", {c.num_experts, h}});
+      const auto [first, count] = local_experts(c, ep);
+      for (int e = first; e < first + count; ++e) {
+        out.push_back({expert_prefix(p, e) + "linear_fc1.weight", {2 * fe, h}});
+        out.push_back({expert_prefix(p, e) + "linear_fc2.weight", {h, fe}});
+      }
+      continue;
     }
     out.push_back({p + "mlp.linear_fc1.layer_norm_weight", {h}});
     out.push_back({p + "mlp.linear_fc1.weight", {2 * f / tp, h}});
@@ -144,12 +166,16 @@ struct Qwen3Model::Impl {
   std::vector<std::vector<std::int64_t>> shapes;  // [spec index] TP-local shapes
   std::vector<std::vector<float>> owned;          // [spec index] memory of unbound params
   std::vector<std::vector<float>> owned_grads;
+  std::vector<char> held;                  // [spec index] 0: another EP rank's expert
   std::map<std::string, int> index;        // name -> spec index
   std::vector<std::vector<int>> segments;  // forward_segments()
   SegmentHooks hooks;
   int segment = -1;                  // the segment the forward is in
   torch::Tensor rope_cos, rope_sin;  // [S, d] cache
   std::int64_t rope_len = 0;
+
+  EpGroup ep;
+  std::vector<Routing> routings;  // the last forward's MoE layers
 
   const torch::Tensor& use(const std::string& name) {
     const int p = index.at(name);
@@ -188,7 +214,18 @@ struct Qwen3Model::Impl {
       if (c.qk_norm) attn.insert(attn.end(), {p + "q_layernorm.weight", p + "k_layernorm.weight"});
       attn.push_back(p + "linear_proj.weight");
       list(attn);
-      const std::string m = "decoder.layers." + std::to_string(i) + ".mlp.";
+      const std::string layer = "decoder.layers." + std::to_string(i) + ".";
+      if (c.moe_layer(i)) {
+        std::vector<std::string> moe = {layer + "pre_mlp_layernorm.weight",
+                                        layer + "mlp.router.weight"};
+        const auto [first, count] = local_experts(c, ep);
+        for (int e = first; e < first + count; ++e)
+          moe.insert(moe.end(), {expert_prefix(layer, e) + "linear_fc1.weight",
+                                 expert_prefix(layer, e) + "linear_fc2.weight"});
+        list(moe);
+        continue;
+      }
+      const std::string m = layer + "mlp.";
       list({m + "linear_fc1.layer_norm_weight", m + "linear_fc1.weight", m + "linear_fc2.weight"});
     }
     list({"decoder.final_layernorm.weight",
@@ -244,8 +281,35 @@ struct Qwen3Model::Impl {
     return row_parallel_linear(fused_swiglu(fc1), use(p + "mlp.linear_fc2.weight"), tp);
   }
 
+  // Qwen3-MoE's sparse block (moe.h): every TP rank normalises and routes all tokens (the
+  // activation is replicated over TP, so are the routing and the router's gradient); the experts
+  // then see this TP rank's share of the tokens only, dispatched over the EP group, and the
+  // outputs are gathered back over TP.
+  torch::Tensor moe_mlp(const torch::Tensor& x, const std::string& p) {
+    const std::int64_t h = x.size(-1);
+    const torch::Tensor normed = rms_norm(x, use(p + "pre_mlp_layernorm.weight")).reshape({-1, h});
+    const std::int64_t n = normed.size(0);
+    Routing routing = route(normed, use(p + "mlp.router.weight"), config.experts_per_token,
+                            config.norm_topk_prob);
+    std::vector<torch::Tensor> fc1, fc2;
+    const auto [first, count] = local_experts(config, ep);
+    for (int e = first; e < first + count; ++e) {
+      fc1.push_back(use(expert_prefix(p, e) + "linear_fc1.weight"));
+      fc2.push_back(use(expert_prefix(p, e) + "linear_fc2.weight"));
+    }
+    const auto [begin, rows] = tp_rows(n, tp);
+    Routing mine;
+    mine.experts = routing.experts.slice(0, begin, begin + rows);
+    mine.weights = split_rows_to_tp(routing.weights, tp);
+    const torch::Tensor out =
+        moe_experts(split_rows_to_tp(normed, tp), mine, fc1, fc2, config.num_experts, ep);
+    routings.push_back(std::move(routing));
+    return gather_rows_from_tp(out, n, tp).reshape(x.sizes());
+  }
+
   torch::Tensor logits(const torch::Tensor& inputs) {
     build_rope(inputs.size(1));
+    routings.clear();
     const std::int64_t vocab_start = tp.rank * (padded_vocab / tp.size);
     int s = 0;
     enter(s++);
@@ -256,7 +320,7 @@ struct Qwen3Model::Impl {
       enter(s++);
       x = x + leave(attention(x, p));
       enter(s++);
-      x = x + leave(mlp(x, p));
+      x = x + leave(config.moe_layer(i) ? moe_mlp(x, p) : mlp(x, p));
     }
     enter(s++);
     x = rms_norm(x, use("decoder.final_layernorm.weight"));
@@ -269,21 +333,36 @@ struct Qwen3Model::Impl {
 };
 
 Qwen3Model::Qwen3Model(const model::TransformerConfig& config, const model::ModelSpec& spec,
-                       TpGroup tp, Storage storage)
+                       TpGroup tp, Storage storage, EpGroup ep)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.config = config;
   m.tp = tp;
+  m.ep = ep;
+  CANZONA_REQUIRE(ep.size == 1 || config.is_moe(), "model '", spec.name,
+                  "': expert parallelism needs a mixture-of-experts model");
+  CANZONA_REQUIRE(ep.size >= 1 && (!config.is_moe() || config.num_experts % ep.size == 0) &&
+                      ep.rank >= 0 && ep.rank < ep.size,
+                  "model '", spec.name, "': EP rank ", ep.rank, " of ", ep.size,
+                  " does not hold a whole share of ", config.num_experts, " experts");
   m.padded_vocab = spec.arch.padded_vocab_size;
   CANZONA_REQUIRE(tp.size >= 1 && m.padded_vocab > 0 && m.padded_vocab % tp.size == 0, "model '",
                   spec.name, "': padded vocabulary ", m.padded_vocab,
                   " is not divisible by tp=", tp.size);
   CANZONA_REQUIRE(config.head_dim % 2 == 0, "model '", spec.name, "': head_dim ", config.head_dim,
                   " must be even for RoPE");
-  const auto expected = expected_params(config, m.padded_vocab, tp.size);
+  const auto expected = expected_params(config, m.padded_vocab, tp.size, ep);
   std::map<std::string, std::vector<std::int64_t>> wanted(expected.begin(), expected.end());
+  const auto [first_expert, local_count] =
+      config.is_moe() ? local_experts(config, ep) : std::pair<int, int>{0, 0};
+  m.held.assign(spec.params.size(), 1);
   for (std::size_t p = 0; p < spec.params.size(); ++p) {
     const model::ParamSpec& ps = spec.params[p];
+    const int e = model::is_expert_param(ps) ? model::expert_index(ps) : -1;
+    if (e >= 0 && e < config.num_experts && (e < first_expert || e >= first_expert + local_count)) {
+      m.held[p] = 0;  // another EP rank's expert
+      continue;
+    }
     const auto it = wanted.find(ps.name);
     CANZONA_REQUIRE(it != wanted.end(), "model '", spec.name, "': param ", ps.name,
                     " of the plan is not a param of the Qwen3 training model");
@@ -305,7 +384,7 @@ Qwen3Model::Qwen3Model(const model::TransformerConfig& config, const model::Mode
     const std::int64_t n = spec.params[p].local_numel(tp.size);
     m.names.push_back(spec.params[p].name);
     m.shapes[p] = spec.params[p].local_shape(tp.size);
-    if (storage == Storage::kBound) continue;
+    if (storage == Storage::kBound || !m.held[p]) continue;
     m.owned[p].assign(static_cast<std::size_t>(n), 0.0f);
     m.owned_grads[p].assign(static_cast<std::size_t>(n), 0.0f);
     m.params[p] =
@@ -323,11 +402,22 @@ int Qwen3Model::num_params() const {
 }
 
 torch::Tensor& Qwen3Model::param(int p) {
+  CANZONA_CHECK(holds(p), "param ", impl_->names.at(static_cast<std::size_t>(p)),
+                " is another EP rank's expert");
   return impl_->params.at(static_cast<std::size_t>(p));
 }
 
+bool Qwen3Model::holds(int p) const {
+  return impl_->held.at(static_cast<std::size_t>(p)) != 0;
+}
+
+torch::Tensor Qwen3Model::load_balancing_loss() const {
+  if (impl_->routings.empty()) return {};
+  return train::load_balancing_loss(impl_->routings, impl_->config.num_experts);
+}
+
 void Qwen3Model::bind(int p, std::span<float> value, std::span<float> grad) {
-  torch::Tensor& t = impl_->params.at(static_cast<std::size_t>(p));
+  torch::Tensor& t = param(p);
   const std::vector<std::int64_t>& shape = impl_->shapes.at(static_cast<std::size_t>(p));
   std::int64_t numel = 1;
   for (std::int64_t d : shape) numel *= d;

@@ -1,7 +1,9 @@
 // Tensor-parallel layers and collectives (tp_layers.h).
 #include "canzona/train/tp_layers.h"
 
+#include <algorithm>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "canzona/common/error.h"
@@ -52,6 +54,51 @@ struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   }
   static variable_list backward(AutogradContext*, variable_list grads) {
     return {grads[0], torch::Tensor()};
+  }
+};
+
+// All-Gather of every rank's rows (tp_rows of `total`) of a [rows, ...] tensor.
+torch::Tensor all_gather_rows(const torch::Tensor& mine, std::int64_t total, const TpGroup& tp) {
+  const torch::Tensor send = mine.contiguous();
+  std::vector<std::int64_t> shape = send.sizes().vec();
+  const std::int64_t width = send.numel() / std::max<std::int64_t>(send.size(0), 1);
+  shape[0] = total;
+  torch::Tensor out = torch::empty(shape, send.options());
+  std::vector<std::int64_t> counts, displs;
+  for (int r = 0; r < tp.size; ++r) {
+    const auto [begin, rows] = tp_rows(total, TpGroup{tp.comm, tp.size, r});
+    counts.push_back(rows * width);
+    displs.push_back(begin * width);
+  }
+  tp.comm
+      ->all_gather({send.data_ptr<float>(), static_cast<std::size_t>(send.numel())},
+                   float_span(out), counts, displs)
+      .wait();
+  return out;
+}
+
+struct SplitRowsToTp : torch::autograd::Function<SplitRowsToTp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, TpGroup tp) {
+    save_group(ctx, tp);
+    ctx->saved_data["total"] = x.size(0);
+    const auto [begin, rows] = tp_rows(x.size(0), tp);
+    return x.slice(0, begin, begin + rows).clone();
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {all_gather_rows(grads[0], ctx->saved_data["total"].toInt(), load_group(ctx)),
+            torch::Tensor()};
+  }
+};
+
+struct GatherRowsFromTp : torch::autograd::Function<GatherRowsFromTp> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, std::int64_t total,
+                               TpGroup tp) {
+    save_group(ctx, tp);
+    return all_gather_rows(x, total, tp);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto [begin, rows] = tp_rows(grads[0].size(0), load_group(ctx));
+    return {grads[0].slice(0, begin, begin + rows).contiguous(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -117,6 +164,27 @@ torch::Tensor copy_to_tp(const torch::Tensor& x, const TpGroup& tp) {
 torch::Tensor reduce_from_tp(const torch::Tensor& x, const TpGroup& tp) {
   if (tp.size == 1) return x;
   return ReduceFromTp::apply(x, tp);
+}
+
+std::pair<std::int64_t, std::int64_t> tp_rows(std::int64_t n, const TpGroup& tp) {
+  const std::int64_t begin = n * tp.rank / tp.size;
+  return {begin, n * (tp.rank + 1) / tp.size - begin};
+}
+
+torch::Tensor split_rows_to_tp(const torch::Tensor& x, const TpGroup& tp) {
+  if (tp.size == 1) return x;
+  CANZONA_CHECK(tp.comm != nullptr && tp.comm->size() == tp.size, "TP group of size ", tp.size,
+                " has no matching communicator");
+  return SplitRowsToTp::apply(x, tp);
+}
+
+torch::Tensor gather_rows_from_tp(const torch::Tensor& x, std::int64_t total_rows,
+                                  const TpGroup& tp) {
+  if (tp.size == 1) return x;
+  CANZONA_CHECK(tp.comm != nullptr && tp.comm->size() == tp.size, "TP group of size ", tp.size,
+                " has no matching communicator");
+  CANZONA_CHECK_EQ(x.size(0), tp_rows(total_rows, tp).second);
+  return GatherRowsFromTp::apply(x, total_rows, tp);
 }
 
 torch::Tensor column_parallel_linear(const torch::Tensor& x, const torch::Tensor& weight,

@@ -137,6 +137,7 @@ std::string first_non_finite(const model::ModelSpec& spec, engine::Engine& engin
   for (const char* what : {"gradient", "param"}) {
     for (std::size_t p = 0; p < spec.params.size(); ++p) {
       const int param = static_cast<int>(p);
+      if (engine.bucket_of(param) < 0) continue;  // the other buffer's (MoE)
       const engine::ElementRange held =
           sharded ? engine.held_elements(param)
                   : engine::ElementRange{0, static_cast<std::int64_t>(engine.param(param).size())};
@@ -155,69 +156,133 @@ std::string first_non_finite(const model::ModelSpec& spec, engine::Engine& engin
   return "";
 }
 
+// The engines of a run and which one holds each spec param: the dense buffer's over the grid
+// and, for a MoE model, the expert buffer's over the expert grid (this EP rank's experts,
+// Megatron's chained optimizer: the dense step, then the expert step).
+struct Buffers {
+  std::unique_ptr<engine::Engine> dense;
+  std::unique_ptr<engine::Engine> expert;  // null for a dense model
+  model::ExpertPart part;                  // the expert engine's model (source: spec indices)
+  std::vector<int> expert_index;           // [spec param] index in part.model, or -1
+
+  // The engine holding spec param p and p's index there (nullptr for another EP rank's expert).
+  std::pair<engine::Engine*, int> of(int p) const {
+    const int e = expert_index.empty() ? -1 : expert_index[static_cast<std::size_t>(p)];
+    if (e >= 0) return {expert.get(), e};
+    if (dense->bucket_of(p) < 0) return {nullptr, -1};
+    return {dense.get(), p};
+  }
+  std::vector<engine::Engine*> all() const {
+    if (expert) return {dense.get(), expert.get()};
+    return {dense.get()};
+  }
+};
+
 // One strategy's training run on this rank.
 class Run {
  public:
   Run(comm::Grid& grid, const model::TransformerConfig& config, const model::ModelSpec& spec,
       const TrainOptions& options, const Corpus& corpus, plan::Strategy strategy,
-      engine::Trace& trace)
+      engine::Trace& trace, comm::ExpertGroups* experts)
       : grid_(grid),
         spec_(spec),
         options_(options),
         corpus_(corpus),
+        experts_(experts),
+        aux_coef_(static_cast<float>(config.router_aux_loss_coef)),
         sampler_(corpus.train, options.seq_len, options.micro_batch, options.job.seed) {
     plan_ = plan::make_plan(spec, launch::plan_options(options.job, strategy));
     launch::validate_plan(spec, plan_, grid.shape());
     launch::check_plan_agreement(grid.world(), plan_);
     result_.strategy = strategy;
     result_.plan_hash = plan::plan_hash(plan_);
-    engine_ = std::make_unique<engine::Engine>(grid, spec, plan_,
-                                               launch::engine_options(options.job), trace);
+    buffers_.dense = std::make_unique<engine::Engine>(grid, spec, plan_,
+                                                      launch::engine_options(options.job), trace);
+    EpGroup ep;
+    if (plan_.expert) {
+      CANZONA_CHECK(experts != nullptr && experts->grid, "a MoE plan needs the expert groups");
+      ep = {experts->ep.get(), experts->shape.ep, experts->coord.ep};
+      buffers_.part = model::expert_part(spec, plan_.expert->ep, plan_.expert->etp, ep.rank);
+      engine::EngineOptions eo = launch::engine_options(options.job);
+      eo.grad_scaling_dp = grid.shape().dp;  // Megatron's expert_gradient_scaling_factor
+      buffers_.expert = std::make_unique<engine::Engine>(*experts->grid, buffers_.part.model,
+                                                         plan_.expert->plan, eo, trace);
+      buffers_.expert_index.assign(spec.params.size(), -1);
+      for (std::size_t i = 0; i < buffers_.part.source.size(); ++i)
+        buffers_.expert_index[static_cast<std::size_t>(buffers_.part.source[i])] =
+            static_cast<int>(i);
+    }
     const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
     model_ = std::make_unique<Qwen3Model>(config, spec, TpGroup{&grid.tp(), tp, tp_rank},
-                                          Qwen3Model::Storage::kBound);
-    schedule_ = std::make_unique<BucketSchedule>(*engine_, model_->forward_segments());
+                                          Qwen3Model::Storage::kBound, ep);
+    // One bucket schedule per engine, over the segments' params that engine holds.
+    for (engine::Engine* engine : buffers_.all()) {
+      std::vector<std::vector<int>> segments;
+      for (const std::vector<int>& params : model_->forward_segments()) {
+        segments.emplace_back();
+        for (int p : params)
+          if (buffers_.of(p).first == engine) segments.back().push_back(buffers_.of(p).second);
+      }
+      schedules_.push_back(std::make_unique<BucketSchedule>(*engine, segments));
+    }
     for (int p = 0; p < model_->num_params(); ++p) {
-      model_->bind(p, engine_->param(p), engine_->grad(p));
+      if (!model_->holds(p)) continue;
+      const auto [engine, i] = buffers_.of(p);
+      CANZONA_CHECK(engine != nullptr, "param ", spec.params[static_cast<std::size_t>(p)].name,
+                    " is in neither buffer");
+      BucketSchedule* schedule = schedules_[engine == buffers_.dense.get() ? 0 : 1].get();
+      model_->bind(p, engine->param(i), engine->grad(i));
       // ZeRO-3 keeps only the held elements: a param of another rank's shard is not written.
-      const engine::ElementRange held = engine_->held_elements(p);
+      // An expert is unsplit (expert TP 1): its init is its tp = 1 value on every rank.
+      const engine::ElementRange held = engine->held_elements(i);
       if (options.job.zero_stage == 1 || held.begin < held.end)
         init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.job.seed,
-                   engine_->param(p));
+                   engine->param(i));
       auto accumulator = torch::autograd::impl::grad_accumulator(model_->param(p));
-      accumulator->add_post_hook(std::make_unique<AfterAccumulate>([this, p] {
-        if (last_micro_) {
-          engine_->grad_ready(p);
-          if (in_backward_) ++grad_ready_in_backward_;
-        }
-        schedule_->accumulated(p);
-        if (last_micro_) engine_->progress();
-      }));
+      accumulator->add_post_hook(
+          std::make_unique<AfterAccumulate>([this, engine = engine, i = i, schedule] {
+            if (last_micro_) {
+              engine->grad_ready(i);
+              if (in_backward_) ++grad_ready_in_backward_;
+            }
+            schedule->accumulated(i);
+            if (last_micro_) progress();
+          }));
       accumulators_.push_back(std::move(accumulator));
     }
-    model_->set_segment_hooks(
-        {[this](int s) { param_sync_ms_ += schedule_->before_forward(s); },
-         [this](int s) { schedule_->after_forward(s, torch::GradMode::is_enabled()); },
-         [this](int s) { param_sync_ms_ += schedule_->before_backward(s); },
-         [this] { engine_->progress(); }});
+    model_->set_segment_hooks({[this](int s) {
+                                 for (auto& schedule : schedules_)
+                                   param_sync_ms_ += schedule->before_forward(s);
+                               },
+                               [this](int s) {
+                                 for (auto& schedule : schedules_)
+                                   schedule->after_forward(s, torch::GradMode::is_enabled());
+                               },
+                               [this](int s) {
+                                 for (auto& schedule : schedules_)
+                                   param_sync_ms_ += schedule->before_backward(s);
+                               },
+                               [this] { progress(); }});
     validation_ = validation_batches(corpus.val, options.seq_len, options.micro_batch,
                                      options.eval_windows, grid.shape().dp, grid.coord().dp);
   }
 
   StrategyRun& result() { return result_; }
-  engine::Engine& engine() { return *engine_; }
+  engine::Engine& engine() { return *buffers_.dense; }
+  std::vector<engine::Engine*> engines() const { return buffers_.all(); }
   const plan::Plan& plan() const { return plan_; }
 
   StepRecord step(std::int64_t step) {
-    engine::Engine& engine = *engine_;
     StepRecord record;
     record.step = step;
     record.lr_scale = lr_factor(options_.schedule, step);
     const double t0 = wall_ms();
     param_sync_ms_ = 0.0;
-    engine.set_lr_scale(record.lr_scale);
-    engine.zero_grads();
-    float local_loss = 0.0f;
+    for (engine::Engine* engine : buffers_.all()) {
+      engine->set_lr_scale(record.lr_scale);
+      engine->zero_grads();
+    }
+    float local_loss = 0.0f, local_aux = 0.0f;
     const float inv_accum = 1.0f / static_cast<float>(options_.grad_accum);
     double compute_ms = 0.0;
     for (std::int64_t m = 0; m < options_.grad_accum; ++m) {
@@ -234,6 +299,13 @@ class Run {
       if (m == 0 && faults::fires(faults::Fault::kPoisonLoss, grid_.world().rank(), step))
         loss = loss * std::numeric_limits<float>::quiet_NaN();
       local_loss += loss.item<float>();
+      // HF Qwen3-MoE: loss + router_aux_loss_coef x the load-balancing loss; the reported loss is
+      // the language-model loss alone.
+      const torch::Tensor balance = model_->load_balancing_loss();
+      if (balance.defined()) {
+        local_aux += balance.item<float>() * inv_accum;
+        loss = loss + balance * (aux_coef_ * inv_accum);
+      }
       activations_bytes_ = std::max(activations_bytes_, heap_in_use_bytes() - heap0);
       in_backward_ = true;
       loss.backward();
@@ -244,11 +316,14 @@ class Run {
     record.grad_ready_in_backward = grad_ready_in_backward_;
     grad_ready_in_backward_ = 0;
     record.fwd_bwd_ms = compute_ms;
-    record.grad_sync_ms = engine.finish_grad_sync();
-    const float loss_sum = sum_over(grid_.dp(), {local_loss})[0];
-    record.loss = static_cast<double>(loss_sum / static_cast<float>(grid_.shape().dp));
+    for (engine::Engine* engine : buffers_.all()) record.grad_sync_ms += engine->finish_grad_sync();
+    const std::vector<float> sums = sum_over(grid_.dp(), {local_loss, local_aux});
+    record.loss = static_cast<double>(sums[0] / static_cast<float>(grid_.shape().dp));
+    record.aux_loss = static_cast<double>(sums[1] / static_cast<float>(grid_.shape().dp));
     // A non-finite gradient is as fatal as a non-finite loss: every rank checks its gradients.
-    const std::string bad = first_non_finite(spec_, engine);
+    std::string bad = first_non_finite(spec_, *buffers_.dense);
+    if (bad.empty() && buffers_.expert)
+      bad = first_non_finite(buffers_.part.model, *buffers_.expert);
     const float bad_any = sum_over(grid_.world(), {bad.empty() ? 0.0f : 1.0f})[0];
     if (!std::isfinite(record.loss) || bad_any > 0.0f) {
       const auto names = grid_.world().all_gather_bytes(
@@ -264,12 +339,11 @@ class Run {
                               "); first non-finite tensor: ", first,
                               "; stopped before the optimizer step, nothing written"));
     }
-    const std::int64_t dp0 = grid_.dp().bytes().total(), tp0 = grid_.tp().bytes().total();
-    const engine::StepTimes opt = engine.step();
-    record.opt_dp_bytes = grid_.dp().bytes().total() - dp0;
-    record.opt_tp_bytes = grid_.tp().bytes().total() - tp0;
-    record.opt_ms = opt.opt;
-    param_sync_ms_ += engine.start_param_sync();
+    const std::int64_t dp0 = dp_bytes(), tp0 = tp_bytes();
+    for (engine::Engine* engine : buffers_.all()) record.opt_ms += engine->step().opt;
+    record.opt_dp_bytes = dp_bytes() - dp0;
+    record.opt_tp_bytes = tp_bytes() - tp0;
+    for (engine::Engine* engine : buffers_.all()) param_sync_ms_ += engine->start_param_sync();
     record.param_sync_ms = param_sync_ms_;
     record.step_ms = wall_ms() - t0;
     record.tokens_per_s =
@@ -295,7 +369,14 @@ class Run {
 
   // The run's memory, max over ranks (call after the last step, before finish()).
   void measure_memory(std::int64_t base_rss) {
-    const engine::MemoryHeld held = engine_->memory_held();
+    engine::MemoryHeld held = buffers_.dense->memory_held();
+    if (buffers_.expert) {
+      const engine::MemoryHeld e = buffers_.expert->memory_held();
+      held.params_bytes += e.params_bytes;
+      held.grads_bytes += e.grads_bytes;
+      held.optimizer_state_bytes += e.optimizer_state_bytes;
+      held.resident_bytes += e.resident_bytes;
+    }
     const std::vector<std::int64_t> mine = {
         held.params_bytes,
         held.grads_bytes,
@@ -313,48 +394,104 @@ class Run {
         if (i == 2) state_total += static_cast<std::int64_t>(v);
       }
     std::int64_t elements = 0;
-    for (const model::ParamSpec& p : spec_.params)
-      elements += p.local_numel(grid_.shape().tp) * grid_.shape().tp;
+    for (const model::ParamSpec& p : spec_.params)  // an expert (expert TP 1): one copy
+      elements += model::is_expert_param(p) ? p.numel()
+                                            : p.local_numel(grid_.shape().tp) * grid_.shape().tp;
     result_.memory = {most[0], most[1], most[2],
                       most[3], most[4], most[5],
                       most[6], most[7], state_total + 8 * elements};
   }
 
   void finish() {
-    engine_->finish();
-    const std::vector<std::uint64_t> ranks = grid_.world().all_gather_u64(engine_->params_fnv());
+    std::uint64_t params = kFnvOffset, state = kFnvOffset;
+    for (engine::Engine* engine : buffers_.all()) {
+      engine->finish();
+      const std::uint64_t fnv = engine->params_fnv();
+      fnv1a_mix(params, &fnv, sizeof fnv);
+      for (const engine::StateTensor& s : engine->optimizer_state())
+        fnv1a_mix(state, s.values.data(), s.values.size() * sizeof(float));
+    }
+    const std::vector<std::uint64_t> ranks = grid_.world().all_gather_u64(params);
     result_.params_hash = fnv1a(ranks.data(), ranks.size() * sizeof(std::uint64_t));
-    std::uint64_t state = kFnvOffset;
-    for (const engine::StateTensor& s : engine_->optimizer_state())
-      fnv1a_mix(state, s.values.data(), s.values.size() * sizeof(float));
     const std::vector<std::uint64_t> states = grid_.world().all_gather_u64(state);
     result_.state_hash = fnv1a(states.data(), states.size() * sizeof(std::uint64_t));
-    if (options_.keep_final_params && grid_.shape().tp == 1) {
-      // ZeRO-3: every DP rank gathers each bucket in turn (collective); rank 0 copies.
-      for (int p = 0; p < model_->num_params(); ++p) {
-        const int b = engine_->bucket_of(p);
-        engine_->wait_param_sync(b);
-        const std::span<float> v = engine_->param(p);
-        if (grid_.world().rank() == 0) final_params_.emplace_back(v.begin(), v.end());
-        if (p + 1 == model_->num_params() || engine_->bucket_of(p + 1) != b)
-          engine_->release_params(b);
-      }
-    }
+    if (options_.keep_final_params && grid_.shape().tp == 1) keep_final_params();
   }
 
   std::vector<std::vector<float>> take_final_params() { return std::move(final_params_); }
 
  private:
+  void progress() {
+    for (engine::Engine* engine : buffers_.all()) engine->progress();
+  }
+  std::int64_t dp_bytes() const {
+    return grid_.dp().bytes().total() + (experts_ ? experts_->grid->dp().bytes().total() : 0);
+  }
+  std::int64_t tp_bytes() const {
+    return grid_.tp().bytes().total() + (experts_ ? experts_->grid->tp().bytes().total() : 0);
+  }
+
+  // World rank 0 copies every param's final value into final_params_ (spec order). Under ZeRO-3
+  // every DP rank gathers each bucket in turn (collective). A MoE model's experts come from
+  // expert DP rank 0 of each EP rank (tp = 1: expert TP 1), sent to every rank.
+  void keep_final_params() {
+    const bool root = grid_.world().rank() == 0;
+    std::vector<std::vector<float>> values(spec_.params.size());
+    for (engine::Engine* engine : buffers_.all()) {
+      const int n = engine == buffers_.dense.get() ? static_cast<int>(spec_.params.size())
+                                                   : static_cast<int>(buffers_.part.source.size());
+      for (int i = 0; i < n; ++i) {
+        const int b = engine->bucket_of(i);
+        if (b < 0) continue;
+        engine->wait_param_sync(b);
+        const std::span<float> v = engine->param(i);
+        const int p = engine == buffers_.dense.get() ? i : buffers_.part.source[i];
+        values[static_cast<std::size_t>(p)].assign(v.begin(), v.end());
+        if (i + 1 == n || engine->bucket_of(i + 1) != b) engine->release_params(b);
+      }
+    }
+    if (buffers_.expert) {
+      // Expert DP rank 0 of each EP rank sends its EP index, then its experts' values.
+      std::vector<float> mine;
+      if (experts_->coord.edp == 0 && experts_->coord.etp == 0) {
+        mine.push_back(static_cast<float>(experts_->coord.ep));
+        for (int p : buffers_.part.source)
+          mine.insert(mine.end(), values[static_cast<std::size_t>(p)].begin(),
+                      values[static_cast<std::size_t>(p)].end());
+      }
+      const auto all = grid_.world().all_gather_bytes(
+          std::as_bytes(std::span<const float>(mine.data(), mine.size())));
+      for (const auto& bytes : all) {
+        if (!root || bytes.empty()) continue;
+        std::vector<float> sent(bytes.size() / sizeof(float));
+        std::memcpy(sent.data(), bytes.data(), sent.size() * sizeof(float));
+        const model::ExpertPart part = model::expert_part(
+            spec_, experts_->shape.ep, experts_->shape.etp, static_cast<int>(sent[0]));
+        std::size_t at = 1;
+        for (std::size_t i = 0; i < part.source.size(); ++i) {
+          const auto n = static_cast<std::size_t>(part.model.params[i].numel());
+          CANZONA_CHECK(at + n <= sent.size(), "expert params sent short");
+          values[static_cast<std::size_t>(part.source[i])].assign(sent.begin() + at,
+                                                                  sent.begin() + at + n);
+          at += n;
+        }
+      }
+    }
+    if (root) final_params_ = std::move(values);
+  }
+
   comm::Grid& grid_;
   const model::ModelSpec& spec_;
   const TrainOptions& options_;
   const Corpus& corpus_;
+  comm::ExpertGroups* experts_;  // null for a dense model
+  float aux_coef_;               // router_aux_loss_coef
   Sampler sampler_;
-  plan::Plan plan_;  // the engine keeps references into it
+  plan::Plan plan_;  // the engines keep references into it
   StrategyRun result_;
-  std::unique_ptr<engine::Engine> engine_;
+  Buffers buffers_;
   std::unique_ptr<Qwen3Model> model_;
-  std::unique_ptr<BucketSchedule> schedule_;
+  std::vector<std::unique_ptr<BucketSchedule>> schedules_;            // [engine of buffers_.all()]
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keeps the hooks alive
   std::vector<Batch> validation_;
   std::vector<std::vector<float>> final_params_;
@@ -485,19 +622,30 @@ void validate(const TrainOptions& o) {
 
 model::ModelSpec training_spec(const model::TransformerConfig& config,
                                const TrainOptions& options) {
-  CANZONA_REQUIRE(!config.is_moe(), "model '", config.name, "' is a mixture of experts (",
-                  config.num_experts,
-                  " experts): train runs dense models only; plan and simulate plan MoE models and "
-                  "run and compare execute their expert buffers on synthetic gradients (--ep, "
-                  "--etp)");
-  model::ModelSpec spec = model::build_transformer(config, launch::build_options(options.job));
+  const launch::JobOptions& job = options.job;
+  model::ModelSpec spec = model::build_transformer(config, launch::build_options(job));
   if (options.all_adamw) {
     for (model::ParamSpec& p : spec.params) {
       p.optimizer = model::OptimizerClass::kElementwise;
       p.pieces.clear();
     }
   }
-  model::validate(spec, options.job.tp);
+  model::validate(spec, job.tp);
+  if (config.is_moe() || job.ep != 1 || job.etp != 1) {
+    // The expert grid's own checks: a MoE model, ep dividing the experts and ep x etp the grid.
+    model::expert_part(spec, job.ep, job.etp, 0);
+    comm::check_expert_shape({job.dp, job.tp, job.pp}, {job.ep, job.etp});
+    CANZONA_REQUIRE(job.etp == 1, "--etp ", job.etp,
+                    ": train keeps each expert whole on its EP rank (expert TP 1); plan, simulate, "
+                    "run and compare take --etp");
+    const CheckpointOptions& c = options.checkpoint;
+    CANZONA_REQUIRE(c.save_dir.empty() && c.resume.empty() && c.init_from.empty(), "model '",
+                    config.name, "' is a mixture of experts: ",
+                    !c.save_dir.empty() ? "--save-dir"
+                    : !c.resume.empty() ? "--resume"
+                                        : "--init-from",
+                    " is not available for MoE training (its checkpoints are not built)");
+  }
   return spec;
 }
 
@@ -516,7 +664,8 @@ void keep_freed_memory() {
 
 std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig& config,
                                const model::ModelSpec& spec, const TrainOptions& options,
-                               const Corpus& corpus, const Progress& progress) {
+                               const Corpus& corpus, const Progress& progress,
+                               comm::ExpertGroups* experts) {
   keep_freed_memory();
   std::vector<StrategyRun> runs;
   const StopSignals stop_signals;
@@ -537,7 +686,7 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
     if (reporter && progress.start) progress.start(strategy);
     reset_peak_resident();
     const std::int64_t base_rss = resident_bytes();
-    Run run(grid, config, spec, options, corpus, strategy, trace);
+    Run run(grid, config, spec, options, corpus, strategy, trace, experts);
     const double t0 = wall_ms();
     if (!resume_dir.empty()) {
       load_checkpoint(grid, run.engine(), spec, &config, checkpoint_optimizer(options), resume_dir,
@@ -546,7 +695,7 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
     } else if (!ckpt_options.init_from.empty()) {
       load_weights(grid, run.engine(), spec, ckpt_options.init_from);
     } else {
-      run.engine().init_main_params();
+      for (engine::Engine* engine : run.engines()) engine->init_main_params();
     }
     if (reporter && progress.loaded && (!resume_dir.empty() || !ckpt_options.init_from.empty()))
       progress.loaded(resume_dir.empty() ? ckpt_options.init_from : resume_dir, wall_ms() - t0);

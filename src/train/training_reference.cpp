@@ -47,8 +47,13 @@ ReferenceRun run_reference(const model::TransformerConfig& config, const model::
                                                       {b.micro_batch, b.seq_len}, torch::kInt64);
         const torch::Tensor targets = torch::from_blob(const_cast<std::int64_t*>(b.targets.data()),
                                                        {b.micro_batch, b.seq_len}, torch::kInt64);
-        const torch::Tensor loss = model.token_losses(inputs, targets).mean() * inv_accum;
+        torch::Tensor loss = model.token_losses(inputs, targets).mean() * inv_accum;
         rank_loss += loss.item<float>();
+        // HF Qwen3-MoE adds router_aux_loss_coef x the load-balancing loss to what it
+        // differentiates; the language-model loss alone is reported.
+        const torch::Tensor balance = model.load_balancing_loss();
+        if (balance.defined())
+          loss = loss + balance * (static_cast<float>(config.router_aux_loss_coef) * inv_accum);
         loss.backward();
       }
       loss_sum = d == 0 ? rank_loss : loss_sum + rank_loss;

@@ -13,10 +13,11 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(Presets, NamesAreQwen3SizesThenSmallOnes) {
-  EXPECT_EQ(preset_names(), (std::vector<std::string>{
-                                "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b",
-                                "qwen3-32b", "qwen3-tiny", "qwen3-mini", "qwen3-cpu",
-                                "qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-moe-cpu"}));
+  EXPECT_EQ(preset_names(),
+            (std::vector<std::string>{"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b",
+                                      "qwen3-14b", "qwen3-32b", "qwen3-tiny", "qwen3-mini",
+                                      "qwen3-cpu", "qwen3-30b-a3b", "qwen3-235b-a22b",
+                                      "qwen3-moe-cpu", "qwen3-moe-cpu-dense"}));
 }
 
 struct Qwen3Row {
@@ -102,7 +103,9 @@ Counts counts(const TransformerConfig& c) {
     n.total += p.numel();
     if (p.name.find(".mlp.experts.local_experts.") != std::string::npos) n.experts += p.numel();
   }
-  n.active = n.total - n.experts + n.experts / c.num_experts * c.experts_per_token;
+  n.active = c.num_experts == 0
+                 ? n.total
+                 : n.total - n.experts + n.experts / c.num_experts * c.experts_per_token;
   return n;
 }
 
@@ -138,6 +141,13 @@ TEST(Presets, Qwen3MoeHaveThePublishedParamCounts) {
   EXPECT_EQ(cpu.total, 15'346'176LL);
   EXPECT_EQ(cpu.experts, 12'582'912LL);
   EXPECT_EQ(cpu.active, 5'908'992LL);
+  // Its dense twin: per layer the same attention and norms (256 + 256 + 64), fc1 2048 x 256 and
+  // fc2 256 x 1024 = 786,432, no router: 950,848 x 4, plus 2 x 4096 x 256 and 256 = 5,900,800,
+  // the MoE's active params less its four 8 x 256 routers.
+  const Counts dense = counts(preset("qwen3-moe-cpu-dense"));
+  EXPECT_EQ(dense.total, 5'900'800LL);
+  EXPECT_EQ(dense.experts, 0);
+  EXPECT_EQ(dense.total, cpu.active - 4 * 8 * 256);
 }
 
 // A MoE layer in Megatron's layout: the attention as in a dense layer, then pre_mlp_layernorm,

@@ -97,6 +97,29 @@ if(TARGET canzona AND TARGET canzona-train)
                    COMMAND ${canzona} train ${train_quick} --dp 2 --tp 2 --split-qkv qkv
                            --split-fc1 --zero-stage 3 --strategies all --steps 3 --eval-every 2
                            --verify)
+  # Mixture of experts (tests/runtime/data/tiny-moe: 2 layers of 8 experts, top-2): bitwise across
+  # strategies everywhere; at EP 1 bitwise the single process, at EP 2 within 1e-4 of it (an
+  # expert's gradient is one GEMM over its EP group's tokens there); the load-balancing loss on
+  # every step line.
+  set(train_moe --model ${PROJECT_SOURCE_DIR}/tests/runtime/data/tiny-moe/config.json --seq-len 32
+                --micro-batch 2 --warmup 1 --strategies all --steps 3 --eval-every 3 --verify)
+  set(verify_moe_ep "loss curves and final params bitwise identical across strategies: yes\n")
+  foreach(s sc layerwise layerwise-paper asc lb-asc fsdp-a2a)
+    string(APPEND verify_moe_ep "verify ${s} +vs single process: loss curve [a-z ]+, max "
+                                "relative loss difference [-+.e0-9]+, final params [a-z ]+ "
+                                "\\(EP > 1: bound 1e-4\\)\n")
+  endforeach()
+  set(moe_step "lb-asc +step +3/3 \\| loss [0-9.]+ \\|[^\n]*\\| balance [0-9.]+\n")
+  canzona_cli_test(train_cli_moe_exact_dp2_ep1 NP 2 RC 0 TIMEOUT 90
+                   EXPECT "experts: EP 1, expert DP 2 .*${moe_step}.*${verify_tp1}"
+                   ONCE "${verify_once}" COMMAND ${canzona} train ${train_moe} --dp 2)
+  canzona_cli_test(train_cli_moe_dp2_ep2 NP 2 RC 0 TIMEOUT 90
+                   EXPECT "experts: EP 2, expert DP 1 .*${verify_moe_ep}"
+                   ONCE "${verify_once}" COMMAND ${canzona} train ${train_moe} --dp 2 --ep 2)
+  canzona_cli_test(train_cli_moe_dp2_tp2_ep2 NP 4 RC 0 TIMEOUT 120
+                   EXPECT "experts: EP 2, expert DP 2 .*${verify_tpn}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_moe} --dp 2 --tp 2 --ep 2 --split-fc1)
   foreach(opt shampoo soap adamw)
     canzona_cli_test(train_cli_exact_dp2_${opt} NP 2 RC 0 TIMEOUT 90
                      EXPECT "optimizer ${opt} [^\n]*\n.*${verify_tp1}" ONCE "${verify_once}"
@@ -185,6 +208,20 @@ if(TARGET canzona AND TARGET canzona-train)
   canzona_train_cli_error(train_cli_error_unknown_flag_dp2 2
                           "The following argument was not expected: --bogus-flag\n"
                           ${dp2} --bogus-flag)
+  set(tiny_moe --model ${PROJECT_SOURCE_DIR}/tests/runtime/data/tiny-moe/config.json --steps 2
+               --warmup 1)
+  canzona_train_cli_error(train_cli_error_moe_etp_dp2 2
+                          "--etp 2: train keeps each expert whole on its EP rank \\(expert TP 1\\)"
+                          ${tiny_moe} --dp 2 --etp 2)
+  canzona_train_cli_error(train_cli_error_moe_ep_dp3 3
+                          "--ep 3 does not divide the 8 experts of model 'tiny-moe'"
+                          ${tiny_moe} --dp 3 --ep 3)
+  canzona_train_cli_error(train_cli_error_moe_save_dir 0
+                          "model 'tiny-moe' is a mixture of experts: --save-dir is not available"
+                          ${tiny_moe} --save-dir ${train_cli_out}/moe-never)
+  canzona_train_cli_error(train_cli_error_dense_ep_dp2 2
+                          "--ep/--etp need a mixture-of-experts model \\(model 'qwen3-tiny' has no experts\\)"
+                          ${dp2} --ep 2)
   canzona_train_cli_error(train_cli_error_seq_len_zero 0
                           "--seq-len = 0 must lie in \\[1, [0-9]+\\]"
                           --model qwen3-tiny --steps 2 --warmup 1 --seq-len 0)

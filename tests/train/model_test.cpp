@@ -245,6 +245,81 @@ TEST_F(Qwen3ModelTest, Tp2MatchesTp1LossesLogitsAndGradientShards) {
   }
 }
 
+// MoE: qwen3-tiny with layer 1 a block of 4 experts (FFN 64, top-2). At TP 2 x EP 2 (the EP group
+// is the two TP ranks: each dispatches half the tokens, holds 2 experts) the losses, the
+// load-balancing loss and every gradient match one process holding everything, to rounding;
+// the replicated router and norm get the same bits on both ranks, and each expert's gradient is
+// on the rank holding it only.
+model::TransformerConfig tiny_moe_config() {
+  model::TransformerConfig c = tiny();
+  c.num_experts = 4;
+  c.experts_per_token = 2;
+  c.moe_ffn_hidden = 64;
+  c.mlp_only_layers = {0};
+  c.norm_topk_prob = true;
+  return c;
+}
+
+TEST_F(Qwen3ModelTest, MoeAtTp2Ep2MatchesOneProcess) {
+  const model::TransformerConfig config = tiny_moe_config();
+  model::BuildOptions options;
+  options.tp = 2;
+  const model::ModelSpec spec1 = model::build_transformer(config, {}),
+                         spec2 = model::build_transformer(config, options);
+  const Batch batch = fixed_batch(2, 16, 7);
+  // sum(losses x weights) + 0.5 x the load-balancing loss: both paths reach the router.
+  const auto run = [&](Qwen3Model& m, const model::ModelSpec& spec, int tp, int tp_rank) {
+    for (int p = 0; p < m.num_params(); ++p)
+      if (m.holds(p)) init_param(spec.params[p], config, tp, tp_rank, kSeed, values_of(m.param(p)));
+    RunResult r;
+    const torch::Tensor losses = m.token_losses(batch.inputs, batch.targets);
+    const torch::Tensor balance = m.load_balancing_loss();
+    ((losses * batch.weights).sum() + 0.5 * balance).backward();
+    r.losses = to_vector(losses);
+    r.losses.push_back(balance.item<float>());
+    for (int p = 0; p < m.num_params(); ++p)
+      r.grads.push_back(m.holds(p) ? to_vector(m.param(p).grad()) : std::vector<float>{});
+    return r;
+  };
+  Qwen3Model reference(config, spec1, TpGroup{});
+  const RunResult want = run(reference, spec1, 1, 0);
+  std::vector<comm::ExpertGroups> experts =
+      comm::make_thread_expert_groups({1, 2, 1}, {2, 1}, comm::ReduceMode::kDeterministic);
+  std::vector<RunResult> got(2);
+  comm::run_on_thread_grid({1, 2, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
+    const int t = grid.tp().rank();
+    const comm::ExpertGroups& e = experts[static_cast<std::size_t>(grid.world().rank())];
+    Qwen3Model m(config, spec2, TpGroup{&grid.tp(), 2, t}, Qwen3Model::Storage::kOwned,
+                 EpGroup{e.ep.get(), 2, e.coord.ep});
+    got[static_cast<std::size_t>(t)] = run(m, spec2, 2, t);
+  });
+  const double loss_scale = std::max(1.0, max_abs(want.losses));
+  int experts_seen = 0;
+  for (int t = 0; t < 2; ++t) {
+    SCOPED_TRACE("rank " + std::to_string(t));
+    const RunResult& r = got[static_cast<std::size_t>(t)];
+    EXPECT_LE(max_abs_diff(r.losses, want.losses) / loss_scale, kValueTolerance);
+    EXPECT_TRUE(bitwise_equal(r.losses, got[0].losses));
+    for (std::size_t p = 0; p < spec2.params.size(); ++p) {
+      const model::ParamSpec& ps = spec2.params[p];
+      const int e = model::is_expert_param(ps) ? model::expert_index(ps) : -1;
+      if (e >= 0) {  // experts 0, 1 on EP rank 0 (TP rank 0), 2, 3 on rank 1
+        EXPECT_EQ(r.grads[p].empty(), e / 2 != t) << ps.name;
+        if (r.grads[p].empty()) continue;
+        ++experts_seen;
+      }
+      const double scale = max_abs(want.grads[p]);
+      EXPECT_GT(scale, 0.0) << ps.name;
+      EXPECT_LE(max_abs_diff(r.grads[p], shard_of(ps, 2, t, want.grads[p])) / scale, kGradTolerance)
+          << ps.name;
+      if (ps.tp_split_dim == -1 && e < 0) {
+        EXPECT_TRUE(bitwise_equal(r.grads[p], got[0].grads[p])) << ps.name;
+      }
+    }
+  }
+  EXPECT_EQ(experts_seen, 2 * 4);  // fc1 and fc2 of each of the 4 experts, once
+}
+
 std::string usage_error_of(const std::function<void()>& f) {
   try {
     f();

@@ -17,6 +17,14 @@
 // Megatron with Transformer Engine; `q_layernorm` / `k_layernorm` [d], replicated, applied to this
 // rank's heads only, so their gradient is summed over TP (copy_to_tp on the weight).
 //
+// Mixture of experts (Qwen3-MoE, HF Qwen3MoeDecoderLayer): a MoE layer's MLP is RMSNorm
+// (`pre_mlp_layernorm.weight`) -> the sparse block of train/moe.h (router `mlp.router.weight`
+// [E, h], replicated over TP; experts `mlp.experts.local_experts.<e>.linear_fc{1,2}.weight`,
+// whole on the EP rank that holds them: expert TP 1). The model of EP rank r of an EP group of
+// size P holds experts [r E / P, (r + 1) E / P); the spec's other experts are not its params
+// (holds() is false). Every TP rank routes all tokens; each sends its share of them
+// (tp_layers.h: split_rows_to_tp) through the EP dispatch, and the outputs are gathered back.
+//
 // Storage. Every param is a leaf tensor over external memory (bind): the engine's param buffer,
 // and its .grad a view of the engine's gradient buffer, so backward accumulates straight into the
 // Megatron-layout buffer and nothing is copied. Unbound params use memory the model owns.
@@ -32,6 +40,7 @@
 
 #include "canzona/model/load.h"
 #include "canzona/model/spec.h"
+#include "canzona/train/moe.h"
 #include "canzona/train/tp_layers.h"
 
 namespace canzona::train {
@@ -44,22 +53,26 @@ class Qwen3Model {
   // allocates (zeroed) memory for every param and gradient; with kBound it allocates none and
   // every param must be bind()-ed before use (the trainer binds the engine's buffers, so the
   // model never holds a second copy of the weights, not even while it is built).
+  // A MoE model takes its EP group (`ep`; size 1: every expert here); a dense one refuses EP > 1.
   enum class Storage { kOwned, kBound };
   Qwen3Model(const model::TransformerConfig& config, const model::ModelSpec& spec, TpGroup tp,
-             Storage storage = Storage::kOwned);
+             Storage storage = Storage::kOwned, EpGroup ep = {});
   ~Qwen3Model();
   Qwen3Model(const Qwen3Model&) = delete;
   Qwen3Model& operator=(const Qwen3Model&) = delete;
 
-  int num_params() const;
-  // Leaf tensor of spec param p (TP-local shape), requires_grad.
+  int num_params() const;  // the spec's, held or not
+  // Whether spec param p is this model's (false only for another EP rank's experts).
+  bool holds(int p) const;
+  // Leaf tensor of spec param p (TP-local shape), requires_grad. Throws Error unless holds(p).
   torch::Tensor& param(int p);
   // Makes param p a view of `value` and its gradient a view of `grad` (local numel each; the
   // gradient accumulates there in place). The values are not changed.
   void bind(int p, std::span<float> value, std::span<float> grad);
   // The forward reads params segment by segment: the embedding; per layer its attention
   // (qkv norm, qkv weight and bias, q/k norms, output projection), then its MLP (fc1 norm, fc1,
-  // fc2); the final norm with the output layer (or the tied embedding again). Spec indices.
+  // fc2; a MoE layer: pre-MLP norm, router, this EP rank's experts' fc1 and fc2 in expert order);
+  // the final norm with the output layer (or the tied embedding again). Spec indices.
   const std::vector<std::vector<int>>& forward_segments() const;
   // Hooks around each segment s (index into forward_segments): before_forward before its first
   // read, after_forward after its last; before_backward when a backward reaches the segment's
@@ -78,6 +91,10 @@ class Qwen3Model {
   torch::Tensor token_losses(const torch::Tensor& inputs, const torch::Tensor& targets);
   // This rank's logits columns [B, S, V/T] (tests).
   torch::Tensor local_logits(const torch::Tensor& inputs);
+  // Hugging Face's load-balancing loss (moe.h) of the last forward's MoE layers, over that
+  // forward's tokens, autograd-connected to the routers (identical on every TP rank); undefined
+  // for a dense model. The training loss adds router_aux_loss_coef times it.
+  torch::Tensor load_balancing_loss() const;
 
  private:
   struct Impl;

@@ -22,6 +22,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "canzona/comm/communicator.h"
 
@@ -38,6 +39,19 @@ void all_reduce_sum(torch::Tensor& tensor, const TpGroup& tp);
 
 torch::Tensor copy_to_tp(const torch::Tensor& x, const TpGroup& tp);
 torch::Tensor reduce_from_tp(const torch::Tensor& x, const TpGroup& tp);
+
+// Rows of a replicated activation cut over the group, for work split by tokens (the MoE block's
+// experts; Megatron's scatter / gather of its sequence-parallel region). Rank t owns rows
+// [t N / T, (t + 1) N / T) of x [N, ...] (N need not divide).
+//   split_rows_to_tp    forward: this rank's rows      backward: All-Gather of the rows' gradient
+//   gather_rows_from_tp forward: All-Gather of rows    backward: this rank's rows of the gradient
+// The gradient of a replicated activation is itself replicated (every rank holds the whole, as
+// copy_to_tp's All-Reduce leaves it), so neither backward sums: the pair is an identity.
+torch::Tensor split_rows_to_tp(const torch::Tensor& x, const TpGroup& tp);
+torch::Tensor gather_rows_from_tp(const torch::Tensor& x, std::int64_t total_rows,
+                                  const TpGroup& tp);
+// The first row and the row count rank tp_rank owns of n rows.
+std::pair<std::int64_t, std::int64_t> tp_rows(std::int64_t n, const TpGroup& tp);
 
 // x [..., in] replicated; weight [out/T, in]; bias [out/T] or undefined -> [..., out/T].
 torch::Tensor column_parallel_linear(const torch::Tensor& x, const torch::Tensor& weight,

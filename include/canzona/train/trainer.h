@@ -69,7 +69,9 @@ void validate(const TrainOptions& options);
 // over ranks per step).
 struct StepRecord {
   std::int64_t step = 0;
-  double loss = 0.0;      // mean train loss of the step over DP ranks and micro-batches
+  double loss = 0.0;  // mean train loss of the step over DP ranks and micro-batches
+  // MoE: the load-balancing loss (before router_aux_loss_coef), averaged as loss; 0 for dense.
+  double aux_loss = 0.0;
   double lr_scale = 0.0;  // schedule factor
   double step_ms = 0.0;
   double fwd_bwd_ms = 0.0;  // forward + backward compute (waits excluded)
@@ -177,15 +179,24 @@ class NonFiniteLoss : public Error {
 // size stays the peak of one step.
 void keep_freed_memory();
 
+// A mixture-of-experts model also needs this rank's expert groups (comm::make_mpi_expert_groups or
+// make_thread_expert_groups for {job.ep, job.etp}): its experts train in a second engine over the
+// expert grid, their gradients scaled by 1/DP and reduced over expert DP (Megatron's
+// expert_gradient_scaling_factor), the dense step first, then the expert step; the loss adds
+// router_aux_loss_coef x the load-balancing loss (Qwen3Model::load_balancing_loss).
 std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig& config,
                                const model::ModelSpec& spec, const TrainOptions& options,
-                               const Corpus& corpus, const Progress& progress);
+                               const Corpus& corpus, const Progress& progress,
+                               comm::ExpertGroups* experts = nullptr);
 
 // The single-process reference: one process, one model at TP = 1 (the spec rebuilt for tp = 1,
 // whose padded vocabulary must equal spec's), the DP ranks' micro-batches processed in rank order,
 // each rank's gradient scaled by 1/DP and summed in rank order, the reference optimizer
 // (runtime::ReferenceOptimizer). For a TP = 1 grid under kDeterministic its losses and final
-// params are bitwise those of train(); for TP > 1 the losses agree to rounding.
+// params are bitwise those of train(); for TP > 1 the losses agree to rounding. A MoE model runs
+// every expert in the one process (EP 1): bitwise train() at EP 1; at EP > 1 to rounding, because
+// there an expert's weight gradient is one GEMM over the tokens its EP group sent it, where the
+// reference sums one GEMM per DP rank.
 struct ReferenceRun {
   std::vector<double> losses;              // per step, as StepRecord::loss
   std::vector<std::vector<float>> params;  // [param of the tp = 1 spec] final values
@@ -194,6 +205,9 @@ ReferenceRun run_reference(const model::TransformerConfig& config, const model::
                            const TrainOptions& options, const Corpus& corpus);
 
 // The model spec `options` trains: the loaded model, re-classed to element-wise for all_adamw.
+// A MoE model (or --ep / --etp above 1) also passes the expert grid's checks (model::expert_part,
+// comm::check_expert_shape); train keeps expert TP 1 and has no MoE checkpoints: --etp above 1,
+// --save-dir, --resume and --init-from are UsageErrors naming the flag.
 model::ModelSpec training_spec(const model::TransformerConfig& config, const TrainOptions& options);
 
 }  // namespace canzona::train

@@ -25,13 +25,49 @@ using ckpt::ElementRun;
 using ckpt::HfLayout;
 using namespace detail;
 
-// The element runs of param p this rank holds: all of its TP shard, or under ZeRO-3 those of its
-// held elements (Engine::held_elements), in local offsets.
-std::vector<ElementRun> param_runs(const engine::Engine& engine, const HfLayout& hf, int p, int tp,
-                                   int tp_rank) {
-  std::vector<ElementRun> runs = hf.runs(p, tp, tp_rank);
-  if (engine.zero_stage() != 3) return runs;
-  const engine::ElementRange held = engine.held_elements(p);
+// One engine's share of the model: the dense engine over the grid (its params are the model's, by
+// model index, less the experts of a MoE model), or the expert engine over the expert grid.
+struct View {
+  comm::Grid& grid;
+  engine::Engine& engine;
+  std::vector<std::pair<int, int>> params;  // (engine param, model param)
+  int dp() const { return grid.shape().dp; }
+  int dp_rank() const { return grid.coord().dp; }
+  int tp() const { return grid.shape().tp; }
+  int tp_rank() const { return grid.coord().tp; }
+};
+
+std::vector<View> views_of(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
+                           const ExpertBuffer* experts) {
+  std::vector<View> views;
+  views.push_back({grid, engine, {}});
+  for (std::size_t p = 0; p < spec.params.size(); ++p)
+    if (engine.bucket_of(static_cast<int>(p)) >= 0)
+      views.back().params.emplace_back(static_cast<int>(p), static_cast<int>(p));
+  if (experts) {
+    views.push_back({experts->grid, experts->engine, {}});
+    for (std::size_t i = 0; i < experts->part.source.size(); ++i)
+      views.back().params.emplace_back(static_cast<int>(i), experts->part.source[i]);
+  }
+  return views;
+}
+
+// Every view's held states, in view order (the order of the views' optimizer_state()).
+std::vector<HeldState> held_by(const std::vector<View>& views, const model::ModelSpec& spec,
+                               const HfLayout& hf) {
+  std::vector<HeldState> units;
+  for (const View& v : views)
+    for (HeldState& u : detail::held_states(v.engine, spec, hf, v.tp_rank()))
+      units.push_back(std::move(u));
+  return units;
+}
+
+// The element runs of model param p (engine param e) this rank holds: all of its TP shard, or
+// under ZeRO-3 those of its held elements (Engine::held_elements), in local offsets.
+std::vector<ElementRun> param_runs(const View& v, const HfLayout& hf, int e, int p) {
+  std::vector<ElementRun> runs = hf.runs(p, v.tp(), v.tp_rank());
+  if (v.engine.zero_stage() != 3) return runs;
+  const engine::ElementRange held = v.engine.held_elements(e);
   runs = clip(runs, held.begin, held.end);
   for (ElementRun& r : runs) r.local += held.begin;
   return runs;
@@ -117,11 +153,11 @@ ckpt::Naming naming(const model::TransformerConfig* config) {
 }  // namespace
 
 std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const SaveContext& context,
-                            const std::string& save_dir) {
+                            const std::string& save_dir, const ExpertBuffer* experts) {
   comm::Communicator& world = grid.world();
   const model::ModelSpec& spec = *context.spec;
   const HfLayout hf(spec, naming(context.config));
-  const int dp = grid.shape().dp, dp_rank = grid.coord().dp, tp_rank = grid.coord().tp;
+  const std::vector<View> views = views_of(grid, engine, spec, experts);
   const std::string name = ckpt::step_dir_name(context.manifest.step);
   const fs::path final_dir = fs::path(save_dir) / name;
   const fs::path tmp = fs::path(save_dir) / ("." + name + ".tmp");
@@ -129,7 +165,7 @@ std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const Save
   const std::string optimizer_path = (tmp / ckpt::kOptimizerFile).string();
 
   // Who holds what: gathered, so every rank lays the files out alike and knows its writes.
-  const std::vector<HeldState> mine = held_states(engine, spec, hf, tp_rank);
+  const std::vector<HeldState> mine = held_by(views, spec, hf);
   const std::string text = serialize(mine);
   std::vector<std::vector<HeldState>> all;
   for (const auto& bytes :
@@ -170,54 +206,53 @@ std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const Save
     });
     collectively(world, [&] {
       ckpt::OutFile model_file(model_path, false);
-      for (std::size_t p = 0; p < spec.params.size(); ++p) {
-        const bool split = spec.params[p].tp_split_dim >= 0;
-        if (!split && tp_rank != 0) continue;
-        // ZeRO-3: each DP rank writes the elements it holds; stage 1: every DP rank holds every
-        // param, so params go round-robin over DP.
-        if (engine.zero_stage() != 3 &&
-            static_cast<int>(p % static_cast<std::size_t>(dp)) != dp_rank)
-          continue;
-        const std::span<const float> values = engine.param(static_cast<int>(p));
-        for (const ElementRun& r :
-             param_runs(engine, hf, static_cast<int>(p), grid.shape().tp, tp_rank)) {
-          const ckpt::TensorEntry& t =
-              entry(model_layout.header, hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
-          model_file.pwrite(file_offset(model_layout.header, t, r.hf),
-                            bytes_of(values.subspan(static_cast<std::size_t>(r.local),
-                                                    static_cast<std::size_t>(r.count))));
+      for (const View& v : views) {
+        for (const auto& [e, p] : v.params) {
+          const bool split = spec.params[static_cast<std::size_t>(p)].tp_split_dim >= 0;
+          if (!split && v.tp_rank() != 0) continue;
+          // ZeRO-3: each DP rank writes the elements it holds; stage 1: every DP rank holds every
+          // param, so params go round-robin over DP (an expert: over its expert DP group).
+          if (v.engine.zero_stage() != 3 && p % v.dp() != v.dp_rank()) continue;
+          const std::span<const float> values = v.engine.param(e);
+          for (const ElementRun& r : param_runs(v, hf, e, p)) {
+            const ckpt::TensorEntry& t =
+                entry(model_layout.header, hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
+            model_file.pwrite(file_offset(model_layout.header, t, r.hf),
+                              bytes_of(values.subspan(static_cast<std::size_t>(r.local),
+                                                      static_cast<std::size_t>(r.count))));
+          }
         }
       }
       model_file.sync();
       model_file.close();
       ckpt::OutFile optimizer_file(optimizer_path, false);
-      const std::vector<engine::StateTensor> states = engine.optimizer_state();
+      const ckpt::Header& header = optimizer_layout.header;
       std::size_t u = 0;
-      for (const engine::StateTensor& st : states) {
-        if (st.state == "main") continue;
-        const HeldState& unit = mine[u++];
-        if (claimed.count(unit.id())) continue;
-        const ckpt::Header& header = optimizer_layout.header;
-        if (unit.matrix) {
-          const std::vector<std::int64_t> logical = reorder_of(hf, unit, st, grid.shape().tp);
-          std::vector<float> reordered;
-          if (!logical.empty()) {
-            reordered.resize(st.values.size());
-            to_logical(st.values, reordered, st.rows, st.cols, st.row_axes, logical);
+      for (const View& v : views) {
+        for (const engine::StateTensor& st : v.engine.optimizer_state()) {
+          if (st.state == "main") continue;
+          const HeldState& unit = mine[u++];
+          if (claimed.count(unit.id())) continue;
+          if (unit.matrix) {
+            const std::vector<std::int64_t> logical = reorder_of(hf, unit, st, v.tp());
+            std::vector<float> reordered;
+            if (!logical.empty()) {
+              reordered.resize(st.values.size());
+              to_logical(st.values, reordered, st.rows, st.cols, st.row_axes, logical);
+            }
+            optimizer_file.pwrite(
+                file_offset(header, entry(header, unit.key), 0),
+                bytes_of(logical.empty() ? st.values : std::span<const float>(reordered)));
+            continue;
           }
-          optimizer_file.pwrite(
-              file_offset(header, entry(header, unit.key), 0),
-              bytes_of(logical.empty() ? st.values : std::span<const float>(reordered)));
-          continue;
-        }
-        const std::vector<ElementRun> runs =
-            clip(hf.runs(unit.param, grid.shape().tp, tp_rank), unit.begin, unit.end);
-        for (const ElementRun& r : runs) {
-          const std::string key =
-              hf.tensors()[static_cast<std::size_t>(r.tensor)].name + "." + unit.state;
-          optimizer_file.pwrite(file_offset(header, entry(header, key), r.hf),
-                                bytes_of(st.values.subspan(static_cast<std::size_t>(r.local),
-                                                           static_cast<std::size_t>(r.count))));
+          for (const ElementRun& r :
+               clip(hf.runs(unit.param, v.tp(), v.tp_rank()), unit.begin, unit.end)) {
+            const std::string key =
+                hf.tensors()[static_cast<std::size_t>(r.tensor)].name + "." + unit.state;
+            optimizer_file.pwrite(file_offset(header, entry(header, key), r.hf),
+                                  bytes_of(st.values.subspan(static_cast<std::size_t>(r.local),
+                                                             static_cast<std::size_t>(r.count))));
+          }
         }
       }
       optimizer_file.sync();
@@ -331,13 +366,14 @@ void read_runs(const ckpt::InFile& file, const ckpt::Header& header, const HfLay
 
 void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
                      const model::TransformerConfig* config, const std::string& optimizer,
-                     const std::string& dir, const ckpt::Manifest& manifest) {
+                     const std::string& dir, const ckpt::Manifest& manifest,
+                     const ExpertBuffer* experts) {
   comm::Communicator& world = grid.world();
   const HfLayout hf(spec, naming(config));
-  const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
+  const std::vector<View> views = views_of(grid, engine, spec, experts);
   const std::string model_path = (fs::path(dir) / ckpt::kModelFile).string();
   const std::string optimizer_path = (fs::path(dir) / ckpt::kOptimizerFile).string();
-  const std::vector<HeldState> units = held_states(engine, spec, hf, tp_rank);
+  const std::vector<HeldState> units = held_by(views, spec, hf);
   ckpt::Header model_header, optimizer_header;
 
   // Every check first, on every rank.
@@ -374,39 +410,42 @@ void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::Mode
 
   collectively(world, [&] {
     const ckpt::InFile file(model_path);
-    for (std::size_t p = 0; p < spec.params.size(); ++p)
-      read_runs(file, model_header, hf, param_runs(engine, hf, static_cast<int>(p), tp, tp_rank),
-                engine.param(static_cast<int>(p)));
+    for (const View& v : views)
+      for (const auto& [e, p] : v.params)
+        read_runs(file, model_header, hf, param_runs(v, hf, e, p), v.engine.param(e));
   });
-  engine.init_main_params();
+  for (const View& v : views) v.engine.init_main_params();
   collectively(world, [&] {
     const ckpt::InFile file(optimizer_path);
     std::size_t u = 0;
-    for (const engine::StateTensor& st : engine.optimizer_state()) {
-      if (st.state == "main") continue;
-      const HeldState& unit = units[u++];
-      if (unit.matrix) {
-        const std::int64_t offset =
-            file_offset(optimizer_header, entry(optimizer_header, unit.key), 0);
-        const std::vector<std::int64_t> logical = reorder_of(hf, unit, st, tp);
-        if (logical.empty()) {
-          file.pread(offset, std::as_writable_bytes(st.values));
-        } else {
-          std::vector<float> stored(st.values.size());
-          file.pread(offset, std::as_writable_bytes(std::span<float>(stored)));
-          from_logical(stored, st.values, st.rows, st.cols, st.row_axes, logical);
+    for (const View& v : views) {
+      for (const engine::StateTensor& st : v.engine.optimizer_state()) {
+        if (st.state == "main") continue;
+        const HeldState& unit = units[u++];
+        if (unit.matrix) {
+          const std::int64_t offset =
+              file_offset(optimizer_header, entry(optimizer_header, unit.key), 0);
+          const std::vector<std::int64_t> logical = reorder_of(hf, unit, st, v.tp());
+          if (logical.empty()) {
+            file.pread(offset, std::as_writable_bytes(st.values));
+          } else {
+            std::vector<float> stored(st.values.size());
+            file.pread(offset, std::as_writable_bytes(std::span<float>(stored)));
+            from_logical(stored, st.values, st.rows, st.cols, st.row_axes, logical);
+          }
+          continue;
         }
-        continue;
+        for (const ElementRun& r :
+             clip(hf.runs(unit.param, v.tp(), v.tp_rank()), unit.begin, unit.end)) {
+          const std::string key =
+              hf.tensors()[static_cast<std::size_t>(r.tensor)].name + "." + unit.state;
+          file.pread(file_offset(optimizer_header, entry(optimizer_header, key), r.hf),
+                     std::as_writable_bytes(st.values.subspan(static_cast<std::size_t>(r.local),
+                                                              static_cast<std::size_t>(r.count))));
+        }
       }
-      for (const ElementRun& r : clip(hf.runs(unit.param, tp, tp_rank), unit.begin, unit.end)) {
-        const std::string key =
-            hf.tensors()[static_cast<std::size_t>(r.tensor)].name + "." + unit.state;
-        file.pread(file_offset(optimizer_header, entry(optimizer_header, key), r.hf),
-                   std::as_writable_bytes(st.values.subspan(static_cast<std::size_t>(r.local),
-                                                            static_cast<std::size_t>(r.count))));
-      }
+      v.engine.set_step_count(manifest.step);
     }
-    engine.set_step_count(manifest.step);
   });
 }
 
@@ -421,10 +460,10 @@ std::pair<std::string, ckpt::Manifest> resolve_checkpoint(comm::Communicator& wo
 }
 
 void load_weights(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
-                  const std::string& dir) {
+                  const std::string& dir, const ExpertBuffer* experts) {
   comm::Communicator& world = grid.world();
   const HfLayout hf(spec);
-  const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
+  const std::vector<View> views = views_of(grid, engine, spec, experts);
   std::unique_ptr<ckpt::WeightsDir> weights;
   collectively(world, [&] {
     weights = std::make_unique<ckpt::WeightsDir>(dir);
@@ -441,23 +480,24 @@ void load_weights(comm::Grid& grid, engine::Engine& engine, const model::ModelSp
     }
   });
   collectively(world, [&] {
-    for (std::size_t p = 0; p < spec.params.size(); ++p) {
-      const std::span<float> values = engine.param(static_cast<int>(p));
-      for (const ElementRun& r : param_runs(engine, hf, static_cast<int>(p), tp, tp_rank)) {
-        const ckpt::WeightsDir::Found found =
-            weights->find(hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
-        const std::int64_t have =
-            std::clamp<std::int64_t>(found.tensor->numel() - r.hf, 0, r.count);
-        std::span<float> out =
-            values.subspan(static_cast<std::size_t>(r.local), static_cast<std::size_t>(r.count));
-        if (have > 0)
-          ckpt::read_f32(*found.path, *found.header, *found.tensor, r.hf,
-                         out.first(static_cast<std::size_t>(have)));
-        std::fill(out.begin() + have, out.end(), 0.0f);
+    for (const View& v : views)
+      for (const auto& [e, p] : v.params) {
+        const std::span<float> values = v.engine.param(e);
+        for (const ElementRun& r : param_runs(v, hf, e, p)) {
+          const ckpt::WeightsDir::Found found =
+              weights->find(hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
+          const std::int64_t have =
+              std::clamp<std::int64_t>(found.tensor->numel() - r.hf, 0, r.count);
+          std::span<float> out =
+              values.subspan(static_cast<std::size_t>(r.local), static_cast<std::size_t>(r.count));
+          if (have > 0)
+            ckpt::read_f32(*found.path, *found.header, *found.tensor, r.hf,
+                           out.first(static_cast<std::size_t>(have)));
+          std::fill(out.begin() + have, out.end(), 0.0f);
+        }
       }
-    }
   });
-  engine.init_main_params();
+  for (const View& v : views) v.engine.init_main_params();
 }
 
 }  // namespace canzona::train

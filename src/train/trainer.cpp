@@ -207,6 +207,8 @@ class Run {
       eo.grad_scaling_dp = grid.shape().dp;  // Megatron's expert_gradient_scaling_factor
       buffers_.expert = std::make_unique<engine::Engine>(*experts->grid, buffers_.part.model,
                                                          plan_.expert->plan, eo, trace);
+      expert_buffer_ = std::make_unique<ExpertBuffer>(
+          ExpertBuffer{*experts->grid, *buffers_.expert, buffers_.part});
       buffers_.expert_index.assign(spec.params.size(), -1);
       for (std::size_t i = 0; i < buffers_.part.source.size(); ++i)
         buffers_.expert_index[static_cast<std::size_t>(buffers_.part.source[i])] =
@@ -270,6 +272,8 @@ class Run {
   StrategyRun& result() { return result_; }
   engine::Engine& engine() { return *buffers_.dense; }
   std::vector<engine::Engine*> engines() const { return buffers_.all(); }
+  // A MoE run's expert buffer for the checkpoint save and load (null for a dense model).
+  const ExpertBuffer* expert_buffer() const { return expert_buffer_.get(); }
   const plan::Plan& plan() const { return plan_; }
 
   StepRecord step(std::int64_t step) {
@@ -490,6 +494,7 @@ class Run {
   plan::Plan plan_;  // the engines keep references into it
   StrategyRun result_;
   Buffers buffers_;
+  std::unique_ptr<ExpertBuffer> expert_buffer_;
   std::unique_ptr<Qwen3Model> model_;
   std::vector<std::unique_ptr<BucketSchedule>> schedules_;            // [engine of buffers_.all()]
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keeps the hooks alive
@@ -572,6 +577,7 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
            {"adamw_options", optim::effective_options("adamw", o.job.adamw_options)},
            {"split_qkv", model::to_string(o.job.qkv_split)},
            {"split_fc1", o.job.split_fc1},
+           {"ep", o.job.ep},  // informational: a MoE checkpoint resumes under any EP
            {"reduce_mode", comm::to_string(o.job.reduce_mode)}};
   return m;
 }
@@ -638,13 +644,6 @@ model::ModelSpec training_spec(const model::TransformerConfig& config,
     CANZONA_REQUIRE(job.etp == 1, "--etp ", job.etp,
                     ": train keeps each expert whole on its EP rank (expert TP 1); plan, simulate, "
                     "run and compare take --etp");
-    const CheckpointOptions& c = options.checkpoint;
-    CANZONA_REQUIRE(c.save_dir.empty() && c.resume.empty() && c.init_from.empty(), "model '",
-                    config.name, "' is a mixture of experts: ",
-                    !c.save_dir.empty() ? "--save-dir"
-                    : !c.resume.empty() ? "--resume"
-                                        : "--init-from",
-                    " is not available for MoE training (its checkpoints are not built)");
   }
   return spec;
 }
@@ -690,10 +689,10 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
     const double t0 = wall_ms();
     if (!resume_dir.empty()) {
       load_checkpoint(grid, run.engine(), spec, &config, checkpoint_optimizer(options), resume_dir,
-                      resumed);
+                      resumed, run.expert_buffer());
       run.result().first_step = resumed.step + 1;
     } else if (!ckpt_options.init_from.empty()) {
-      load_weights(grid, run.engine(), spec, ckpt_options.init_from);
+      load_weights(grid, run.engine(), spec, ckpt_options.init_from, run.expert_buffer());
     } else {
       for (engine::Engine* engine : run.engines()) engine->init_main_params();
     }
@@ -711,7 +710,8 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
             std::raise(SIGKILL);
         };
       const double s0 = wall_ms();
-      const std::string dir = save_checkpoint(grid, run.engine(), context, ckpt_options.save_dir);
+      const std::string dir =
+          save_checkpoint(grid, run.engine(), context, ckpt_options.save_dir, run.expert_buffer());
       if (reporter) prune_checkpoints(ckpt_options);
       if (reporter && progress.saved) progress.saved(dir, wall_ms() - s0);
     };

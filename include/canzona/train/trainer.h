@@ -206,8 +206,7 @@ ReferenceRun run_reference(const model::TransformerConfig& config, const model::
 
 // The model spec `options` trains: the loaded model, re-classed to element-wise for all_adamw.
 // A MoE model (or --ep / --etp above 1) also passes the expert grid's checks (model::expert_part,
-// comm::check_expert_shape); train keeps expert TP 1 and has no MoE checkpoints: --etp above 1,
-// --save-dir, --resume and --init-from are UsageErrors naming the flag.
+// comm::check_expert_shape); train keeps expert TP 1: --etp above 1 is a UsageError naming it.
 model::ModelSpec training_spec(const model::TransformerConfig& config, const TrainOptions& options);
 
 }  // namespace canzona::train

@@ -318,6 +318,18 @@ Launch prepare(TrainFlags& f) {
   require_in_range(o.seq_len, 1, l.config.max_position_embeddings, "--seq-len",
                    str("max_position_embeddings of --model ", f.model));
   l.spec = train::training_spec(l.config, o);
+  // Megatron's grid: the world is DP x TP x PP and EP is carved out of DP x TP. A launch sized
+  // as if EP were another axis gets the grid it meant spelled out.
+  const int world = comm::launched_world_size();
+  const int per_dp = o.job.tp * o.job.pp;
+  const bool fits = world % per_dp == 0 && (world / o.job.pp) % o.job.ep == 0;
+  CANZONA_REQUIRE(o.job.ep == 1 || world == 1 || world == o.job.dp * per_dp, "world size ", world,
+                  " != dp ", o.job.dp, " x tp ", o.job.tp, " x pp ", o.job.pp,
+                  ": expert parallelism is carved out of DP x TP as in Megatron (expert DP = DP x "
+                  "TP / EP)",
+                  fits ? str(", so ", world, " ranks at --ep ", o.job.ep, " and --tp ", o.job.tp,
+                             " are --dp ", world / per_dp, " --ep ", o.job.ep)
+                       : std::string());
   // Memory a run cannot have is refused here, before MPI starts and anything is allocated.
   train::MemoryNeed need = train::estimate_memory(l.config, l.spec, o);
   if (f.verify && world_rank_from_launcher() == 0) {

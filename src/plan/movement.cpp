@@ -145,6 +145,32 @@ Movement state_movement(const model::ModelSpec& model, const Plan& from, const P
     }
   }
   m.moved_state_bytes = m.moved_matrix_bytes + m.moved_elementwise_bytes;
+  if (to.expert) {
+    // The expert buffer: one plan serves every EP rank, each holding its own experts of the same
+    // shapes, so each moves alike. Against a plan without it, or with other expert groups (whose
+    // EP ranks hold other experts), all of it is received.
+    const ExpertPlan& e = *to.expert;
+    const bool same = from.expert && from.expert->ep == e.ep && from.expert->etp == e.etp &&
+                      from.expert->model.params.size() == e.model.params.size();
+    Movement x = state_movement(e.model, same ? from.expert->plan : e.plan, e.plan);
+    if (!same) {
+      x.moved_matrix_bytes = 0.0;
+      x.moved_elementwise_bytes = 0.0;
+      x.moved_tasks += x.kept_tasks;
+      x.kept_tasks = 0;
+      for (const StagePlan& stage : e.plan.stages)
+        for (const Task& t : stage.tasks)
+          x.moved_matrix_bytes += t.state_bytes * task_dp_ranks(t, e.plan.options.dp).size() *
+                                  task_tp_ranks(t, e.plan.options.tp).size();
+      x.moved_elementwise_bytes = x.total_state_bytes - x.moved_matrix_bytes;
+    }
+    m.total_state_bytes += e.ep * x.total_state_bytes;
+    m.moved_matrix_bytes += e.ep * x.moved_matrix_bytes;
+    m.moved_elementwise_bytes += e.ep * x.moved_elementwise_bytes;
+    m.kept_tasks += e.ep * x.kept_tasks;
+    m.moved_tasks += e.ep * x.moved_tasks;
+    m.moved_state_bytes = m.moved_matrix_bytes + m.moved_elementwise_bytes;
+  }
   return m;
 }
 

@@ -12,6 +12,7 @@
 #include "canzona/model/load.h"
 #include "canzona/plan/metrics.h"
 #include "canzona/plan/plan.h"
+#include "canzona/plan/replan.h"
 
 namespace canzona::plan {
 namespace {
@@ -232,6 +233,43 @@ TEST(MoePlans, DenseAndExpertBuffersSplitTheModel) {
     sum += f;
   }
   EXPECT_DOUBLE_EQ(metrics.whole_grid.flops, max / (sum / 4));
+}
+
+// --from-plan's movement counts the expert buffer once per EP rank. qwen3-moe-cpu's 12,582,912
+// expert elements with Muon's 4-byte momentum are 50,331,648 state bytes beside the dense
+// buffer's; a plan against itself moves none of them, one with other expert groups (EP 2 -> 4:
+// each expert on another EP rank) all of them, and DP 2 -> 4 at EP 2 (expert DP 2 -> 4) some.
+TEST(MoePlans, MovementCountsTheExpertBufferOncePerEpRank) {
+  const model::ModelSpec m = moe_cpu();
+  PlanOptions o;
+  o.dp = 2;
+  o.tp = 2;
+  o.ep = 2;
+  const Plan p = make_plan(m, o);
+  const auto without_experts = [](Plan plan) {
+    plan.expert.reset();
+    return plan;
+  };
+  const Plan pd = without_experts(p);
+  const Movement self = state_movement(m, p, p);
+  const Movement dense_self = state_movement(m, pd, pd);
+  EXPECT_DOUBLE_EQ(self.total_state_bytes - dense_self.total_state_bytes, 50'331'648.0);
+  EXPECT_EQ(self.moved_state_bytes, 0.0);
+  // 2 EP ranks x 4 layers x 4 experts x (fc1 gate, fc1 up, fc2).
+  EXPECT_EQ(self.kept_tasks - dense_self.kept_tasks, 2 * 4 * 4 * 3);
+  PlanOptions o4 = o;
+  o4.ep = 4;
+  const Plan q = make_plan(m, o4);
+  const double expert_moved = state_movement(m, p, q).moved_state_bytes -
+                              state_movement(m, pd, without_experts(q)).moved_state_bytes;
+  EXPECT_DOUBLE_EQ(expert_moved, 50'331'648.0);
+  PlanOptions wide = o;
+  wide.dp = 4;
+  const Plan r = make_plan(m, wide);
+  const double some = state_movement(m, p, r).moved_state_bytes -
+                      state_movement(m, pd, without_experts(r)).moved_state_bytes;
+  EXPECT_GT(some, 0.0);
+  EXPECT_LT(some, 50'331'648.0);
 }
 
 TEST(MoePlans, BadGroupsAreUsageErrorsNamingTheFlags) {

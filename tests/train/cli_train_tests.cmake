@@ -213,6 +213,9 @@ if(TARGET canzona AND TARGET canzona-train)
   canzona_train_cli_error(train_cli_error_moe_etp_dp2 2
                           "--etp 2: train keeps each expert whole on its EP rank \\(expert TP 1\\)"
                           ${tiny_moe} --dp 2 --etp 2)
+  canzona_train_cli_error(train_cli_error_moe_world_np4 4
+                          "world size 4 != dp 2 x tp 1 x pp 1: expert parallelism is carved out of DP x TP as in Megatron \\(expert DP = DP x TP / EP\\), so 4 ranks at --ep 2 and --tp 1 are --dp 4 --ep 2"
+                          ${tiny_moe} --dp 2 --ep 2)
   canzona_train_cli_error(train_cli_error_moe_ep_dp3 3
                           "--ep 3 does not divide the 8 experts of model 'tiny-moe'"
                           ${tiny_moe} --dp 3 --ep 3)

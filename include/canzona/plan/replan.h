@@ -84,7 +84,9 @@ struct Movement {
 // The state `to` places on holders that `from` did not place there (see Terms). A matrix task is
 // matched by (param, piece); a `to` task without a match in `from` is wholly received. Both plans
 // must be of `model`'s params (owner lists of model.params.size()); element-wise params split on
-// dim 1 are compared only when both plans have the same tp (otherwise wholly received).
+// dim 1 are compared only when both plans have the same tp (otherwise wholly received). A MoE
+// plan's expert buffer counts once per EP rank (each EP rank's experts move as EP rank 0's), all
+// received when `from` has no expert buffer or other expert groups (EP, ETP).
 Movement state_movement(const model::ModelSpec& model, const Plan& from, const Plan& to);
 
 }  // namespace canzona::plan

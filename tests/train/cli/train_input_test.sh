@@ -61,8 +61,8 @@ error_cases() {
     "--seq-len = 1000000 must lie in [1, 40960] (max_position_embeddings of --model qwen3-tiny)" \
     "${run[@]}" --model qwen3-tiny --steps 1 --seq-len 1000000
   expect_usage_error "--micro-batch = 0 must lie in" "${run[@]}" --model qwen3-tiny --micro-batch 0
-  expect_usage_error "model 'qwen3-moe-cpu' is a mixture of experts (8 experts): train runs dense" \
-    "${run[@]}" --model qwen3-moe-cpu --steps 1
+  expect_usage_error "--ep 2 x --etp 1 = 2 does not divide --dp 1 x --tp 1 = 1 ranks" \
+    "${run[@]}" --model qwen3-moe-cpu --steps 1 --ep 2
   expect_usage_error "--test-kill-rank = -1 must lie in [0, 1073741824]" \
     "${run[@]}" "${quick[@]}" --test-kill-rank -1
   # --init-from a regular file: refused before MPI (it once ended in the MPI_ABORT banner).

@@ -8,14 +8,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <mutex>
 
-#include "canzona/comm/thread.h"
 #include "canzona/common/error.h"
 #include "canzona/model/load.h"
 #include "canzona/train/trainer.h"
+#include "train_threads.h"
 
 namespace canzona::train {
 namespace {
@@ -23,19 +20,11 @@ namespace {
 using ::testing::HasSubstr;
 
 Corpus moe_corpus(std::int64_t seq_len) {
-  const std::string dir = ::testing::TempDir() + "/canzona_moe_trainer_test";
-  std::filesystem::create_directories(dir);
-  const std::string path = dir + "/text.txt";
-  std::ofstream out(path, std::ios::binary);
-  const char* lines[] = {"A mixture of experts routes every token to a few of them.\n",
-                         "Pack my box with five dozen liquor jugs.\n",
-                         "Experts that see no token still take an optimizer step.\n"};
-  for (int i = 0; i < 300; ++i) out << lines[(i * 5) % 3];
-  out.close();
-  DataOptions data;
-  data.data = path;
-  data.val_fraction = 0.1;
-  return load_corpus(data, seq_len + 1);
+  return test_util::write_corpus("canzona_moe_trainer_test",
+                                 {"A mixture of experts routes every token to a few of them.\n",
+                                  "Pack my box with five dozen liquor jugs.\n",
+                                  "Experts that see no token still take an optimizer step.\n"},
+                                 5, seq_len);
 }
 
 // qwen3-tiny's attention (2 layers, hidden 128) with layer 1 a MoE block of `experts` experts of
@@ -72,27 +61,6 @@ TrainOptions moe_options(int dp, int tp, int ep) {
   return o;
 }
 
-// Runs train() on a thread grid with its expert groups; returns world rank 0's runs.
-std::vector<StrategyRun> train_moe_on_threads(const model::TransformerConfig& config,
-                                              const TrainOptions& o, const Corpus& corpus) {
-  const model::ModelSpec spec = training_spec(config, o);
-  const comm::GridShape shape{o.job.dp, o.job.tp, 1};
-  std::vector<comm::ExpertGroups> groups = comm::make_thread_expert_groups(
-      shape, {o.job.ep, o.job.etp}, comm::ReduceMode::kDeterministic);
-  std::vector<StrategyRun> rank0;
-  std::mutex mutex;
-  comm::run_on_thread_grid(shape, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
-    torch::set_num_threads(1);
-    std::vector<StrategyRun> runs = train(grid, config, spec, o, corpus, Progress{},
-                                          &groups[static_cast<std::size_t>(grid.world().rank())]);
-    if (grid.world().rank() == 0) {
-      const std::lock_guard<std::mutex> lock(mutex);
-      rank0 = std::move(runs);
-    }
-  });
-  return rank0;
-}
-
 bool bits_equal(double a, double b) {
   return std::memcmp(&a, &b, sizeof a) == 0;
 }
@@ -120,7 +88,7 @@ TEST(TrainMoe, EveryStrategyIsBitwiseTheSingleProcessRunAtEp1) {
   const model::TransformerConfig config = tiny_moe(4, 2);
   const TrainOptions o = moe_options(2, 1, 1);
   const Corpus corpus = moe_corpus(o.seq_len);
-  const std::vector<StrategyRun> runs = train_moe_on_threads(config, o, corpus);
+  const std::vector<StrategyRun> runs = test_util::train_threaded(config, o, corpus);
   const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
   expect_strategies_agree(runs, 3);
   for (const StrategyRun& r : runs) {
@@ -149,7 +117,7 @@ TEST(TrainMoe, StrategiesAgreeBitwiseAtDp4Ep2AndFollowTheReferenceToRounding) {
   const model::TransformerConfig config = tiny_moe(4, 2);
   const TrainOptions o = moe_options(4, 1, 2);
   const Corpus corpus = moe_corpus(o.seq_len);
-  const std::vector<StrategyRun> runs = train_moe_on_threads(config, o, corpus);
+  const std::vector<StrategyRun> runs = test_util::train_threaded(config, o, corpus);
   const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
   expect_strategies_agree(runs, 3);
   for (std::size_t s = 0; s < 3; ++s)
@@ -174,7 +142,7 @@ TEST(TrainMoe, StrategiesAgreeBitwiseAtDp2Tp2Ep2AndFollowTheReferenceToRounding)
   TrainOptions o = moe_options(2, 2, 2);
   o.job.split_fc1 = true;
   const Corpus corpus = moe_corpus(o.seq_len);
-  const std::vector<StrategyRun> runs = train_moe_on_threads(config, o, corpus);
+  const std::vector<StrategyRun> runs = test_util::train_threaded(config, o, corpus);
   const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
   expect_strategies_agree(runs, 3);
   for (std::size_t s = 0; s < 3; ++s)
@@ -191,7 +159,7 @@ TEST(TrainMoe, IdleExpertsTakeTheSameStepOnEveryStrategy) {
   o.micro_batch = 1;
   o.grad_accum = 1;
   const Corpus corpus = moe_corpus(16);
-  const std::vector<StrategyRun> runs = train_moe_on_threads(config, o, corpus);
+  const std::vector<StrategyRun> runs = test_util::train_threaded(config, o, corpus);
   expect_strategies_agree(runs, 3);
   const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
   for (const auto& p : runs[0].final_params)
@@ -210,8 +178,8 @@ TEST(TrainMoe, Zero3IsBitwiseStageOneAtDp4Ep2) {
   TrainOptions three = one;
   three.job.zero_stage = 3;
   const Corpus corpus = moe_corpus(one.seq_len);
-  const std::vector<StrategyRun> a = train_moe_on_threads(config, one, corpus);
-  const std::vector<StrategyRun> b = train_moe_on_threads(config, three, corpus);
+  const std::vector<StrategyRun> a = test_util::train_threaded(config, one, corpus);
+  const std::vector<StrategyRun> b = test_util::train_threaded(config, three, corpus);
   ASSERT_EQ(a.size(), 3u);
   ASSERT_EQ(b.size(), 3u);
   for (std::size_t k = 0; k < 3; ++k) {

@@ -20,6 +20,7 @@
 #include "canzona/launch/job.h"
 #include "canzona/model/load.h"
 #include "canzona/train/model.h"
+#include "train_threads.h"
 
 namespace canzona::train {
 namespace {
@@ -28,20 +29,12 @@ using ::testing::HasSubstr;
 
 // A small English corpus written by the test (no dependency on the installed default corpus).
 Corpus test_corpus(std::int64_t seq_len) {
-  const std::string dir = ::testing::TempDir() + "/canzona_trainer_test";
-  std::filesystem::create_directories(dir);
-  const std::string path = dir + "/text.txt";
-  std::ofstream out(path, std::ios::binary);
-  const char* lines[] = {"The quick brown fox jumps over the lazy dog.\n",
-                         "Pack my box with five dozen liquor jugs.\n",
-                         "How vexingly quick daft zebras jump!\n",
-                         "Sphinx of black quartz, judge my vow.\n"};
-  for (int i = 0; i < 300; ++i) out << lines[(i * 7) % 4];
-  out.close();
-  DataOptions data;
-  data.data = path;
-  data.val_fraction = 0.1;
-  return load_corpus(data, seq_len + 1);
+  return test_util::write_corpus(
+      "canzona_trainer_test",
+      {"The quick brown fox jumps over the lazy dog.\n",
+       "Pack my box with five dozen liquor jugs.\n", "How vexingly quick daft zebras jump!\n",
+       "Sphinx of black quartz, judge my vow.\n"},
+      7, seq_len);
 }
 
 TrainOptions tiny_options(int dp, int tp) {
@@ -65,20 +58,7 @@ TrainOptions tiny_options(int dp, int tp) {
 
 // Runs train() on a thread grid; returns world rank 0's runs.
 std::vector<StrategyRun> train_on_threads(const TrainOptions& o, const Corpus& corpus) {
-  const model::TransformerConfig config = model::preset(o.job.model);
-  const model::ModelSpec spec = training_spec(config, o);
-  std::vector<StrategyRun> rank0;
-  std::mutex mutex;
-  comm::run_on_thread_grid(
-      {o.job.dp, o.job.tp, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
-        torch::set_num_threads(1);
-        std::vector<StrategyRun> runs = train(grid, config, spec, o, corpus, Progress{});
-        if (grid.world().rank() == 0) {
-          const std::lock_guard<std::mutex> lock(mutex);
-          rank0 = std::move(runs);
-        }
-      });
-  return rank0;
+  return test_util::train_threaded(model::preset(o.job.model), o, corpus);
 }
 
 bool same_bits(double a, double b) {

@@ -14,6 +14,10 @@
 #   step_losses JSON FIRST     "step loss" lines (repr: the exact double) of every step >= FIRST
 #                              of a `canzona train --json` file, its validation losses from FIRST
 #                              on, and the params hash
+#   train_losses JSON FIRST    the "step loss" lines alone (no validation, no hash)
+#   same_state DIR_A DIR_B WHAT
+#                              passes when the two checkpoints' model and optimizer files are
+#                              byte-identical, else fails naming WHAT
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 
 mpi() {
@@ -68,4 +72,15 @@ for v in run["val"]:
         print("val", v["step"], repr(v["loss"]))
 print("params_hash", run["params_hash"])
 PY
+}
+
+train_losses() { step_losses "$1" "$2" | grep -v -e "^val" -e "^params_hash"; }
+
+same_state() {
+  if cmp -s "$1/model.safetensors" "$2/model.safetensors" &&
+    cmp -s "$1/optimizer.safetensors" "$2/optimizer.safetensors"; then
+    pass
+  else
+    fail "$3: $1 and $2 differ"
+  fi
 }

@@ -31,15 +31,6 @@ run() {
     "$canzona" train --model "$model" --seq-len 32 --micro-batch 2 --warmup 1 --eval-every 0 \
     --bucket-size 100000 "$@"
 }
-same_state() {  # same_state DIR_A DIR_B WHAT
-  if cmp -s "$1/model.safetensors" "$2/model.safetensors" &&
-    cmp -s "$1/optimizer.safetensors" "$2/optimizer.safetensors"; then
-    pass
-  else
-    fail "$3: $1 and $2 differ"
-  fi
-}
-losses() { step_losses "$1" "$2" | grep -v -e "^val" -e "^params_hash"; }
 
 a=$work/a
 expect_ok a run 4 --dp 4 --ep 2 --steps 4 --save-every 2 --save-dir "$a" \
@@ -73,8 +64,8 @@ done
 # --- 3. Back to DP=4 x EP=2 under fsdp-a2a: A's steps 3..4 bit for bit.
 if expect_ok back run 4 --dp 4 --ep 2 --strategy fsdp-a2a --steps 4 --resume "$prev" \
   --save-dir "$work/back" --json "$work/back.json"; then
-  if diff <(losses "$work/a.json" 3) <(losses "$work/back.json" 3) >"$work/d1" &&
-    [ "$(losses "$work/back.json" 3 | wc -l)" -eq 2 ]; then
+  if diff <(train_losses "$work/a.json" 3) <(train_losses "$work/back.json" 3) >"$work/d1" &&
+    [ "$(train_losses "$work/back.json" 3 | wc -l)" -eq 2 ]; then
     pass
   else
     fail "losses after three reshapes differ from the run that never stopped: $(cat "$work/d1")"

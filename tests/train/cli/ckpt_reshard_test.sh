@@ -33,15 +33,6 @@ set +f
 
 run() { train_quick "$1" --eval-every 0 "${@:2}"; }
 split=(--split-qkv qkv --split-fc1)
-same_state() {  # same_state DIR_A DIR_B WHAT
-  if cmp -s "$1/model.safetensors" "$2/model.safetensors" &&
-    cmp -s "$1/optimizer.safetensors" "$2/optimizer.safetensors"; then
-    pass
-  else
-    fail "$3: $1 and $2 differ"
-  fi
-}
-losses() { step_losses "$1" "$2" | grep -v -e "^val" -e "^params_hash"; }
 
 a=$work/a
 expect_ok a run 4 "${split[@]}" --dp 2 --tp 2 --steps 4 --save-every 2 --save-dir "$a" \
@@ -66,8 +57,8 @@ done
 # --- 3. Back to DP=2 x TP=2 under sc: A's steps 3..4 bit for bit.
 if expect_ok back run 4 "${split[@]}" --dp 2 --tp 2 --strategy sc --steps 4 --resume "$prev" \
   --save-dir "$work/back" --json "$work/back.json"; then
-  if diff <(losses "$work/a.json" 3) <(losses "$work/back.json" 3) >"$work/d1" &&
-    [ "$(losses "$work/back.json" 3 | wc -l)" -eq 2 ]; then
+  if diff <(train_losses "$work/a.json" 3) <(train_losses "$work/back.json" 3) >"$work/d1" &&
+    [ "$(train_losses "$work/back.json" 3 | wc -l)" -eq 2 ]; then
     pass
   else
     fail "losses after three reshapes differ from the run that never stopped: $(cat "$work/d1")"
@@ -98,7 +89,7 @@ if expect_ok z3save run 2 "${split[@]}" --dp 2 --zero-stage 3 --strategy lb-asc 
     if expect_ok "$name" run 4 "${split[@]}" --dp 2 --tp 2 --zero-stage "$stage" \
       --strategy "$strategy" --steps 4 --resume "$from" --save-dir "$work/$name" \
       --json "$work/$name.json"; then
-      if diff <(losses "$work/a.json" 3) <(losses "$work/$name.json" 3) >"$work/d_$name"; then
+      if diff <(train_losses "$work/a.json" 3) <(train_losses "$work/$name.json" 3) >"$work/d_$name"; then
         pass
       else
         fail "$name: losses differ from the run that never stopped: $(cat "$work/d_$name")"

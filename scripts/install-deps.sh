@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Installs every Debian package Canzona needs to build, test and run. Idempotent: packages that are
-# already installed are skipped, and `apt-get update` runs only when something is missing.
+# Installs everything Canzona needs to build, test and run: Debian packages, then the project's
+# Python stack (torch 2.x and the Hugging Face libraries, requirements.txt) in the virtual
+# environment .venv, made with Debian's /usr/bin/python3. Idempotent: packages that are already
+# installed are skipped, `apt-get update` runs only when something is missing, and .venv is
+# rebuilt only when requirements.txt changed since it was made (.venv/canzona-requirements.txt
+# holds the copy it was made from).
 # Usage: scripts/install-deps.sh [--fuzz]   (as root, or with sudo available; no stdin needed)
 #   --fuzz  only the packages `make fuzz` needs on top: clang and its libFuzzer / sanitizer runtime
 #           (Debian bookworm: clang 14, libclang-rt-14-dev). `make test` never needs them.
+# CANZONA_VENV=DIR puts the environment elsewhere (CMake's -DCANZONA_PYTHON=DIR/bin/python).
 set -euo pipefail
 
 packages=(
@@ -12,9 +17,9 @@ packages=(
   openmpi-bin libopenmpi-dev
   libopenblas-dev liblapacke-dev
   libcli11-dev nlohmann-json3-dev
-  libtorch-dev libsentencepiece-dev sentencepiece fortunes
-  python3-torch python3-numpy
-  pybind11-dev python3-dev python3-pytest  # the Python package (python/, docs/python.md)
+  libsentencepiece-dev sentencepiece fortunes
+  python3-venv python3-dev pybind11-dev  # .venv and the Python package (python/, docs/python.md)
+  python3-numpy  # the tests' independent readers of safetensors and checkpoints (tests/ckpt, tests/train)
   libgoogle-perftools-dev  # tcmalloc: canzona-train links it, vs-pytorch.sh gives it to PyTorch
 )
 if [ "${1:-}" = "--fuzz" ]; then
@@ -33,12 +38,27 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+else
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+fi
+[ "${1:-}" = "--fuzz" ] && exit 0
+
+# The Python stack. pip reads only PyPI (and PIP_* settings of the machine); every package is
+# pinned in requirements.txt, so the wheels are the same on every machine.
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv=${CANZONA_VENV:-$root/.venv}
+stamp=$venv/canzona-requirements.txt
+if [ -x "$venv/bin/python" ] && cmp -s "$root/requirements.txt" "$stamp"; then
+  echo "install-deps: $venv matches requirements.txt"
   exit 0
 fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+echo "install-deps: making $venv from requirements.txt (torch 2.x; about 5.6 GB with its CUDA libraries)"
+rm -rf "$venv"
+/usr/bin/python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --no-input -r "$root/requirements.txt" </dev/null
+cp "$root/requirements.txt" "$stamp"

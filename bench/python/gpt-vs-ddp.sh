@@ -9,15 +9,16 @@ build=${2:-build}
 shift $(( $# >= 2 ? 2 : $# ))
 [ "${1:-}" = "--" ] && shift
 here=$(cd "$(dirname "$0")" && pwd)
+py=${CANZONA_PYTHON:-$here/../../.venv/bin/python}  # the project's torch 2.x (scripts/install-deps.sh)
 export PYTHONPATH="$build/python" OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 mpi=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 2)
 declare -a ours theirs
 for ((i = 0; i < repeats; i++)); do
   for backend in canzona ddp; do
-    line=$("${mpi[@]}" /usr/bin/python3 "$here/gpt_vs_ddp.py" --backend "$backend" \
+    line=$("${mpi[@]}" "$py" "$here/gpt_vs_ddp.py" --backend "$backend" \
       --port $((29500 + i)) "$@" | grep '^{')
     echo "run $((i + 1)) $line"
-    rate=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["tokens_per_s"])' "$line")
+    rate=$("$py" -c 'import json,sys; print(json.loads(sys.argv[1])["tokens_per_s"])' "$line")
     if [ "$backend" = canzona ]; then ours+=("$rate"); else theirs+=("$rate"); fi
   done
 done

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # What `import canzona` adds over `import torch` (target: under 0.5 s, docs/python.md).
 # Usage: bench/python/import-time.sh [REPEATS] [BUILD]   (default 7, build)
-# Each repeat starts a fresh /usr/bin/python3 for each of the three statements, interleaved, and
+# Each repeat starts a fresh interpreter (the project's .venv, or CANZONA_PYTHON) for each of the three statements, interleaved, and
 # times the import inside the process (time.perf_counter around the import statement); prints
 # every run and the medians.
 set -euo pipefail
 repeats=${1:-7}
 build=${2:-build}
 export PYTHONPATH="$build/python"
+py=${CANZONA_PYTHON:-$(cd "$(dirname "$0")/../.." && pwd)/.venv/bin/python}
 stmt_torch="import torch"
 stmt_both="import torch; import canzona; import canzona.torch"
 stmt_alone="import canzona"
 time_one() {
-  /usr/bin/python3 -c "
+  "$py" -c "
 import time
 t = time.perf_counter()
 $1

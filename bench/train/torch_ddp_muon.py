@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Baseline for `canzona train`: PyTorch DDP (gloo, CPU) + distributed Muon on a Qwen3 model.
 
 What a user would run instead of Canzona: a Qwen3-architecture decoder (preset `qwen3-cpu`)
@@ -25,10 +24,11 @@ Jordan's code does. The timing is the wall clock of each step (forward, backward
 optimizers) after --warmup-steps-excluded steps, as `canzona train` times its steps; the
 optimizer phase is split into its Newton-Schulz compute and its wait for the all-gathers.
 
-Runs on Debian's python3-torch 1.13: invoke it with /usr/bin/python3.
+Runs on the project's torch 2.x (.venv, scripts/install-deps.sh); it also runs on Debian's
+python3-torch 1.13 under /usr/bin/python3.
 
 Example:
-  /usr/bin/python3 bench/train/torch_ddp_muon.py --ranks 2 --steps 6 --seq-len 64 --micro-batch 2
+  .venv/bin/python bench/train/torch_ddp_muon.py --ranks 2 --steps 6 --seq-len 64 --micro-batch 2
 """
 
 import argparse

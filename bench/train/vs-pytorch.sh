@@ -30,7 +30,7 @@ die2() { echo "$0: $*" >&2; exit 2; }
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 N=2 S=8 W=3 R=3 SHAPES=preset,attention,optimizer CORE="" KEEP=""
 CANZONA="$ROOT/build/apps/canzona"
-PY=/usr/bin/python3  # Debian's python3-torch loads only in the system interpreter
+PY=${CANZONA_PYTHON:-$ROOT/.venv/bin/python}  # the project's torch 2.x (scripts/install-deps.sh)
 TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4
 
 while [ $# -gt 0 ]; do

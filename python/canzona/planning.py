@@ -3,6 +3,7 @@ PyTorch model (docs/python.md)."""
 import json
 import os
 import re
+import tempfile
 
 from canzona import _canzona
 
@@ -92,6 +93,32 @@ def _params_doc(items, tp, is_matrix, name, embedding_ids=frozenset()):
     if not params:
         raise ValueError("canzona.plan: model has no params")
     return {"name": name or "model", "params": params}
+
+
+# The model_type values of Hugging Face configs that `canzona plan --model config.json` reads.
+HF_MODEL_TYPES = ("qwen3", "qwen3_moe", "qwen2", "llama", "mistral")
+
+
+def hf_config_of(model):
+    """The transformers config of a Hugging Face model whose architecture the planner models
+    (model.config.model_type in HF_MODEL_TYPES), else None."""
+    config = getattr(model, "config", None)
+    if getattr(config, "model_type", None) in HF_MODEL_TYPES and \
+            callable(getattr(config, "to_json_string", None)):
+        return config
+    return None
+
+
+def _plan_hf_config(config, name, args):
+    """The plan JSON of `canzona plan --model DIR/config.json` for the config save_pretrained
+    writes; DIR is named `name` (the CLI names a config's model after its directory)."""
+    with tempfile.TemporaryDirectory(prefix="canzona-hf-") as tmp:
+        folder = os.path.join(tmp, name)
+        os.mkdir(folder)
+        path = os.path.join(folder, "config.json")
+        with open(path, "w") as f:
+            f.write(config.to_json_string(use_diff=False))
+        return _canzona.plan_json(path, args)
 
 
 def _model_doc(model, tp, is_matrix, name):
@@ -226,6 +253,11 @@ def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb
     full shape is the local one times tp along partition_dim. Layers are the first numeric
     component of a name. 2-D params get the matrix optimizer except embeddings (nn.Embedding,
     names with 'embedding', 'output_layer', 'router'); is_matrix(name, tensor_or_shape) overrides.
+    A Hugging Face transformers model of a planned architecture (model.config.model_type one of
+    HF_MODEL_TYPES: Qwen3, Qwen3-MoE, Qwen2, Llama, Mistral) is planned from its config, as
+    `canzona plan --model config.json` plans what save_pretrained writes (Megatron's layout: fused
+    QKV, gate/up as one fc1), named `name` (default: the class name); pass
+    model.named_parameters() to plan its own params instead.
     Raises ValueError naming the bad argument or param; TypeError for unknown keywords.
     """
     args = _make_args("canzona.plan", dp=dp, tp=tp, pp=pp, ep=ep, etp=etp, optimizer=optimizer,
@@ -235,9 +267,15 @@ def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb
                       layerwise_buckets=layerwise_buckets, bucket_order=bucket_order,
                       ns_steps=ns_steps, precondition_frequency=precondition_frequency,
                       max_precond_dim=max_precond_dim, calibration=calibration)
-    doc = _model_doc(model, tp, is_matrix, name)
+    hf_config = hf_config_of(model) if is_matrix is None else None
     try:
-        text = _canzona.plan_json(doc, args)
+        if hf_config is not None:
+            name = name or type(model).__name__
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"name must be a file name for a Hugging Face model (got {name!r})")
+            text = _plan_hf_config(hf_config, name, args)
+        else:
+            text = _canzona.plan_json(_model_doc(model, tp, is_matrix, name), args)
     except ValueError as e:
         raise ValueError(f"canzona.plan: {e}") from None
     return Plan(json.loads(text))

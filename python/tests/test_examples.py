@@ -1,6 +1,6 @@
-"""examples/gpt.py under mpirun: --verify says the run is bitwise its single-process replay, and
-the loss falls; a run saved half way and resumed (under another strategy) ends with the same
-params."""
+"""examples/gpt.py, gpt_tp.py and hf_qwen3.py (a transformers Qwen3) under mpirun: --verify says
+the run is bitwise its single-process replay (or within its bound under TP), and the loss falls; a
+run saved half way and resumed (under another strategy) ends with the same params."""
 import os
 import re
 import subprocess
@@ -49,3 +49,16 @@ def test_gpt_tp_example_stays_within_its_bound_and_strategies_agree_bitwise():
         losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", proc.stdout)]
         assert losses[-1] < 0.75 * losses[0], proc.stdout
     assert hashes["sc"] == hashes["lb-asc"]  # every strategy gives the same params, bit for bit
+
+
+def test_hf_qwen3_example_verifies_bitwise_and_learns():
+    cmd = MPIRUN + ["-np", "2", sys.executable, os.path.join(ROOT, "examples", "hf_qwen3.py"),
+                    "--steps", "21", "--verify", "--plan-dp", "8", "--plan-tp", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = proc.stdout
+    assert "<canzona.Plan lb-asc dp=8 tp=2" in out
+    assert "Qwen3ForCausalLM: " in out and "muon on 15 matrices" in out, out
+    assert "bitwise identical to single process: yes" in out
+    losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", out)]
+    assert len(losses) == 3 and losses[0] > 5.0 and losses[-1] < 0.75 * losses[0], out

@@ -496,8 +496,9 @@ class Run {
   Buffers buffers_;
   std::unique_ptr<ExpertBuffer> expert_buffer_;
   std::unique_ptr<Qwen3Model> model_;
-  std::vector<std::unique_ptr<BucketSchedule>> schedules_;            // [engine of buffers_.all()]
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // keeps the hooks alive
+  std::vector<std::unique_ptr<BucketSchedule>> schedules_;  // [engine of buffers_.all()]
+  // Keeps the hooks alive (a shared_ptr in libtorch 1.x, an intrusive_ptr in 2.x).
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(torch::Tensor()))> accumulators_;
   std::vector<Batch> validation_;
   std::vector<std::vector<float>> final_params_;
   bool last_micro_ = false;

@@ -125,6 +125,31 @@ TEST(HfConfig, ReadsRopeThetaAndRmsEpsWithHfDefaults) {
                       "rms_norm_eps must be a positive finite number");
 }
 
+// transformers 5's save_pretrained writes the RoPE base inside rope_parameters (a Qwen3Config
+// saved by transformers 5.23: "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}).
+TEST(HfConfig, ReadsTransformers5RopeParametersAndRefusesScaledRope) {
+  const TransformerConfig v5 = read_hf_config(scratch_file(
+      "v5.json",
+      config_with(R"(, "rope_parameters": {"rope_theta": 250000.0, "rope_type": "default"},)"
+                  R"( "rope_scaling": null)")));
+  EXPECT_EQ(v5.rope_theta, 250000.0);
+  const TransformerConfig both = read_hf_config(scratch_file(
+      "both.json",
+      config_with(R"(, "rope_theta": 5e5, "rope_parameters": {"rope_theta": 500000})")));
+  EXPECT_EQ(both.rope_theta, 500000.0);
+  expect_config_error(
+      config_with(R"(, "rope_parameters": {"rope_theta": 1e6, "rope_type": "yarn", "factor": 4})"),
+      "rope_parameters.rope_type 'yarn' is not supported (only the default RoPE is modelled)");
+  expect_config_error(config_with(R"(, "rope_scaling": {"rope_type": "linear", "factor": 2})"),
+                      "rope_scaling {\"factor\":2,\"rope_type\":\"linear\"} is not supported");
+  expect_config_error(config_with(R"(, "rope_theta": 1e6, "rope_parameters": {"rope_theta": 1e4})"),
+                      "rope_theta 1e+06 and rope_parameters.rope_theta 10000 disagree");
+  expect_config_error(config_with(R"(, "rope_parameters": {"rope_theta": 0})"),
+                      "rope_parameters.rope_theta must be a positive finite number (got 0)");
+  expect_config_error(config_with(R"(, "rope_parameters": 7)"),
+                      "rope_parameters must be an object (got 7)");
+}
+
 TEST(HfConfig, ExplicitHeadDimOverridesHiddenOverHeads) {
   const std::string path = scratch_file("config.json", config_with(R"(, "head_dim": 32)"));
   EXPECT_EQ(read_hf_config(path).head_dim, 32);

@@ -324,9 +324,13 @@ class DistributedEngine {
   }
   // The model-space checkpoint (train/parallel_checkpoint.h, params under their own names):
   // save_dir/step-<N> at the engine's step count N, `run` (JSON) recorded in trainer.json.
-  // Collective; returns the directory.
-  std::string save(const std::string& save_dir, const std::string& run) {
+  // `hf_config` (JSON, or empty): a Hugging Face config written as config.json (the param list
+  // then in params.json), so transformers' from_pretrained reads the checkpoint. Collective;
+  // returns the directory.
+  std::string save(const std::string& save_dir, const std::string& run,
+                   const std::string& hf_config) {
     train::SaveContext context;
+    if (!hf_config.empty()) context.hf_config = nlohmann::json::parse(hf_config);
     context.spec = &model_;
     context.plan = &plan_;
     ckpt::Manifest& m = context.manifest;
@@ -493,7 +497,8 @@ PYBIND11_MODULE(_canzona, m) {
       .def("broadcast_floats", &DistributedEngine::broadcast_floats, py::arg("values").noconvert())
       .def("broadcast_bytes", &DistributedEngine::broadcast_bytes)
       .def("plan_json", &DistributedEngine::plan_json)
-      .def("save", &DistributedEngine::save, py::arg("save_dir"), py::arg("run"), Release())
+      .def("save", &DistributedEngine::save, py::arg("save_dir"), py::arg("run"),
+           py::arg("hf_config") = std::string(), Release())
       .def("load", &DistributedEngine::load, py::arg("path"), Release())
       .def("close", &DistributedEngine::close);
   m.def("mpi_finalize", [] { canzona::python::mpi_session().reset(); });

@@ -1,6 +1,7 @@
 """One rank of a DistributedOptimizer run on a Hugging Face model, launched by test_hf.py.
 
     mpirun -np N python hf_worker.py ARCH STRATEGY[,STRATEGY...] STEPS OUT_DIR
+    mpirun -np N python hf_worker.py ARCH save STEPS OUT_DIR
 
 ARCH is qwen3 (transformers' Qwen3ForCausalLM) or llama (LlamaForCausalLM), built from a small
 config with transformers' own random init (no weights are downloaded), seeded differently on every
@@ -9,6 +10,11 @@ of two micro-batches per rank (the first under no_sync) with the loss transforme
 labels, then the run is replayed in one process (canzona.torch.replay: every DP rank's
 micro-batches in rank order, summed as the engine reduces). Each rank writes
 OUT_DIR/<ARCH>.<STRATEGY>.rank<R>.json: whether its params are bitwise the replay's, their hashes.
+
+`save`: trains STEPS steps under lb-asc, DistributedOptimizer.save(OUT_DIR/ckpt), then on every
+rank transformers' from_pretrained of the checkpoint and a fresh model (another init) loaded by a
+DistributedOptimizer under sc; OUT_DIR/<ARCH>.save.rank<R>.json says whether each holds the
+trained params bit for bit.
 """
 import hashlib
 import json
@@ -84,8 +90,41 @@ def run(arch, strategy, steps, out_dir):
         json.dump(report, f)
 
 
+def same_params(a, b):
+    pa, pb = dict(a.named_parameters()), dict(b.named_parameters())
+    return sorted(pa) == sorted(pb) and all(
+        torch.equal(pa[n].detach().view(torch.int32), pb[n].detach().view(torch.int32)) for n in pa)
+
+
+def save_and_load(arch, steps, out_dir):
+    model = model_of(arch, 100)
+    opt = ct.DistributedOptimizer(model, "muon", "lb-asc", lr=0.02, adamw_lr=0.003,
+                                  bucket_size=4000)
+    rank = opt.dp_rank
+    for step in range(steps):
+        loss_fn(model, step, 0, rank).backward()
+        opt.step()
+        opt.zero_grad()
+    path = opt.save(f"{out_dir}/ckpt")
+    opt.close()
+    cls = type(model)
+    loaded = cls.from_pretrained(path)
+    fresh = model_of(arch, 7)
+    opt2 = ct.DistributedOptimizer(fresh, "muon", "sc", lr=0.02, adamw_lr=0.003)
+    opt2.load(path)
+    report = {"path": path, "from_pretrained": same_params(loaded, model),
+              "load": same_params(fresh, model), "step_count": opt2.step_count,
+              "changed": not same_params(model, model_of(arch, 100))}
+    opt2.close()
+    with open(f"{out_dir}/{arch}.save.rank{rank}.json", "w") as f:
+        json.dump(report, f)
+
+
 def main():
     torch.set_num_threads(1)
+    if sys.argv[2] == "save":
+        save_and_load(sys.argv[1], int(sys.argv[3]), sys.argv[4])
+        return
     for strategy in sys.argv[2].split(","):
         run(sys.argv[1], strategy, int(sys.argv[3]), sys.argv[4])
 

@@ -97,3 +97,26 @@ def test_train_init_from_reads_save_pretrained_and_from_pretrained_reads_its_che
     assert sorted(got) == sorted(want)
     for name, tensor in want.items():
         assert torch.equal(got[name].view(torch.int32), tensor.view(torch.int32)), name
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+def test_save_writes_what_from_pretrained_loads(tmp_path, arch):
+    """DistributedOptimizer.save on a transformers model at DP=2: config.json is the model's HF
+    config (the param list in params.json), from_pretrained of the checkpoint holds the trained
+    params bit for bit, and load() under another strategy restores them into a fresh model."""
+    cmd = MPIRUN + ["-np", "2", sys.executable, os.path.join(HERE, "hf_worker.py"), arch, "save",
+                    "2", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in range(2):
+        report = json.loads((tmp_path / f"{arch}.save.rank{r}.json").read_text())
+        assert report["changed"] and report["from_pretrained"] and report["load"], report
+        assert report["step_count"] == 2
+    step = tmp_path / "ckpt" / "step-00000002"
+    config = json.loads((step / "config.json").read_text())
+    assert config["model_type"] == arch and config["num_hidden_layers"] == 2
+    params = json.loads((step / "params.json").read_text())
+    assert len(params["params"]) == 2 * (11 if arch == "qwen3" else 9) + 3  # q/k norms in Qwen3
+    trainer = json.loads((step / "trainer.json").read_text())
+    assert set(trainer["files"]) == {"model.safetensors", "optimizer.safetensors", "config.json",
+                                     "plan.json", "params.json"}

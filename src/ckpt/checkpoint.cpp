@@ -97,6 +97,16 @@ Manifest manifest_from_json(const json& j, const std::string& path) {
     CANZONA_REQUIRE(is_hex(info.sha256, 64), where, ": key 'sha256' must be 64 hex digits");
     m.files[name] = info;
   }
+  if (files.contains(kParamsFile)) {
+    const std::string where = path + ": files." + kParamsFile;
+    const json& f = files.at(kParamsFile);
+    CANZONA_REQUIRE(f.is_object(), where, ": must be an object");
+    FileInfo info;
+    info.bytes = int_key(f, where, "bytes", 0);
+    info.sha256 = string_key(f, where, "sha256");
+    CANZONA_REQUIRE(is_hex(info.sha256, 64), where, ": key 'sha256' must be 64 hex digits");
+    m.files[kParamsFile] = info;
+  }
   return m;
 }
 

@@ -279,9 +279,15 @@ std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const Save
     if (context.before_publish) context.before_publish();
     collectively(world, [&] {
       if (world.rank() != 0) return;
+      const bool own_hf_config = !context.config && !context.hf_config.is_null();
       write_json_file((tmp / ckpt::kConfigFile).string(),
-                      context.config ? ckpt::hf_config(*context.config, spec.arch.padded_vocab_size)
-                                     : model::param_list_json(spec));
+                      context.config   ? ckpt::hf_config(*context.config, spec.arch.padded_vocab_size)
+                      : own_hf_config ? context.hf_config
+                                      : model::param_list_json(spec));
+      if (own_hf_config) {
+        write_json_file((tmp / ckpt::kParamsFile).string(), model::param_list_json(spec));
+        manifest.files[ckpt::kParamsFile] = ckpt::file_info((tmp / ckpt::kParamsFile).string());
+      }
       plan::PlanRun run;
       run.label = manifest.strategy;
       run.plan = *context.plan;
@@ -383,7 +389,13 @@ void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::Mode
     for (int i = 0; i < 4; ++i)
       if (i % world.size() == world.rank())
         ckpt::verify_file(dir, files[i], manifest.files.at(files[i]));
-    const std::string config_path = (fs::path(dir) / ckpt::kConfigFile).string();
+    // A param-list model saved with a Hugging Face config keeps its list in params.json.
+    const bool params_file = manifest.files.contains(ckpt::kParamsFile);
+    if (params_file && 4 % world.size() == world.rank())
+      ckpt::verify_file(dir, ckpt::kParamsFile, manifest.files.at(ckpt::kParamsFile));
+    const std::string config_path =
+        (fs::path(dir) / (!config && params_file ? ckpt::kParamsFile : ckpt::kConfigFile))
+            .string();
     const std::string diff =
         config ? ckpt::config_difference(model::read_hf_config(config_path), *config)
                : ckpt::params_difference(saved_param_list(config_path), spec);

@@ -36,6 +36,10 @@ inline constexpr const char* kModelFile = "model.safetensors";
 inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
 inline constexpr const char* kConfigFile = "config.json";
 inline constexpr const char* kPlanFile = "plan.json";
+// A param-list model saved with a Hugging Face config (canzona.torch on a transformers model):
+// config.json is then that config, so transformers' from_pretrained reads the checkpoint, and the
+// param list moves here. Optional: listed in trainer.json's files only when written.
+inline constexpr const char* kParamsFile = "params.json";
 inline constexpr const char* kTrainerFile = "trainer.json";
 
 struct FileInfo {

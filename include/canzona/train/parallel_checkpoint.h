@@ -54,6 +54,10 @@ struct SaveContext {
   // The transformer's config (HF names, config.json its HF config); null for a param-list model
   // (each param under its own name, config.json its param list: ckpt/hf_names.h Naming::kOwn).
   const model::TransformerConfig* config = nullptr;
+  // With config null: a Hugging Face config (transformers' config.to_dict()) to write as
+  // config.json, the param list then going to params.json, so from_pretrained loads the
+  // checkpoint of a transformers model trained under canzona.torch; null: config.json is the list.
+  nlohmann::json hf_config;
   const model::ModelSpec* spec = nullptr;
   const plan::Plan* plan = nullptr;
   ckpt::Manifest manifest;  // step, strategy, grid, optimizer, plan hash, run (files: filled here)

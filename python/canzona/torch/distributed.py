@@ -22,7 +22,7 @@ import weakref
 import torch
 
 from canzona import _canzona
-from canzona.planning import _elementwise_by_module, _make_args, _params_doc
+from canzona.planning import _elementwise_by_module, _make_args, _params_doc, hf_config_of
 from canzona.torch import parallel
 from canzona.torch.optim import group_lr, run_closure
 
@@ -94,6 +94,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for name, p in named:
             _check_param(name, p)
         self._names = [n for n, _ in named]
+        self._hf_config = hf_config_of(model)  # a transformers model's config: save() writes it
         self._shapes = [tuple(p.shape) for _, p in named]
         doc = _params_doc(named, tp, is_matrix, type(model).__name__,
                           _elementwise_by_module(model))
@@ -315,7 +316,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         model space: model.safetensors holds every trained param under its name in
         model.named_parameters(), full (TP-unsharded) shape, fp32; optimizer.safetensors each
         matrix's optimizer state under its name and AdamW's state under each element-wise
-        param's; config.json the model's param list; plan.json the plan; trainer.json the step,
+        param's; config.json the model's param list (for a Hugging Face transformers model, its
+        config as save_pretrained writes it, and the param list in params.json, so
+        from_pretrained(path) loads the trained weights); plan.json the plan; trainer.json the step,
         grid, strategy, optimizer, the param groups' hyperparameters and every file's SHA-256.
         Written in a temporary directory renamed when complete, so a crash leaves the previous
         checkpoints as they were. Frozen params and buffers are not in it (they are not trained:
@@ -328,7 +331,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         run = {"writer": "canzona.torch.DistributedOptimizer", "param_groups": groups,
                "optimizer_options": self.kernel_settings["optimizer_options"],
                "adamw_options": self.kernel_settings["adamw_options"]}
-        return self._engine.save(os.fspath(save_dir), json.dumps(run))
+        hf = "" if self._hf_config is None else self._hf_config.to_json_string(use_diff=False)
+        return self._engine.save(os.fspath(save_dir), json.dumps(run), hf)
 
     def load(self, path):
         """Restores a checkpoint save() wrote (a step-<N> directory, or a save directory: its

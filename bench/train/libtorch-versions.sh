@@ -38,8 +38,9 @@ for pair in "ranks:$N" "steps:$S" "repeats:$R"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die2 "--${pair%%:*} must be a positive integer, got '$v'"
 done
 [[ "$W" =~ ^[0-9]+$ ]] && [ "$S" -gt "$W" ] || die2 "--warmup must be in [0, --steps)"
-for d in "$A" "$B"; do
-  for f in apps/canzona apps/canzona-train bench/train/canzona_model_profile; do
+profile=train/canzona_model_profile
+for d in "$A" "$B"; do  # each build's canzona, canzona-train and canzona_model_profile
+  for f in apps/{canzona,canzona-train} "bench/$profile"; do
     [ -x "$d/$f" ] || die2 "$d/$f not built"
   done
 done

@@ -162,6 +162,29 @@ def train(model, opt, loss_fn, a):
     return losses, time.perf_counter() - start
 
 
+def train_and_report(model, opt, loss_fn, a, label):
+    """train(), then rank 0 prints the tokens/s and the params hash (every rank computes it)."""
+    rank, dp = opt.dp_rank, opt.plan.dp
+    losses, seconds = train(model, opt, loss_fn, a)
+    if rank == 0:
+        rate = len(losses) * a.micro * a.batch * a.seq * dp / seconds
+        print(f"{label}{len(losses)} steps in {seconds:.2f} s, {rate:.0f} tokens/s", flush=True)
+        print(f"params hash {opt.params_hash():#018x}", flush=True)
+    else:
+        opt.params_hash()
+
+
+def report_bitwise(model, ref, rank):
+    """Prints whether `model`'s params are bitwise `ref`'s (the replay's); exits 1 when not."""
+    same = all(torch.equal(p.detach().view(-1).view(torch.int32),
+                           q.detach().view(-1).view(torch.int32))
+               for p, q in zip(model.parameters(), ref.parameters()))
+    if rank == 0:
+        print(f"bitwise identical to single process: {'yes' if same else 'no'}", flush=True)
+    if not same:
+        sys.exit(1)
+
+
 def main():
     a = parse_args(__doc__.split("\n")[0])
     loss_fn = make_loss_fn(corpus(), a.seq, a.batch, a.micro, a.seed)
@@ -175,25 +198,13 @@ def main():
         print(f"gpt: {n} params, dp={dp}, strategy {a.strategy}, {a.optimizer} on "
               f"{len(opt.plan.tasks)} matrices, {a.micro} micro-batches of {a.batch}x{a.seq} "
               "per rank per step", flush=True)
-    losses, seconds = train(model, opt, loss_fn, a)
-    if rank == 0:
-        rate = len(losses) * a.micro * a.batch * a.seq * dp / seconds
-        print(f"gpt: {len(losses)} steps in {seconds:.2f} s, {rate:.0f} tokens/s", flush=True)
-        print(f"params hash {opt.params_hash():#018x}", flush=True)
-    else:
-        opt.params_hash()
+    train_and_report(model, opt, loss_fn, a, "gpt: ")
     if a.verify:
         torch.manual_seed(a.seed)
         ref, _ = replay(Gpt(256, a.seq, a.dim, a.layers, a.heads), init, loss_fn, a.steps,
                         a.micro, dp, opt.kernel_settings, opt.matrix_param_names,
                         (a.lr, a.adamw_lr), lr_lambda_for(a.steps))
-        same = all(torch.equal(p.detach().view(-1).view(torch.int32),
-                               q.detach().view(-1).view(torch.int32))
-                   for p, q in zip(model.parameters(), ref.parameters()))
-        if rank == 0:
-            print(f"bitwise identical to single process: {'yes' if same else 'no'}", flush=True)
-        if not same:
-            sys.exit(1)
+        report_bitwise(model, ref, rank)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import canzona.torch as ct
 from canzona.torch.replay import replay
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt import corpus, lr_lambda_for, parse_args, train  # noqa: E402
+from gpt import corpus, lr_lambda_for, parse_args, report_bitwise, train_and_report  # noqa: E402,E501
 
 
 def make_model(a):
@@ -64,23 +64,11 @@ def main():
               f"{a.optimizer} on {len(opt.plan.tasks)} matrices, {a.micro} micro-batches of "
               f"{a.batch}x{a.seq} per rank per step (transformers {transformers.__version__}, "
               f"torch {torch.__version__})", flush=True)
-    losses, seconds = train(model, opt, loss_fn, a)
-    if rank == 0:
-        rate = len(losses) * a.micro * a.batch * a.seq * dp / seconds
-        print(f"{len(losses)} steps in {seconds:.2f} s, {rate:.0f} tokens/s", flush=True)
-        print(f"params hash {opt.params_hash():#018x}", flush=True)
-    else:
-        opt.params_hash()
+    train_and_report(model, opt, loss_fn, a, "")
     if a.verify:
         ref, _ = replay(make_model(a), init, loss_fn, a.steps, a.micro, dp, opt.kernel_settings,
                         opt.matrix_param_names, (a.lr, a.adamw_lr), lr_lambda_for(a.steps))
-        same = all(torch.equal(p.detach().view(-1).view(torch.int32),
-                               q.detach().view(-1).view(torch.int32))
-                   for p, q in zip(model.parameters(), ref.parameters()))
-        if rank == 0:
-            print(f"bitwise identical to single process: {'yes' if same else 'no'}", flush=True)
-        if not same:
-            sys.exit(1)
+        report_bitwise(model, ref, rank)
 
 
 if __name__ == "__main__":

@@ -341,17 +341,63 @@ def split_params(model):
     return [p for _, p in matrix], [p for _, p in other]
 
 
-def worker(rank, args, init_method, result_q):
+def lr_factor_for(steps):
+    """canzona's schedule (src/train/schedule.cpp): linear warmup over min(10, steps) steps, then
+    cosine to 0.1 x the base lr; lr_factor(step) for step = 1..steps."""
+    warmup = min(10, steps)
+
+    def lr_factor(step):
+        if step <= warmup:
+            return step / warmup
+        if steps == warmup:
+            return 1.0
+        q = (step - warmup) / (steps - warmup)
+        return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * q))
+    return lr_factor
+
+
+def batch_sampler(tokens, args, rank):
+    """next_batch() -> (inputs, targets): micro_batch random windows of seq_len + 1 tokens, drawn
+    from this rank's own generator."""
+    gen = torch.Generator()
+    gen.manual_seed(args.seed * 1000003 + rank + 1)
+    window = args.seq_len + 1
+    max_start = tokens.numel() - window
+    offsets = torch.arange(window)
+
+    def next_batch():
+        starts = torch.randint(0, max_start + 1, (args.micro_batch,), generator=gen)
+        batch = tokens[starts[:, None] + offsets[None, :]]
+        return batch[:, :-1].contiguous(), batch[:, 1:].contiguous()
+    return next_batch
+
+
+def step_stats(loss, times_ms, world):
+    """Bookkeeping outside the timed region: the loss averaged over ranks and each time the
+    slowest rank's. Returns (mean loss, [times])."""
+    stats = torch.tensor([loss.item() / world, *times_ms], dtype=torch.float64)
+    mean_loss = stats[:1].clone()
+    dist.all_reduce(mean_loss, op=dist.ReduceOp.SUM)
+    times = stats[1:].clone()
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    return float(mean_loss[0]), [float(t) for t in times]
+
+
+def start_rank(rank, args, init_method):
+    """One thread, the gloo group of args.ranks ranks; returns the corpus as token ids."""
     torch.set_num_threads(1)
     try:
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
-    world = args.ranks
-    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world)
-
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=args.ranks)
     corpus, _ = load_corpus(args.data)
-    tokens = torch.frombuffer(bytearray(corpus), dtype=torch.uint8).to(torch.long)
+    return torch.frombuffer(bytearray(corpus), dtype=torch.uint8).to(torch.long)
+
+
+def worker(rank, args, init_method, result_q):
+    world = args.ranks
+    tokens = start_rank(rank, args, init_method)
 
     torch.manual_seed(args.seed)  # same init on every rank (DDP also broadcasts rank 0's)
     cfg = dict(QWEN3_CPU, attention_block=128 if args.attention == "blocked" else 0)
@@ -363,30 +409,15 @@ def worker(rank, args, init_method, result_q):
     adamw = torch.optim.AdamW(other, lr=args.adamw_lr, betas=(0.9, 0.999), eps=1e-8,
                               weight_decay=0.01)
 
-    gen = torch.Generator()
-    gen.manual_seed(args.seed * 1000003 + rank + 1)
-    window = args.seq_len + 1
-    max_start = tokens.numel() - window
-    offsets = torch.arange(window)
-
-    warmup = min(10, args.steps)
-
-    def lr_factor(step):  # canzona's schedule (src/train/schedule.cpp): warmup, then cosine
-        if step <= warmup:
-            return step / warmup
-        if args.steps == warmup:
-            return 1.0
-        q = (step - warmup) / (args.steps - warmup)
-        return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * q))
+    next_batch = batch_sampler(tokens, args, rank)
+    lr_factor = lr_factor_for(args.steps)
 
     step_ms, fb_ms, opt_ms, ns_ms, losses = [], [], [], [], []
     for step in range(1, args.steps + 1):
         for opt, base in ((muon, args.lr), (adamw, args.adamw_lr)):
             for group in opt.param_groups:
                 group["lr"] = base * lr_factor(step)
-        starts = torch.randint(0, max_start + 1, (args.micro_batch,), generator=gen)
-        batch = tokens[starts[:, None] + offsets[None, :]]
-        inp, tgt = batch[:, :-1].contiguous(), batch[:, 1:].contiguous()
+        inp, tgt = next_batch()
 
         t0 = time.perf_counter()
         loss = ddp(inp, tgt)
@@ -399,18 +430,13 @@ def worker(rank, args, init_method, result_q):
         adamw.zero_grad(set_to_none=False)
         t2 = time.perf_counter()
 
-        # Bookkeeping outside the timed region: mean loss over ranks, slowest rank's times.
-        stats = torch.tensor([loss.item() / world, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
-                              (t2 - t0) * 1e3, muon.compute_s * 1e3], dtype=torch.float64)
-        mean_loss = stats[:1].clone()
-        dist.all_reduce(mean_loss, op=dist.ReduceOp.SUM)
-        times = stats[1:].clone()
-        dist.all_reduce(times, op=dist.ReduceOp.MAX)
-        losses.append(float(mean_loss[0]))
-        fb_ms.append(float(times[0]))
-        opt_ms.append(float(times[1]))
-        step_ms.append(float(times[2]))
-        ns_ms.append(float(times[3]))
+        mean_loss, times = step_stats(loss, [(t1 - t0) * 1e3, (t2 - t1) * 1e3, (t2 - t0) * 1e3,
+                                             muon.compute_s * 1e3], world)
+        losses.append(mean_loss)
+        fb_ms.append(times[0])
+        opt_ms.append(times[1])
+        step_ms.append(times[2])
+        ns_ms.append(times[3])
         if rank == 0:
             tag = "" if step > args.warmup_steps_excluded else "  (warmup)"
             print(f"step {step:4d}  loss {losses[-1]:.4f}  ms {step_ms[-1]:8.1f}  "

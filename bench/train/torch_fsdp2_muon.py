@@ -17,7 +17,6 @@ Example:
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -34,15 +33,8 @@ from torch.distributed.fsdp import fully_shard  # noqa: E402
 
 
 def worker(rank, args, init_method, result_q):
-    torch.set_num_threads(1)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
     world = args.ranks
-    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world)
-    corpus, _ = base.load_corpus(args.data)
-    tokens = torch.frombuffer(bytearray(corpus), dtype=torch.uint8).to(torch.long)
+    tokens = base.start_rank(rank, args, init_method)
 
     torch.manual_seed(args.seed)
     model = base.Qwen3(dict(base.QWEN3_CPU, attention_block=128))
@@ -57,28 +49,14 @@ def worker(rank, args, init_method, result_q):
                      weight_decay=0.01, use_muon=False)])
     base_lr = [args.lr, args.adamw_lr]
 
-    gen = torch.Generator()
-    gen.manual_seed(args.seed * 1000003 + rank + 1)
-    window = args.seq_len + 1
-    max_start = tokens.numel() - window
-    offsets = torch.arange(window)
-    warmup = min(10, args.steps)
-
-    def lr_factor(step):  # canzona's schedule (src/train/schedule.cpp): warmup, then cosine
-        if step <= warmup:
-            return step / warmup
-        if args.steps == warmup:
-            return 1.0
-        q = (step - warmup) / (args.steps - warmup)
-        return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * q))
+    next_batch = base.batch_sampler(tokens, args, rank)
+    lr_factor = base.lr_factor_for(args.steps)
 
     step_ms, fb_ms, opt_ms, losses = [], [], [], []
     for step in range(1, args.steps + 1):
         for group, lr in zip(opt.param_groups, base_lr):
             group["lr"] = lr * lr_factor(step)
-        starts = torch.randint(0, max_start + 1, (args.micro_batch,), generator=gen)
-        batch = tokens[starts[:, None] + offsets[None, :]]
-        inp, tgt = batch[:, :-1].contiguous(), batch[:, 1:].contiguous()
+        inp, tgt = next_batch()
         t0 = time.perf_counter()
         loss = model(inp, tgt)
         loss.backward()  # FSDP2 reduce-scatters (averages) each layer's gradients
@@ -86,16 +64,12 @@ def worker(rank, args, init_method, result_q):
         opt.step()
         opt.zero_grad(set_to_none=True)
         t2 = time.perf_counter()
-        stats = torch.tensor([loss.item() / world, (t1 - t0) * 1e3, (t2 - t1) * 1e3,
-                              (t2 - t0) * 1e3], dtype=torch.float64)
-        mean_loss = stats[:1].clone()
-        dist.all_reduce(mean_loss, op=dist.ReduceOp.SUM)
-        times = stats[1:].clone()
-        dist.all_reduce(times, op=dist.ReduceOp.MAX)
-        losses.append(float(mean_loss[0]))
-        fb_ms.append(float(times[0]))
-        opt_ms.append(float(times[1]))
-        step_ms.append(float(times[2]))
+        mean_loss, times = base.step_stats(loss, [(t1 - t0) * 1e3, (t2 - t1) * 1e3,
+                                                  (t2 - t0) * 1e3], world)
+        losses.append(mean_loss)
+        fb_ms.append(times[0])
+        opt_ms.append(times[1])
+        step_ms.append(times[2])
         if rank == 0:
             tag = "" if step > args.warmup_steps_excluded else "  (warmup)"
             print(f"step {step:4d}  loss {losses[-1]:.4f}  ms {step_ms[-1]:8.1f}  "

@@ -12,7 +12,7 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
-$(BUILD)/build.ninja:
+$(BUILD)/build.ninja: | deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
 
 configure: deps $(BUILD)/build.ninja
@@ -56,7 +56,7 @@ SAN_OPT ?= -O1 -g1 -DNDEBUG
 SAN_ENV := CANZONA_SANITIZE=1 ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OPENBLAS_NUM_THREADS=1
 
-$(SAN_BUILD)/build.ninja:
+$(SAN_BUILD)/build.ninja: | deps
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCANZONA_SANITIZE=ON \
 	  -DCANZONA_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$(SAN_OPT)"
 

@@ -1,6 +1,6 @@
 """A GPT written with plain torch.nn, trained with canzona.torch.DistributedOptimizer.
 
-    mpirun --allow-run-as-root -np 2 env PYTHONPATH=build/python /usr/bin/python3 \\
+    mpirun --allow-run-as-root -np 2 env PYTHONPATH=build/python .venv/bin/python \\
         examples/gpt.py --strategy lb-asc --steps 50 --verify
 
 Learned token and position embeddings, pre-LayerNorm blocks of causal self-attention and a GELU

@@ -1,6 +1,6 @@
 """examples/gpt.py's GPT with Megatron-style tensor parallelism (canzona.torch's TP layers).
 
-    mpirun --allow-run-as-root -np 4 env PYTHONPATH=build/python /usr/bin/python3 \\
+    mpirun --allow-run-as-root -np 4 env PYTHONPATH=build/python .venv/bin/python \\
         examples/gpt_tp.py --tp 2 --strategy lb-asc --steps 50 --verify
 
 q, k and v are column-parallel (each TP rank holds heads/tp heads), the attention output and the

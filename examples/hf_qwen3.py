@@ -8,8 +8,9 @@ transformers' own random init (nothing is downloaded), trained on bytes of Debia
 (vocabulary 256) with the loss transformers computes from labels. Each DP rank trains on its own
 micro-batches; --verify replays the run in one process and prints whether the params are bitwise
 those of the replay, exiting 1 when they are not. --save-dir, --save-every and --resume as in
-examples/gpt.py (DistributedOptimizer.save / load); --plan prints canzona.plan of the model (its
-config planned as `canzona plan --model config.json` plans it) at --plan-dp x --plan-tp first.
+examples/gpt.py (DistributedOptimizer.save / load); --plan-dp N (with --plan-tp M) prints
+canzona.plan of the model (its config planned as `canzona plan --model config.json` plans it) at
+N x M first.
 """
 import os
 import sys

@@ -160,7 +160,10 @@ model::TransformerConfig load_config(const std::string& arg) {
   const nlohmann::json j = read_json_file(arg);
   CANZONA_REQUIRE(!j.contains("params"), "--model ", arg,
                   ": train needs a preset or a Hugging Face config.json, not a param list");
-  return model::read_hf_config(arg);
+  model::TransformerConfig config = model::read_hf_config(arg);
+  CANZONA_REQUIRE(config.unsupported_rope.empty(), "--model ", arg, ": ", config.unsupported_rope,
+                  " is not supported by train (only the default RoPE is modelled)");
+  return config;
 }
 
 // --save-dir must be a directory we can write (created when missing), found before training.

@@ -14,7 +14,8 @@
 #   optimizer  seq 64,   micro-batch 1  (the Muon step is most of the step)
 #
 # Both sides run one thread per rank, with the same OpenBLAS core (--coretype, default: the
-# environment's), and are timed the same way: the median over steps --warmup+1 .. --steps of the
+# environment's; torch 2.x's own products run in MKL and oneDNN, which it does not set), and are
+# timed the same way: the median over steps --warmup+1 .. --steps of the
 # step's wall time (max over ranks; forward, backward, gradient sync, both optimizers, param
 # sync). The sides run alternately, --repeats times each. Every run is printed, then per shape
 # the medians and the ratio ours / the faster PyTorch.
@@ -27,7 +28,7 @@
 #                                  [--canzona PATH] [--keep DIR] [--peer ddp|fsdp2]
 set -euo pipefail
 
-usage() { echo "usage: $0 [--ranks N] [--steps S] [--warmup W] [--repeats R] [--shapes LIST] [--coretype CORE] [--canzona PATH] [--keep DIR]" >&2; exit 2; }
+usage() { echo "usage: $0 [--ranks N] [--steps S] [--warmup W] [--repeats R] [--shapes LIST] [--coretype CORE] [--canzona PATH] [--keep DIR] [--peer ddp|fsdp2]" >&2; exit 2; }
 die2() { echo "$0: $*" >&2; exit 2; }
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

@@ -268,14 +268,17 @@ def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb
                       ns_steps=ns_steps, precondition_frequency=precondition_frequency,
                       max_precond_dim=max_precond_dim, calibration=calibration)
     hf_config = hf_config_of(model) if is_matrix is None else None
+    doc = None if hf_config is not None else _model_doc(model, tp, is_matrix, name)
+    if hf_config is not None:
+        name = name or type(model).__name__
+        if not isinstance(name, str) or "/" in name or name in (".", ".."):
+            raise ValueError(f"canzona.plan: name must be a file name for a Hugging Face model "
+                             f"(got {name!r})")
     try:
         if hf_config is not None:
-            name = name or type(model).__name__
-            if not name or "/" in name or name in (".", ".."):
-                raise ValueError(f"name must be a file name for a Hugging Face model (got {name!r})")
             text = _plan_hf_config(hf_config, name, args)
         else:
-            text = _canzona.plan_json(_model_doc(model, tp, is_matrix, name), args)
+            text = _canzona.plan_json(doc, args)
     except ValueError as e:
         raise ValueError(f"canzona.plan: {e}") from None
     return Plan(json.loads(text))

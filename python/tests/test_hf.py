@@ -9,7 +9,8 @@ import sys
 
 import pytest
 import torch
-import transformers
+
+transformers = pytest.importorskip("transformers")  # in .venv; Debian's torch 1.13 has none
 
 import canzona
 from test_distributed import MPIRUN, STRATEGIES
@@ -115,6 +116,8 @@ def test_save_writes_what_from_pretrained_loads(tmp_path, arch):
     step = tmp_path / "ckpt" / "step-00000002"
     config = json.loads((step / "config.json").read_text())
     assert config["model_type"] == arch and config["num_hidden_layers"] == 2
+    assert config["architectures"] == [{"qwen3": "Qwen3ForCausalLM",
+                                        "llama": "LlamaForCausalLM"}[arch]]
     params = json.loads((step / "params.json").read_text())
     assert len(params["params"]) == 2 * (11 if arch == "qwen3" else 9) + 3  # q/k norms in Qwen3
     trainer = json.loads((step / "trainer.json").read_text())

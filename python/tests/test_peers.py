@@ -12,6 +12,10 @@ import torch
 
 import canzona.torch as ct
 
+if not hasattr(torch.optim, "Muon"):
+    pytest.skip(f"torch.optim.Muon needs torch 2.9+ (this is {torch.__version__})",
+                allow_module_level=True)
+
 BOUND = 16 * 2.0**-9
 
 

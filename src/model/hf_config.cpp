@@ -88,7 +88,8 @@ TransformerConfig read_hf_config(const std::string& path) {
   c.rope_theta = positive_float("rope_theta", 1e4);
   // transformers 5 writes rope_theta inside "rope_parameters" (with the rope_type); 4.x wrote it at
   // the top level, with "rope_scaling" for the other RoPE types. Only the default RoPE is modelled:
-  // a scaled one (yarn, linear, dynamic, llama3, ...) is refused rather than trained as default.
+  // a scaled one (yarn, linear, dynamic, llama3, ...) is recorded in unsupported_rope, which the
+  // planner ignores and `train` refuses rather than training it as the default one.
   if (present(j, "rope_parameters")) {
     const json& rope = j.at("rope_parameters");
     CANZONA_REQUIRE(rope.is_object(), path, ": rope_parameters must be an object (got ",
@@ -97,8 +98,8 @@ TransformerConfig read_hf_config(const std::string& path) {
         present(rope, "rope_type")
             ? detail::get_string(rope.at("rope_type"), path, "rope_parameters.rope_type")
             : "default";
-    CANZONA_REQUIRE(rope_type == "default", path, ": rope_parameters.rope_type '", rope_type,
-                    "' is not supported (only the default RoPE is modelled)");
+    if (rope_type != "default")
+      c.unsupported_rope = "rope_parameters.rope_type '" + rope_type + "'";
     if (present(rope, "rope_theta")) {
       const json& v = rope.at("rope_theta");
       CANZONA_REQUIRE(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0.0,
@@ -110,9 +111,8 @@ TransformerConfig read_hf_config(const std::string& path) {
       c.rope_theta = v.get<double>();
     }
   }
-  CANZONA_REQUIRE(!present(j, "rope_scaling"), path, ": rope_scaling ",
-                  j.value("rope_scaling", json()).dump(),
-                  " is not supported (only the default RoPE is modelled)");
+  if (present(j, "rope_scaling") && c.unsupported_rope.empty())
+    c.unsupported_rope = "rope_scaling " + j.at("rope_scaling").dump();
   c.rms_norm_eps = positive_float("rms_norm_eps", 1e-6);
   // transformers' defaults when the key is absent: Qwen3Config / Qwen2Config 32768, LlamaConfig
   // 2048, MistralConfig 4096 x 32.

@@ -127,7 +127,7 @@ TEST(HfConfig, ReadsRopeThetaAndRmsEpsWithHfDefaults) {
 
 // transformers 5's save_pretrained writes the RoPE base inside rope_parameters (a Qwen3Config
 // saved by transformers 5.23: "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}).
-TEST(HfConfig, ReadsTransformers5RopeParametersAndRefusesScaledRope) {
+TEST(HfConfig, ReadsTransformers5RopeParametersAndNamesScaledRope) {
   const TransformerConfig v5 = read_hf_config(scratch_file(
       "v5.json",
       config_with(R"(, "rope_parameters": {"rope_theta": 250000.0, "rope_type": "default"},)"
@@ -137,11 +137,17 @@ TEST(HfConfig, ReadsTransformers5RopeParametersAndRefusesScaledRope) {
       "both.json",
       config_with(R"(, "rope_theta": 5e5, "rope_parameters": {"rope_theta": 500000})")));
   EXPECT_EQ(both.rope_theta, 500000.0);
-  expect_config_error(
-      config_with(R"(, "rope_parameters": {"rope_theta": 1e6, "rope_type": "yarn", "factor": 4})"),
-      "rope_parameters.rope_type 'yarn' is not supported (only the default RoPE is modelled)");
-  expect_config_error(config_with(R"(, "rope_scaling": {"rope_type": "linear", "factor": 2})"),
-                      "rope_scaling {\"factor\":2,\"rope_type\":\"linear\"} is not supported");
+  EXPECT_EQ(v5.unsupported_rope, "");
+  // A scaled RoPE plans like any other (the plan does not depend on it) and is named for train.
+  const TransformerConfig yarn = read_hf_config(scratch_file(
+      "yarn.json",
+      config_with(
+          R"(, "rope_parameters": {"rope_theta": 1e6, "rope_type": "yarn", "factor": 4})")));
+  EXPECT_EQ(yarn.unsupported_rope, "rope_parameters.rope_type 'yarn'");
+  EXPECT_EQ(yarn.rope_theta, 1e6);
+  const TransformerConfig linear = read_hf_config(scratch_file(
+      "linear.json", config_with(R"(, "rope_scaling": {"rope_type": "linear", "factor": 2})")));
+  EXPECT_EQ(linear.unsupported_rope, R"(rope_scaling {"factor":2,"rope_type":"linear"})");
   expect_config_error(config_with(R"(, "rope_theta": 1e6, "rope_parameters": {"rope_theta": 1e4})"),
                       "rope_theta 1e+06 and rope_parameters.rope_theta 10000 disagree");
   expect_config_error(config_with(R"(, "rope_parameters": {"rope_theta": 0})"),

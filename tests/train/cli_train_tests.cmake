@@ -202,6 +202,13 @@ if(TARGET canzona AND TARGET canzona-train)
   canzona_train_cli_error(train_cli_error_param_list_model_dp2 2
                           "--model ${train_data}/params.json: train needs a preset or a Hugging Face config.json, not a param list\n"
                           --model ${train_data}/params.json --dp 2 --steps 2 --warmup 1)
+  # A scaled RoPE (here transformers 5's yarn) is refused by train, which models the default RoPE
+  # only; `canzona plan` plans the same config (cli_plan_scaled_rope).
+  canzona_train_cli_error(train_cli_error_scaled_rope_dp2 2
+                          "--model ${train_cli_src}/yarn_config.json: rope_parameters.rope_type 'yarn' is not supported by train \\(only the default RoPE is modelled\\)\n"
+                          --model ${train_cli_src}/yarn_config.json --dp 2 --steps 2 --warmup 1)
+  canzona_cli_test(cli_plan_scaled_rope RC 0 TIMEOUT 30 EXPECT "model yarn_config \\(19 params, [^\n]*dp=2 tp=1.*DP FLOPs"
+                   COMMAND ${canzona} plan --model ${train_cli_src}/yarn_config.json --dp 2)
   canzona_train_cli_error(train_cli_error_warmup_over_steps_dp2 2
                           "--warmup must be in \\[0, --steps=2\\] \\(got 5\\)\n"
                           --model qwen3-tiny --dp 2 --steps 2 --warmup 5)

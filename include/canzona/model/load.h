@@ -28,6 +28,10 @@ struct TransformerConfig {
   // Used by the training model only (train/model.h); the planner ignores them.
   double rope_theta = 1e6;     // RoPE base (HF rope_theta; Qwen3 1e6, Llama 1e4 / 5e5)
   double rms_norm_eps = 1e-6;  // HF rms_norm_eps
+  // A RoPE other than the default one, as the config names it ("rope_parameters.rope_type 'yarn'",
+  // "rope_scaling {...}"); empty for the default RoPE. The planner does not depend on it; the
+  // training model, which computes only the default RoPE, refuses a config that sets it.
+  std::string unsupported_rope;
   // The longest sequence the model is made for (HF max_position_embeddings): bounds
   // `train --seq-len`. Qwen3 presets 40960, as the Qwen3 configs say.
   std::int64_t max_position_embeddings = 40960;

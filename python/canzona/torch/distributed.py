@@ -1,6 +1,6 @@
 """canzona.torch.DistributedOptimizer: Canzona's engine under a user's own torch.nn.Module.
 
-Launched with `mpirun -np N python3 script.py`. At construction the model's trainable params are
+Launched with `mpirun -np N .venv/bin/python script.py`. At construction the model's trainable params are
 planned (canzona.plan's rules), laid into the engine's Megatron-layout buffers (param.data and
 param.grad become views of them), DP rank 0's values are copied to every rank (as
 DistributedDataParallel does) and hooks are put in place:
@@ -94,7 +94,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for name, p in named:
             _check_param(name, p)
         self._names = [n for n, _ in named]
-        self._hf_config = hf_config_of(model)  # a transformers model's config: save() writes it
+        # A transformers model's config, which save() writes as config.json when every param of
+        # the model is trained here (a frozen one would be missing from what from_pretrained reads).
+        self._hf_config = hf_config_of(model)
+        if self._hf_config is not None and not all(p.requires_grad for p in model.parameters()):
+            self._hf_config = None
+        self._model_class = type(model).__name__
         self._shapes = [tuple(p.shape) for _, p in named]
         doc = _params_doc(named, tp, is_matrix, type(model).__name__,
                           _elementwise_by_module(model))
@@ -316,9 +321,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         model space: model.safetensors holds every trained param under its name in
         model.named_parameters(), full (TP-unsharded) shape, fp32; optimizer.safetensors each
         matrix's optimizer state under its name and AdamW's state under each element-wise
-        param's; config.json the model's param list (for a Hugging Face transformers model, its
-        config as save_pretrained writes it, and the param list in params.json, so
-        from_pretrained(path) loads the trained weights); plan.json the plan; trainer.json the step,
+        param's; config.json the model's param list (for a Hugging Face transformers model whose
+        params are all trained, its config as save_pretrained writes it, architectures included,
+        and the param list in params.json, so from_pretrained(path) loads the trained weights);
+        plan.json the plan; trainer.json the step,
         grid, strategy, optimizer, the param groups' hyperparameters and every file's SHA-256.
         Written in a temporary directory renamed when complete, so a crash leaves the previous
         checkpoints as they were. Frozen params and buffers are not in it (they are not trained:
@@ -331,7 +337,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         run = {"writer": "canzona.torch.DistributedOptimizer", "param_groups": groups,
                "optimizer_options": self.kernel_settings["optimizer_options"],
                "adamw_options": self.kernel_settings["adamw_options"]}
-        hf = "" if self._hf_config is None else self._hf_config.to_json_string(use_diff=False)
+        hf = ""
+        if self._hf_config is not None:
+            config = json.loads(self._hf_config.to_json_string(use_diff=False))
+            if not config.get("architectures"):  # as save_pretrained records the class
+                config["architectures"] = [self._model_class]
+            hf = json.dumps(config, indent=2, sort_keys=True)
         return self._engine.save(os.fspath(save_dir), json.dumps(run), hf)
 
     def load(self, path):

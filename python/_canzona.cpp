@@ -223,7 +223,8 @@ class ParallelGrid {
 
 // The engine (engine/engine.h) under a Python model: the plan of `model` for the grid of this MPI
 // job, the Megatron-layout buffers the Python side makes its params and grads views of, and the
-// calls of a training step. One per optimizer; ZeRO-1 (stage 3 is the CLI's).
+// calls of a training step. One per optimizer; ZeRO-1 or ZeRO-3 (the client gathers and releases
+// buckets: prefetch_params, wait_param_sync, release_params).
 class DistributedEngine {
  public:
   DistributedEngine(ParallelGrid& grid, const py::object& model_arg, const PlanArgs& a,
@@ -240,9 +241,6 @@ class DistributedEngine {
     launch::validate(job);
     const plan::Strategy strategy = plan::parse_strategy(a.strategy);
     launch::check_zero_stage(a.zero_stage, {strategy});
-    CANZONA_REQUIRE(a.zero_stage == 1,
-                    "zero_stage 3 is not available in DistributedOptimizer yet (canzona train "
-                    "--zero-stage 3 runs it)");
     CANZONA_REQUIRE(job.cost != cost::CostKind::kCalibrated,
                     "cost 'calibrated' is not supported by DistributedOptimizer");
     model_ = load_model(model_arg, job, a.tp);
@@ -453,6 +451,31 @@ PYBIND11_MODULE(_canzona, m) {
            [](py::object self, int p) { return self.cast<DistributedEngine&>().grad(self, p); })
       .def("is_matrix", [](DistributedEngine& d, int p) { return d.is_matrix(p); })
       .def("bucket_of", [](DistributedEngine& d, int p) { return d.engine().bucket_of(p); })
+      .def_property_readonly("zero_stage",
+                             [](DistributedEngine& d) { return d.engine().zero_stage(); })
+      // The param buffer's address and size in bytes: a tensor whose data lies inside it is
+      // (a view of) a param the engine holds.
+      .def_property_readonly("params_address",
+                             [](DistributedEngine& d) {
+                               return reinterpret_cast<std::uintptr_t>(d.engine().params().data());
+                             })
+      .def_property_readonly(
+          "params_bytes",
+          [](DistributedEngine& d) { return d.engine().params().size() * sizeof(float); })
+      .def(
+          "prefetch_params", [](DistributedEngine& d, int b) { d.engine().prefetch_params(b); },
+          Release())
+      .def(
+          "release_params", [](DistributedEngine& d, int b) { d.engine().release_params(b); },
+          Release())
+      .def("memory_held",
+           [](DistributedEngine& d) {
+             const canzona::engine::MemoryHeld m = d.engine().memory_held();
+             return py::dict(py::arg("params_bytes") = m.params_bytes,
+                             py::arg("grads_bytes") = m.grads_bytes,
+                             py::arg("optimizer_state_bytes") = m.optimizer_state_bytes,
+                             py::arg("resident_bytes") = m.resident_bytes);
+           })
       .def("broadcast_params", &DistributedEngine::broadcast_params, Release())
       .def(
           "init_main_params", [](DistributedEngine& d) { d.engine().init_main_params(); },

@@ -1,6 +1,7 @@
 """canzona.plan: the planner of `canzona plan`, on a preset, a config file, a param list or a
 PyTorch model (docs/python.md)."""
 import json
+import math
 import os
 import re
 import tempfile
@@ -12,48 +13,81 @@ from canzona import _canzona
 _TP_ATTR = "tensor_model_parallel"
 _DIM_ATTR = "partition_dim"
 
-_LAYER = re.compile(r"(?:^|\.)(\d+)(?:\.|$)")
+_LAYER = re.compile(r"(?:^|\.)(?:[A-Za-z_]*layer_?)?(\d+)(?:\.|$)")
+
+# The most dims a param's own shape may have (the C++ reader's kMaxTensorDims).
+_MAX_TENSOR_DIMS = 8
 
 
 def _layer_of(name):
-    """The first purely numeric component of a dotted name ("decoder.layers.3.mlp" -> 3);
+    """The first component of a dotted name that is a number or a word ending in 'layer_<n>'
+    ("decoder.layers.3.mlp" -> 3, torchvision's "encoder.layers.encoder_layer_3.mlp.0" -> 3);
     -1 when there is none."""
     m = _LAYER.search(name)
     return int(m.group(1)) if m else -1
 
 
-def _param_entry(name, shape, tp_split_dim, tp, matrix):
+def _param_entry(name, shape, tp_split_dim, tp, matrix, view=None):
+    """One param of the param list. shape: the tensor's own (any dims up to 8: a 0-D, 3-D or 4-D
+    one is planned as [numel] for AdamW, or as `view`, its declared rows x cols matrix view, for
+    the matrix optimizer; checkpoints keep the own shape)."""
     if not isinstance(name, str) or not name:
         raise ValueError("canzona.plan: model: a param name must be a non-empty str "
                          f"(got {name!r})")
     shape = [int(s) for s in shape]
-    if len(shape) == 0:
-        shape = [1]
-    if len(shape) > 2:
-        raise ValueError(
-            f"canzona.plan: model: param '{name}' has {len(shape)} dims {tuple(shape)}; only 1-D "
-            "and 2-D params are planned (reshape or pass (name, shape, tp_split_dim) yourself)")
+    if len(shape) > _MAX_TENSOR_DIMS:
+        raise ValueError(f"canzona.plan: model: param '{name}' has {len(shape)} dims; at most "
+                         f"{_MAX_TENSOR_DIMS}")
     if tp_split_dim not in (-1, 0, 1):
         raise ValueError(f"canzona.plan: model: param '{name}': tp_split_dim must be -1, 0 or 1 "
                          f"(got {tp_split_dim!r})")
+    if matrix and len(shape) != 2 and view is None:
+        raise ValueError(f"canzona.plan: model: param '{name}' has {len(shape)} dims "
+                         f"{tuple(shape)}; the matrix optimizer needs its 2-D view: give "
+                         "matrix_view=lambda name, p: p.flatten(1) (or similar), or leave it to "
+                         "AdamW")
     entry = {"name": name, "shape": shape, "tp_split_dim": tp_split_dim, "layer": _layer_of(name)}
+    if view is not None:
+        entry["matrix_view"] = list(view)
     if matrix is not None:
         entry["optimizer"] = "matrix" if matrix else "elementwise"
     return entry
 
 
-def _from_tensor(name, tensor, tp, matrix):
+def _view_of(name, shape, matrix_view, item):
+    """The rows x cols matrix_view(name, item) declares for a param of `shape` (None: none)."""
+    view = matrix_view(name, item)
+    if view is None:
+        return None
+    dims = tuple(view.shape) if hasattr(view, "shape") else view
+    try:
+        dims = tuple(int(d) for d in dims)
+    except (TypeError, ValueError):
+        raise ValueError(f"canzona.plan: matrix_view: param '{name}': expected a 2-D tensor or "
+                         f"(rows, cols), got {view!r}"[:300]) from None
+    numel = math.prod(int(s) for s in shape)
+    if len(dims) != 2 or math.prod(dims) != numel:
+        raise ValueError(f"canzona.plan: matrix_view: param '{name}' of shape {tuple(shape)} "
+                         f"({numel} elements) got the view {dims}; it must be 2-D with as many "
+                         "elements")
+    return dims
+
+
+def _from_tensor(name, tensor, tp, matrix, view=None):
     """A named tensor: Megatron TP attributes mean the tensor is one TP shard (global = local x tp
     along partition_dim)."""
     shape = list(tensor.shape)
     split = -1
     if getattr(tensor, _TP_ATTR, False):
         split = int(getattr(tensor, _DIM_ATTR, 0))
+        if len(shape) not in (1, 2) or view is not None:
+            raise ValueError(f"canzona.plan: model: param '{name}' of shape {tuple(shape)} is "
+                             "tensor-parallel; only 1-D and 2-D params may be split over TP")
         if split not in (0, 1) or split >= max(len(shape), 1):
             raise ValueError(f"canzona.plan: model: param '{name}': partition_dim {split} does "
                              f"not index its shape {tuple(shape)}")
         shape[split] *= tp
-    return _param_entry(name, shape, split, tp, matrix)
+    return _param_entry(name, shape, split, tp, matrix, view)
 
 
 def _elementwise_by_module(module):
@@ -67,7 +101,21 @@ def _elementwise_by_module(module):
     return ids
 
 
-def _params_doc(items, tp, is_matrix, name, embedding_ids=frozenset()):
+def _matrix_and_view(pname, shape, item, is_matrix, matrix_view, embedding):
+    """Whether a param gets the matrix optimizer (None: the planner's default rule) and its
+    declared view: is_matrix decides when given; a param not 2-D gets AdamW unless matrix_view
+    declares its 2-D view (then the matrix optimizer, unless is_matrix says no)."""
+    matrix = bool(is_matrix(pname, item)) if is_matrix is not None else \
+        (False if embedding else None)
+    view = None
+    if len(shape) != 2 and matrix_view is not None and matrix is not False:
+        view = _view_of(pname, shape, matrix_view, item)
+        if view is not None and matrix is None:
+            matrix = True
+    return matrix, view
+
+
+def _params_doc(items, tp, is_matrix, name, embedding_ids=frozenset(), matrix_view=None):
     """The param-list document of (name, tensor) or (name, shape[, tp_split_dim]) items."""
     params = []
     for i, item in enumerate(items):
@@ -77,19 +125,17 @@ def _params_doc(items, tp, is_matrix, name, embedding_ids=frozenset()):
         pname = item[0]
         if len(item) == 2 and hasattr(item[1], "shape"):
             tensor = item[1]
-            matrix = None
-            if is_matrix is not None:
-                matrix = bool(is_matrix(pname, tensor))
-            elif id(tensor) in embedding_ids:
-                matrix = False
-            params.append(_from_tensor(pname, tensor, tp, matrix))
+            matrix, view = _matrix_and_view(pname, tuple(tensor.shape), tensor, is_matrix,
+                                            matrix_view, id(tensor) in embedding_ids)
+            params.append(_from_tensor(pname, tensor, tp, matrix, view))
         else:
             shape = item[1]
             split = item[2] if len(item) == 3 else -1
             if isinstance(shape, int):
                 shape = [shape]
-            matrix = bool(is_matrix(pname, tuple(shape))) if is_matrix is not None else None
-            params.append(_param_entry(pname, shape, split, tp, matrix))
+            matrix, view = _matrix_and_view(pname, tuple(shape), tuple(shape), is_matrix,
+                                            matrix_view, False)
+            params.append(_param_entry(pname, shape, split, tp, matrix, view))
     if not params:
         raise ValueError("canzona.plan: model has no params")
     return {"name": name or "model", "params": params}
@@ -121,7 +167,7 @@ def _plan_hf_config(config, name, args):
         return _canzona.plan_json(path, args)
 
 
-def _model_doc(model, tp, is_matrix, name):
+def _model_doc(model, tp, is_matrix, name, matrix_view=None):
     """The param-list document (the CLI's --model param-list format) of `model`, or the str."""
     if isinstance(model, (str, os.PathLike)):
         return os.fspath(model)
@@ -140,7 +186,7 @@ def _model_doc(model, tp, is_matrix, name):
             raise TypeError("canzona.plan: model must be a torch.nn.Module, named_parameters(), a "
                             "list of (name, shape, tp_split_dim), a dict param list, or a str "
                             f"(preset, config.json); got {type(model).__name__}") from None
-    return _params_doc(items, tp, is_matrix, name, embedding_ids)
+    return _params_doc(items, tp, is_matrix, name, embedding_ids, matrix_view)
 
 
 class Plan:
@@ -239,7 +285,7 @@ def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb
          cost="flops", bucket_size=0, alpha=1.0, cmax_mb=512.0, zero_stage=1, split_qkv="none",
          split_fc1=False, layerwise_tp="duplicated", layerwise_buckets="soft-min",
          bucket_order="free", ns_steps=None, precondition_frequency=None, max_precond_dim=None,
-         calibration=None, is_matrix=None, name=None):
+         calibration=None, is_matrix=None, matrix_view=None, name=None):
     """Plans `model` as `canzona plan` does (the same options, named as its flags with '_').
 
     ep and etp (expert parallelism and expert TP) apply to a mixture-of-experts model: its expert
@@ -251,8 +297,14 @@ def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb
     param-list dict, or a str the CLI's --model takes (preset name, HF config.json, param list).
     Params tagged with Megatron's `tensor_model_parallel`/`partition_dim` are TP shards: their
     full shape is the local one times tp along partition_dim. Layers are the first numeric
-    component of a name. 2-D params get the matrix optimizer except embeddings (nn.Embedding,
-    names with 'embedding', 'output_layer', 'router'); is_matrix(name, tensor_or_shape) overrides.
+    component of a name (or of a word ending in 'layer_<n>'). 2-D params get the matrix optimizer
+    except embeddings (nn.Embedding, names with 'embedding', 'output_layer', 'router');
+    is_matrix(name, tensor_or_shape) overrides. Params of any other rank (0-D scales, 3-D position
+    tables and class tokens, 4-D conv filters) get AdamW, planned as [numel]; matrix_view(name,
+    tensor_or_shape) -> a 2-D tensor (e.g. p.flatten(1)), (rows, cols) or None declares the
+    row-major matrix view under which such a param gets the matrix optimizer instead (unless
+    is_matrix says no): planned, costed and checkpointed in that shape, the param itself kept in
+    its own.
     A Hugging Face transformers model of a planned architecture (model.config.model_type one of
     HF_MODEL_TYPES: Qwen3, Qwen3-MoE, Qwen2, Llama, Mistral) is planned from its config, as
     `canzona plan --model config.json` plans what save_pretrained writes (Megatron's layout: fused
@@ -267,8 +319,8 @@ def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb
                       layerwise_buckets=layerwise_buckets, bucket_order=bucket_order,
                       ns_steps=ns_steps, precondition_frequency=precondition_frequency,
                       max_precond_dim=max_precond_dim, calibration=calibration)
-    hf_config = hf_config_of(model) if is_matrix is None else None
-    doc = None if hf_config is not None else _model_doc(model, tp, is_matrix, name)
+    hf_config = hf_config_of(model) if is_matrix is None and matrix_view is None else None
+    doc = None if hf_config is not None else _model_doc(model, tp, is_matrix, name, matrix_view)
     if hf_config is not None:
         name = name or type(model).__name__
         if not isinstance(name, str) or "/" in name or name in (".", ".."):

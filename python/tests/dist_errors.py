@@ -59,6 +59,17 @@ def run(case):
         m.extra = torch.nn.Linear(4, 4)
         m(torch.randn(2, 8)).sum().backward()
         opt.step()
+    elif case == "view_numel":
+        m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 2), torch.nn.Flatten(), torch.nn.Linear(4, 2))
+        ct.DistributedOptimizer(m, matrix_view=lambda n, p: (4, 13) if p.dim() == 4
+                                else None)
+    elif case == "view_missing":
+        m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 2), torch.nn.Flatten(), torch.nn.Linear(4, 2))
+        ct.DistributedOptimizer(m, is_matrix=lambda n, p: n.endswith("weight"))
+    elif case == "zero_stage":
+        ct.DistributedOptimizer(model(), zero_stage=2)
+    elif case == "zero_strategy":
+        ct.DistributedOptimizer(model(), strategy="sc", zero_stage=3)
     else:
         raise SystemExit(f"unknown case {case}")
 

@@ -65,6 +65,14 @@ BAD_INPUT = [
     ("replaced", "ValueError: DistributedOptimizer: param '1.weight' was resized or replaced"),
     ("added", "ValueError: DistributedOptimizer: param 'extra.weight' was added after "
               "construction"),
+    ("view_numel", "ValueError: DistributedOptimizer: matrix_view: param '0.weight' of shape "
+                   "(4, 3, 2, 2) (48 elements) got the view (4, 13); it must be 2-D with as many "
+                   "elements"),
+    ("view_missing", "ValueError: DistributedOptimizer: model: param '0.weight' has 4 dims "
+                     "(4, 3, 2, 2); the matrix optimizer needs its 2-D view: give matrix_view="),
+    ("zero_stage", "ValueError: DistributedOptimizer: zero_stage must be 1 or 3 (got 2)"),
+    ("zero_strategy", "ValueError: DistributedOptimizer: zero_stage=3: strategy sc All-Reduces "
+                      "gradients, so every rank keeps every param"),
 ]
 
 

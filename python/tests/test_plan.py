@@ -177,6 +177,33 @@ def test_embedding_modules_and_is_matrix_choose_the_optimizer_class():
     assert q.tasks == []
 
 
+def test_params_of_any_rank_plan_as_adamw_or_a_declared_matrix_view(canzona_cli, tmp_path):
+    class Vit(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 8, 4)  # 4-D filter
+            self.cls = torch.nn.Parameter(torch.zeros(1, 1, 8))  # 3-D
+            self.temperature = torch.nn.Parameter(torch.tensor(1.0))  # 0-D
+            self.fc = torch.nn.Linear(8, 8)
+
+    m = Vit()
+    plain = canzona.plan(m, dp=2)
+    assert [t["name"] for t in plain.tasks] == ["fc.weight"]  # the others get AdamW
+    viewed = canzona.plan(m, dp=2, matrix_view=lambda n, p: p.flatten(1) if p.dim() == 4 else None)
+    assert sorted((t["name"], tuple(t["shape"])) for t in viewed.tasks) == \
+        [("conv.weight", (8, 48)), ("fc.weight", (8, 8))]
+    assert canzona.plan(m, dp=2, matrix_view=lambda n, p: p.flatten(1) if p.dim() == 4 else None,
+                        is_matrix=lambda n, p: n == "fc.weight").tasks == plain.tasks
+    # The CLI plans the param list (own shapes, the declared view) to the same plan.
+    params = tmp_path / "vit.json"
+    params.write_text(json.dumps({"name": "Vit", "params": [  # named_parameters() order
+        {"name": "cls", "shape": [1, 1, 8]}, {"name": "temperature", "shape": []},
+        {"name": "conv.weight", "shape": [8, 3, 4, 4], "matrix_view": [8, 48]},
+        {"name": "conv.bias", "shape": [8]}, {"name": "fc.weight", "shape": [8, 8]},
+        {"name": "fc.bias", "shape": [8]}]}))
+    assert cli_plan(canzona_cli, tmp_path, params, "--dp", "2")["plan_hash"] == viewed.plan_hash
+
+
 def test_moe_models_plan_an_expert_buffer_over_the_expert_groups():
     p = canzona.plan("qwen3-moe-cpu", dp=2, tp=2, ep=2)
     assert set(p.balance["expert"]) >= {"dp", "tp", "grid"}
@@ -204,8 +231,10 @@ def test_bad_models_raise_naming_the_param_or_argument():
         canzona.plan("qwen3-tiny", dpp=2)
     with pytest.raises(TypeError, match="dp must be an int"):
         canzona.plan("qwen3-tiny", dp="2")
-    with pytest.raises(ValueError, match="'conv.weight' has 4 dims"):
-        canzona.plan([("conv.weight", torch.zeros(2, 3, 4, 4))])
+    with pytest.raises(ValueError, match="'conv.weight' has 4 dims .*give matrix_view="):
+        canzona.plan([("conv.weight", torch.zeros(2, 3, 4, 4))], is_matrix=lambda n, t: True)
+    with pytest.raises(ValueError, match="'conv.weight' of shape .*got the view \\(3, 31\\)"):
+        canzona.plan([("conv.weight", torch.zeros(2, 3, 4, 4))], matrix_view=lambda n, t: (3, 31))
     with pytest.raises(ValueError, match="unknown model 'qwen9'"):
         canzona.plan("qwen9")
     with pytest.raises(ValueError, match="tp_split_dim must be -1, 0 or 1"):

@@ -220,6 +220,9 @@ std::string params_difference(const model::ModelSpec& a, const model::ModelSpec&
     if (x.name != y.name) return str(where, "'", x.name, "' vs '", y.name, "'");
     if (x.shape != y.shape)
       return str(where, "'", x.name, "' shape ", shape(x.shape), " vs ", shape(y.shape));
+    if (x.own_shape() != y.own_shape())
+      return str(where, "'", x.name, "' tensor shape ", shape(x.own_shape()), " vs ",
+                 shape(y.own_shape()));
     if (x.tp_split_dim != y.tp_split_dim)
       return str(where, "'", x.name, "' tp_split_dim ", x.tp_split_dim, " vs ", y.tp_split_dim);
     if (x.optimizer != y.optimizer)

@@ -26,7 +26,7 @@ HfLayout::HfLayout(const model::ModelSpec& spec, Naming naming) : spec_(spec) {
   if (naming == Naming::kOwn) {
     for (const model::ParamSpec& param : spec.params) {
       of_param_.push_back({static_cast<int>(tensors_.size())});
-      tensors_.push_back({param.name, param.shape});
+      tensors_.push_back({param.name, param.own_shape()});
       kind_.push_back(Kind::kPlain);
       fused_name_.emplace_back();
     }
@@ -159,7 +159,9 @@ std::vector<ElementRun> HfLayout::runs(int p, int tp, int t) const {
                                  : param.tp_split_dim == 0 ? t * rows + r
                                                            : r;
     const auto [tensor, hr] = hf_row(p, logical);
-    const std::vector<std::int64_t>& shape = tensors_[static_cast<std::size_t>(tensor)].shape;
+    // A param-list tensor holds the planned shape's elements in its own shape (tensor_shape).
+    const std::vector<std::int64_t>& shape =
+        own_names_ ? param.shape : tensors_[static_cast<std::size_t>(tensor)].shape;
     const std::int64_t hf_cols = shape.size() > 1 ? shape[1] : 1;
     const ElementRun run{tensor, r * cols, hr * hf_cols + col0, cols};
     if (!out.empty()) {

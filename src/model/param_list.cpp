@@ -3,6 +3,7 @@
 // validate()'s.
 #include <climits>
 
+#include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/common/json_io.h"
 #include "canzona/model/limits.h"
@@ -17,16 +18,24 @@ using detail::json;
 using detail::present;
 using detail::required;
 
-std::vector<std::int64_t> read_shape(const json& value, const std::string& where) {
-  CANZONA_REQUIRE(value.is_array() && !value.empty(), where,
-                  ": key 'shape' must be a non-empty array of positive integers");
-  CANZONA_REQUIRE(value.size() <= 2, where, ": key 'shape' has ", value.size(),
-                  " dimensions; only 1-D and 2-D params are supported");
+// A param's own tensor shape: 0 to kMaxTensorDims positive dims ([] is a 0-D tensor).
+std::vector<std::int64_t> read_tensor_shape(const json& value, const std::string& where,
+                                            const char* key) {
+  CANZONA_REQUIRE(value.is_array(), where, ": key '", key,
+                  "' must be an array of positive integers");
+  CANZONA_REQUIRE(static_cast<int>(value.size()) <= kMaxTensorDims, where, ": key '", key, "' has ",
+                  value.size(), " dimensions; at most ", kMaxTensorDims, " (kMaxTensorDims)");
   std::vector<std::int64_t> shape;
   for (std::size_t i = 0; i < value.size(); ++i) {
-    shape.push_back(get_int(value[i], where, str("shape[", i, "]").c_str(), 1, kMaxDim, "kMaxDim"));
+    shape.push_back(get_int(value[i], where, str(key, "[", i, "]").c_str(), 1, kMaxDim, "kMaxDim"));
   }
   return shape;
+}
+
+std::int64_t numel_of(const std::vector<std::int64_t>& shape, const std::string& where) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n = checked_mul(n, d, [&] { return str(where, ": numel"); });
+  return n;
 }
 
 OptimizerClass read_optimizer(const json& value, const std::string& where) {
@@ -67,12 +76,34 @@ Piece read_piece(const json& value, const std::string& where, Counts& counts) {
 ParamSpec read_param(const json& value, const std::string& where, Counts& counts) {
   detail::require_object(value, where);
   detail::reject_unknown_keys(
-      value, where, {"name", "shape", "tp_split_dim", "optimizer", "layer", "stage", "pieces"});
+      value, where,
+      {"name", "shape", "matrix_view", "tp_split_dim", "optimizer", "layer", "stage", "pieces"});
   ParamSpec p;
   p.name = detail::get_string(required(value, where, "name"), where, "name");
-  p.shape = read_shape(required(value, where, "shape"), where);
+  // "shape" is the tensor's own; 1-D and 2-D ones are planned as they are, others as the declared
+  // 2-D "matrix_view" or else as [numel] for AdamW (spec.h: tensor_shape).
+  std::vector<std::int64_t> own =
+      read_tensor_shape(required(value, where, "shape"), where, "shape");
+  const bool has_view = present(value, "matrix_view");
+  if (has_view) {
+    p.shape = read_tensor_shape(value.at("matrix_view"), where, "matrix_view");
+    CANZONA_REQUIRE(p.shape.size() == 2, where, ": key 'matrix_view' must be [rows, cols], got ",
+                    p.shape.size(), " dimensions");
+    CANZONA_REQUIRE(numel_of(p.shape, where) == numel_of(own, where), where, ": 'matrix_view' [",
+                    p.shape[0], ", ", p.shape[1], "] has ", numel_of(p.shape, where),
+                    " elements, 'shape' ", numel_of(own, where));
+  } else if (own.size() == 1 || own.size() == 2) {
+    p.shape = own;
+  } else {
+    p.shape = {numel_of(own, where)};
+  }
+  if (own != p.shape) p.tensor_shape = std::move(own);
   p.optimizer = present(value, "optimizer") ? read_optimizer(value.at("optimizer"), where)
+                : has_view                  ? OptimizerClass::kMatrix
                                             : default_optimizer_class(p.name, p.shape);
+  CANZONA_REQUIRE(!p.is_matrix() || p.shape.size() == 2, where, ": a param of ",
+                  p.own_shape().size(), " dims needs 'matrix_view' [rows, cols] for the matrix ",
+                  "optimizer");
   auto optional_int = [&](const char* key, std::int64_t max_value, const char* limit) {
     return present(value, key)
                ? static_cast<int>(get_int(value.at(key), where, key, -1, max_value, limit))
@@ -124,13 +155,15 @@ json piece_json(const Piece& piece) {
 json param_json(const ParamSpec& p) {
   json pieces = json::array();
   for (const Piece& piece : p.pieces) pieces.push_back(piece_json(piece));
-  return {{"name", p.name},
-          {"shape", p.shape},
-          {"tp_split_dim", p.tp_split_dim},
-          {"optimizer", optimizer_class_name(p.optimizer)},
-          {"layer", p.layer},
-          {"stage", p.stage},
-          {"pieces", pieces}};
+  json j = {{"name", p.name},
+            {"shape", p.own_shape()},
+            {"tp_split_dim", p.tp_split_dim},
+            {"optimizer", optimizer_class_name(p.optimizer)},
+            {"layer", p.layer},
+            {"stage", p.stage},
+            {"pieces", pieces}};
+  if (p.tensor_shape && p.shape.size() == 2) j["matrix_view"] = p.shape;
+  return j;
 }
 
 }  // namespace

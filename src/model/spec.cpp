@@ -42,6 +42,22 @@ void validate_shape(const ParamSpec& p, int tp) {
   }
   CANZONA_REQUIRE(!p.is_matrix() || ndim == 2, "param '", p.name,
                   "': the matrix optimizer needs a 2-D shape, got ", shape_string(p.shape));
+  if (p.tensor_shape) {
+    const std::vector<std::int64_t>& own = *p.tensor_shape;
+    CANZONA_REQUIRE(static_cast<int>(own.size()) <= kMaxTensorDims, "param '", p.name,
+                    "': tensor shape ", shape_string(own), " has more than ", kMaxTensorDims,
+                    " dims (kMaxTensorDims)");
+    std::int64_t n = 1;
+    for (std::int64_t d : own) {
+      CANZONA_REQUIRE(d >= 1 && d <= kMaxDim, "param '", p.name, "': tensor shape ",
+                      shape_string(own), " needs every dimension in [1, ", kMaxDim, "]");
+      n = checked_mul(n, d, [&] { return str("param '", p.name, "': tensor numel"); });
+    }
+    CANZONA_REQUIRE(n == p.numel(), "param '", p.name, "': its matrix view ", shape_string(p.shape),
+                    " has ", p.numel(), " elements, its tensor shape ", shape_string(own), " ", n);
+    CANZONA_REQUIRE(p.tp_split_dim == -1, "param '", p.name, "' of tensor shape ",
+                    shape_string(own), " cannot be split over TP (only 1-D and 2-D params are)");
+  }
   CANZONA_REQUIRE(p.layer >= -1, "param '", p.name, "': layer ", p.layer, " is negative");
   require_in_range(
       p.layer, -1, kMaxLayers - 1, [&] { return str("param '", p.name, "': layer"); },

@@ -100,9 +100,9 @@ TEST(ParamList, RejectsWrongTypes) {
   expect_list_error(R"([3])", "params[0]: expected a JSON object");
   expect_list_error(R"([{"name": 7, "shape": [2]}])", "params[0]: key 'name' must be a string");
   expect_list_error(R"([{"name": "a", "shape": 2}])",
-                    "params[0]: key 'shape' must be a non-empty array of positive integers");
-  expect_list_error(R"([{"name": "a", "shape": []}])",
-                    "params[0]: key 'shape' must be a non-empty array");
+                    "params[0]: key 'shape' must be an array of positive integers");
+  expect_list_error(R"([{"name": "a", "shape": [1, 1, 1, 1, 1, 1, 1, 1, 1]}])",
+                    "params[0]: key 'shape' has 9 dimensions; at most 8 (kMaxTensorDims)");
   expect_list_error(R"([{"name": "a", "shape": [2, 0]}])",
                     "params[0]: key 'shape[1]' must be a positive integer");
   expect_list_error(R"([{"name": "a", "shape": [2], "tp_split_dim": -2}])",
@@ -118,6 +118,54 @@ TEST(ParamList, RejectsWrongTypes) {
   expect_list_error(
       R"([{"name": "a", "shape": [2, 2], "pieces": [{"name": "q", "rows": [[-1, 2]]}]}])",
       "params[0].pieces[0]: key 'rows[0][0]' must be an integer >= 0");
+}
+
+// A 0-D, 3-D or 4-D tensor (a scale, a position table, a conv filter) is planned as [numel] for
+// AdamW, or as its declared row-major matrix_view for the matrix optimizer; the file keeps its own
+// shape, and write -> read reproduces both.
+TEST(ParamList, TensorsOfAnyRankArePlannedAsAViewAndKeepTheirShape) {
+  const std::string path = scratch_file("shapes.json", R"({"name": "vit", "params": [
+      {"name": "scale", "shape": []},
+      {"name": "pos", "shape": [1, 17, 32]},
+      {"name": "conv.weight", "shape": [32, 3, 8, 8], "matrix_view": [32, 192]},
+      {"name": "w", "shape": [32, 32]}]})");
+  const ModelSpec m = read_param_list(path);
+  ASSERT_EQ(m.params.size(), 4u);
+  EXPECT_EQ(m.params[0].shape, (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(m.params[0].own_shape(), (std::vector<std::int64_t>{}));
+  EXPECT_EQ(m.params[0].optimizer, OptimizerClass::kElementwise);
+  EXPECT_EQ(m.params[1].shape, (std::vector<std::int64_t>{544}));
+  EXPECT_EQ(m.params[1].own_shape(), (std::vector<std::int64_t>{1, 17, 32}));
+  EXPECT_EQ(m.params[1].optimizer, OptimizerClass::kElementwise);
+  EXPECT_EQ(m.params[2].shape, (std::vector<std::int64_t>{32, 192}));
+  EXPECT_EQ(m.params[2].own_shape(), (std::vector<std::int64_t>{32, 3, 8, 8}));
+  EXPECT_EQ(m.params[2].optimizer, OptimizerClass::kMatrix);
+  EXPECT_FALSE(m.params[3].tensor_shape.has_value());
+  validate(m, 1);
+  const std::string again = (scratch_dir() / "shapes_again.json").string();
+  write_param_list(again, m);
+  const ModelSpec back = read_param_list(again);
+  for (std::size_t i = 0; i < m.params.size(); ++i) {
+    EXPECT_EQ(back.params[i].shape, m.params[i].shape) << i;
+    EXPECT_EQ(back.params[i].own_shape(), m.params[i].own_shape()) << i;
+    EXPECT_EQ(back.params[i].optimizer, m.params[i].optimizer) << i;
+  }
+  ModelSpec split = m;
+  split.params[1].shape = {17, 32};
+  split.params[1].tp_split_dim = 0;
+  EXPECT_THAT([&] { validate(split, 1); },
+              ThrowsMessage<UsageError>(HasSubstr("param 'pos' of tensor shape [1, 17, 32] cannot "
+                                                  "be split over TP")));
+}
+
+TEST(ParamList, RejectsAMatrixViewOfAnotherSizeAndAMatrixWithoutOne) {
+  expect_list_error(R"([{"name": "c", "shape": [4, 3, 2, 2], "matrix_view": [4, 13]}])",
+                    "params[0]: 'matrix_view' [4, 13] has 52 elements, 'shape' 48");
+  expect_list_error(R"([{"name": "c", "shape": [4, 3, 2, 2], "matrix_view": [48]}])",
+                    "params[0]: key 'matrix_view' must be [rows, cols], got 1 dimensions");
+  expect_list_error(R"([{"name": "c", "shape": [4, 3, 2], "optimizer": "matrix"}])",
+                    "params[0]: a param of 3 dims needs 'matrix_view' [rows, cols] for the "
+                    "matrix optimizer");
 }
 
 TEST(ParamList, RejectsUnknownKeys) {

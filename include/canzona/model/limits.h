@@ -24,6 +24,7 @@ inline constexpr std::int64_t kMaxVocab = std::int64_t{1} << 24;      // before 
 inline constexpr std::int64_t kMaxPositions = std::int64_t{1}
                                               << 24;  // max_position_embeddings (real: 2k ... 1M)
 inline constexpr std::int64_t kMaxDim = std::int64_t{1} << 32;  // any dimension of a param shape
+inline constexpr int kMaxTensorDims = 8;  // dims of a param's own tensor shape (PyTorch: 0-D...)
 inline constexpr std::int64_t kMaxParamNumel = std::int64_t{1} << 40;  // elements of one param
 inline constexpr std::int64_t kMaxModelNumel = std::int64_t{1} << 42;  // elements of all params
 inline constexpr std::int64_t kMaxParams = std::int64_t{1} << 20;      // params in one model

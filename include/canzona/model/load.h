@@ -100,17 +100,22 @@ std::int64_t logical_row(const ParamSpec& param, int tp, int t, std::int64_t r);
 //   {"name": "...",
 //    "arch": {"num_layers", "num_heads", "num_query_groups", "head_dim", "vocab_size",
 //             "padded_vocab_size", "num_experts", "experts_per_token"},
-//    "params": [{"name", "shape", "tp_split_dim", "optimizer": "matrix" | "elementwise",
-//                "layer", "stage", "pieces": [{"name", "rows": [[begin, end], ...]}]}]}
+//    "params": [{"name", "shape", "matrix_view": [rows, cols], "tp_split_dim",
+//                "optimizer": "matrix" | "elementwise", "layer", "stage",
+//                "pieces": [{"name", "rows": [[begin, end], ...]}]}]}
 // Required: "params"; per param "name" and "shape"; per piece "name" and "rows". Defaults:
-// name = the path, arch keys 0 (unknown), tp_split_dim -1, optimizer default_optimizer_class(),
-// layer -1, stage -1, no pieces. Unknown keys in a param, piece or arch are errors (usually
-// typos). Bounds (limits.h), checked while reading so a small file cannot make us allocate
-// without bound: at most kMaxParams params, kMaxPieces pieces and kMaxRowRanges row ranges in
-// the file, shapes of 1 or 2 dims each in [1, kMaxDim], layer in [-1, kMaxLayers), stage and
-// tp_split_dim >= -1, arch counts within kMaxLayers / kMaxHeads / kMaxHeadDim, vocab sizes within
-// kMaxDim. Throws UsageError naming the file, the param index, the key and the limit. The
-// writer emits every field, so write -> read -> write reproduces the file byte for byte.
+// name = the path, arch keys 0 (unknown), tp_split_dim -1, optimizer default_optimizer_class()
+// ("matrix" when a matrix_view is given), layer -1, stage -1, no pieces. "shape" is the tensor's
+// own (0 to kMaxTensorDims dims): a 1-D or 2-D one is planned as it is; another is planned as the
+// row-major 2-D "matrix_view" (same numel) when given, else as [numel] for AdamW (a matrix
+// optimizer for it needs the view), with ParamSpec::tensor_shape keeping the own shape. Unknown
+// keys in a param, piece or arch are errors (usually typos). Bounds (limits.h), checked while
+// reading so a small file cannot make us allocate without bound: at most kMaxParams params,
+// kMaxPieces pieces and kMaxRowRanges row ranges in the file, dims each in [1, kMaxDim], layer in
+// [-1, kMaxLayers), stage and tp_split_dim >= -1, arch counts within kMaxLayers / kMaxHeads /
+// kMaxHeadDim, vocab sizes within kMaxDim. Throws UsageError naming the file, the param index, the
+// key and the limit. The writer emits every field, so write -> read -> write reproduces the file
+// byte for byte.
 ModelSpec read_param_list(const std::string& path);
 // The same from a parsed document; `where` names it in messages (the path, or e.g. "params" for a
 // list built in memory by the Python package).

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,12 +30,18 @@ struct Piece {
 
 struct ParamSpec {
   std::string name;                 // Megatron name, e.g. "decoder.layers.3.mlp.linear_fc1.weight"
-  std::vector<std::int64_t> shape;  // global shape (1-D or 2-D), row-major
+  std::vector<std::int64_t> shape;  // global shape (1-D or 2-D), row-major: what is planned
   int tp_split_dim = -1;            // -1: replicated across TP; 0: column-parallel; 1: row-parallel
   OptimizerClass optimizer = OptimizerClass::kElementwise;
   int layer = -1;             // transformer layer index; -1 for model-level params
   int stage = -1;             // explicit pipeline stage; -1: derived from layer (assign_stages)
   std::vector<Piece> pieces;  // empty: the whole matrix is one task
+  // The tensor's own shape when it differs from `shape` (a 0-D, 3-D or 4-D tensor such as a
+  // position table, a class token or a conv filter, planned as a row-major 1-D or 2-D view of the
+  // same elements: [numel] for AdamW, a declared rows x cols "matrix_view" for the matrix
+  // optimizer); empty when the tensor is `shape`. Checkpoints write the param in this shape.
+  // Such a param is never TP-split.
+  std::optional<std::vector<std::int64_t>> tensor_shape = std::nullopt;
 
   // Product of the shape; throws UsageError naming the param when it overflows int64.
   std::int64_t numel() const;
@@ -46,6 +53,10 @@ struct ParamSpec {
   std::int64_t local_numel(int tp) const;
   // Shape of one TP shard.
   std::vector<std::int64_t> local_shape(int tp) const;
+  // The tensor's own shape: tensor_shape when set, else shape.
+  const std::vector<std::int64_t>& own_shape() const {
+    return tensor_shape ? *tensor_shape : shape;
+  }
 };
 
 // Architecture facts that TP validation needs. Zero means unknown (a plain param list).
@@ -110,10 +121,11 @@ ModelSpec executed_model(const ModelSpec& model, int ep, int etp);
 // "matrix" / "elementwise", the spelling used in param-list JSON.
 const char* optimizer_class_name(OptimizerClass optimizer);
 
-// Checks a model against a TP degree: positive 1-D or 2-D shapes, no empty model, unique names,
-// split dims in range and divisible by tp, matrix params 2-D, pieces only on matrix params, each
-// inside its param, together covering every row exactly once, heads and query groups divisible by
-// tp where known. Bounds (limits.h): at most kMaxParams params, kMaxPieces pieces and
+// Checks a model against a TP degree: positive 1-D or 2-D shapes (a tensor_shape of at most
+// kMaxTensorDims positive dims, the same numel, on a param not split over TP), no empty model,
+// unique names, split dims in range and divisible by tp, matrix params 2-D, pieces only on matrix
+// params, each inside its param, together covering every row exactly once, heads and query groups
+// divisible by tp where known. Bounds (limits.h): at most kMaxParams params, kMaxPieces pieces and
 // kMaxRowRanges row ranges; dims in [1, kMaxDim], numel per param <= kMaxParamNumel, total
 // <= kMaxModelNumel, layer < kMaxLayers, arch counts within kMaxLayers / kMaxHeads / kMaxHeadDim,
 // vocab sizes <= kMaxDim. Throws UsageError naming the param, the rule and the limit.

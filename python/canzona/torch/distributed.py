@@ -8,7 +8,13 @@ DistributedDataParallel does) and hooks are put in place:
 * after autograd accumulates a param's gradient, a hook marks it ready; when a bucket's last
   param is ready the engine posts the bucket's Reduce-Scatter (or All-Reduce) during backward;
 * step() waits for those collectives, runs the optimizer on what this rank owns and posts the
-  updated params' All-Gathers; a forward pre-hook on each module waits for its params' buckets.
+  updated params' All-Gathers; the next forward waits for each bucket where it first reads one of
+  its params (param_access.py).
+
+zero_stage=3 keeps only this rank's shard of each bucket between uses: the forward gathers a
+bucket where it first reads it (the next one prefetched) and releases it after its last read,
+backward gathers it again where autograd first needs one of its params and releases it once all of
+them have their gradients (param_access.py). Values are bitwise those of stage 1.
 
 Inside `with opt.no_sync():` backward only accumulates (gradient accumulation, as DDP's no_sync).
 """
@@ -25,6 +31,7 @@ from canzona import _canzona
 from canzona.planning import _elementwise_by_module, _make_args, _params_doc, hf_config_of
 from canzona.torch import parallel
 from canzona.torch.optim import group_lr, run_closure
+from canzona.torch.param_access import ParamAccess
 
 _LIVE = weakref.WeakSet()
 
@@ -51,13 +58,22 @@ class DistributedOptimizer(torch.optim.Optimizer):
     parallel.init(tp=...) before a model with TP layers; else here, with tp=1 unless given, and dp
     the job's size / tp). Two param groups: the matrix params (lr) and the element-wise ones
     (adamw_lr); schedulers drive both.
+
+    Params of any rank: 1-D and 0-D params, 3-D position tables and class tokens, 4-D conv
+    filters get AdamW; is_matrix(name, param) -> bool overrides the choice, and matrix_view(name,
+    param) -> a 2-D view (p.flatten(1)), (rows, cols) or None declares the row-major matrix under
+    which a param that is not 2-D gets the matrix optimizer (canzona.plan's rules). zero_stage: 1
+    (ZeRO-1: every rank keeps every param) or 3 (ZeRO-3: each rank keeps its shard of each bucket
+    between uses; strategies asc, lb-asc, fsdp-a2a); under ZeRO-3 read params outside the model's
+    forward inside `with opt.gathered():`.
     """
 
     def __init__(self, model, optimizer="muon", strategy="lb-asc", *, lr=0.02, adamw_lr=1e-3,
                  optimizer_options=None, adamw_options=None, dp=None, tp=None, bucket_size=0,
                  planner="canzona", cost="flops", split_fc1=False, layerwise_tp="duplicated",
                  layerwise_buckets="soft-min", bucket_order="free", alpha=1.0, cmax_mb=512.0,
-                 pipeline=True, overlap_param_gather=True, broadcast=True, is_matrix=None):
+                 pipeline=True, overlap_param_gather=True, broadcast=True, is_matrix=None,
+                 matrix_view=None, zero_stage=1):
         if not isinstance(model, torch.nn.Module):
             raise TypeError("DistributedOptimizer: model must be a torch.nn.Module, got "
                             f"{type(model).__name__}")
@@ -76,6 +92,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
                     not math.isfinite(value) or value < 0:
                 raise ValueError(f"DistributedOptimizer: {key} must be a finite number >= 0 "
                                  f"(got {value!r})")
+        if isinstance(zero_stage, bool) or zero_stage not in (1, 3):
+            raise ValueError(f"DistributedOptimizer: zero_stage must be 1 or 3 (got "
+                             f"{zero_stage!r})")
+        for key, fn in (("is_matrix", is_matrix), ("matrix_view", matrix_view)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"DistributedOptimizer: {key} must be callable(name, param) "
+                                f"(got {fn!r})"[:200])
         try:
             if tp is None and parallel._GRID is not None:
                 grid = parallel.grid()
@@ -101,11 +124,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._hf_config = None
         self._model_class = type(model).__name__
         self._shapes = [tuple(p.shape) for _, p in named]
-        doc = _params_doc(named, tp, is_matrix, type(model).__name__,
-                          _elementwise_by_module(model))
+        try:
+            doc = _params_doc(named, tp, is_matrix, type(model).__name__,
+                              _elementwise_by_module(model), matrix_view)
+        except ValueError as e:
+            raise ValueError(str(e).replace("canzona.plan:", "DistributedOptimizer:")) from None
         args = _make_args("DistributedOptimizer", dp=dp, tp=tp, pp=1, optimizer=optimizer,
                           strategy=strategy, planner=planner, cost=cost, bucket_size=bucket_size,
-                          alpha=alpha, cmax_mb=cmax_mb, zero_stage=1, split_qkv="none",
+                          alpha=alpha, cmax_mb=cmax_mb, zero_stage=zero_stage, split_qkv="none",
                           split_fc1=split_fc1, layerwise_tp=layerwise_tp,
                           layerwise_buckets=layerwise_buckets, bucket_order=bucket_order)
         # The kernels run with lr 1; each group's lr is its scale (1 x lr is lr exactly).
@@ -115,12 +141,15 @@ class DistributedOptimizer(torch.optim.Optimizer):
             engine = _canzona.DistributedEngine(grid, doc, args, json.dumps(matrix_options),
                                                 json.dumps(elementwise_options), bool(pipeline))
         except ValueError as e:
-            raise ValueError(f"DistributedOptimizer: {e}") from None
+            raise ValueError(f"DistributedOptimizer: {e}".replace(
+                "--zero-stage 3:", "zero_stage=3:")) from None
         self._engine = engine
         self._plan = None
         # What a single-process replay needs (replay.py): the kernels and their options.
         self.kernel_settings = {"optimizer": optimizer, "optimizer_options": matrix_options,
-                                "adamw_options": elementwise_options}
+                                "adamw_options": elementwise_options,
+                                "matrix_views": {e["name"]: tuple(e["matrix_view"])
+                                                 for e in doc["params"] if "matrix_view" in e}}
         self._matrix = [engine.is_matrix(i) for i in range(len(named))]
         self.matrix_param_names = [n for n, m in zip(self._names, self._matrix) if m]
         # param.data and param.grad become views of the engine's buffers.
@@ -143,6 +172,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             for t in rest:
                 _broadcast(engine, t)
         engine.init_main_params()
+        self._access = ParamAccess(engine, self._params)
 
         matrix = [p for p, m in zip(self._params, self._matrix) if m]
         elementwise = [p for p, m in zip(self._params, self._matrix) if not m]
@@ -162,14 +192,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
             acc.register_hook(self._grad_hook(i))
             self._accumulators.append(acc)
         index = {id(p): i for i, p in enumerate(self._params)}
-        self._forward_hooks = []
+        access = self._access
+        self._forward_hooks = [
+            model.register_forward_pre_hook(lambda m, _: access.begin_forward(m.training)),
+            model.register_forward_hook(lambda *_: access.end_forward(), always_call=True)]
         for module in model.modules():
             own = [index[id(p)] for p in module.parameters(recurse=False) if id(p) in index]
             if own:
                 buckets = sorted({engine.bucket_of(i) for i in own})
                 self._forward_hooks.append(module.register_forward_pre_hook(
                     self._wait_hook(own, buckets)))
-        self._pending_param_sync = False
         self._model = weakref.ref(model)
         self._known = {id(p) for _, p in model.named_parameters()}
         _LIVE.add(self)
@@ -178,7 +210,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def _grad_hook(self, i):
         def hook(*_):
-            if not self._sync or self._engine is None:
+            if self._engine is None:
+                return
+            if not self._sync:
+                self._access.accumulated(i)
                 return
             if self._ready[i]:
                 raise RuntimeError(f"DistributedOptimizer: param '{self._names[i]}' got a second "
@@ -187,6 +222,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._check_shape(i)
             self._ready[i] = True
             self._engine.grad_ready(i)
+            self._access.accumulated(i)
             self._engine.progress()
         return hook
 
@@ -196,9 +232,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 return
             for i in own:
                 self._check_shape(i)
-            if self._pending_param_sync:
-                for b in buckets:
-                    self._engine.wait_param_sync(b)
+            self._access.ensure(buckets)
         return hook
 
     def _check_shape(self, i):
@@ -242,10 +276,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for group in self.param_groups:
             scales[group["kind"]] = group_lr(group, f"DistributedOptimizer ({group['kind']} group)")
         self._engine.set_lr_scales(scales["matrix"], scales["elementwise"])
+        if self._access.zero3:
+            self._engine.finish()  # a prefetch backward did not use; every bucket released
         self._engine.finish_grad_sync()
         self._engine.step()
         self._engine.start_param_sync()
-        self._pending_param_sync = True
+        self._access.after_step()
         if not self._overlap:
             self.finish()
         self._ready = [False] * len(self._params)
@@ -253,10 +289,32 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def finish(self):
         """Waits for every param All-Gather in flight: afterwards the params are final (the next
-        forward does this bucket by bucket)."""
-        if self._pending_param_sync:
+        forward does this bucket by bucket). ZeRO-3: releases every gathered bucket."""
+        if self._access.pending or self._access.zero3:
             self._engine.finish()
-            self._pending_param_sync = False
+            self._access.release_all()
+            self._access.pending = False
+
+    @contextlib.contextmanager
+    def gathered(self):
+        """Inside, every param holds its whole value (ZeRO-3 gathers every bucket and releases
+        them on exit; stage 1 waits for the param sync): for reading params outside the model's
+        forward, e.g. model.state_dict(). Collective under ZeRO-3."""
+        self.finish()
+        self._access.gather_all()
+        try:
+            yield
+        finally:
+            self._access.release_all()
+
+    @property
+    def zero_stage(self):
+        return self._engine.zero_stage
+
+    def memory_held(self):
+        """Bytes this rank keeps between steps: params_bytes, grads_bytes,
+        optimizer_state_bytes (main params and optimizer state) and resident_bytes (measured)."""
+        return self._engine.memory_held()
 
     @property
     def plan(self):
@@ -361,6 +419,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             group.update({k: v for k, v in saved.get(group["kind"], {}).items()
                           if k != "params"})
         self._ready = [False] * len(self._params)
+        self._access.release_all()
         return directory
 
     def close(self):
@@ -370,6 +429,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             return
         try:
             self.finish()
+            self._access.gather_all()  # ZeRO-3: the whole values, copied below
         finally:
             for h in getattr(self, "_forward_hooks", []):
                 h.remove()
@@ -407,6 +467,3 @@ def _check_param(name, p):
         raise ValueError(f"DistributedOptimizer: param '{name}' is on {p.device}; only CPU")
     if not p.is_contiguous():
         raise ValueError(f"DistributedOptimizer: param '{name}' is not contiguous")
-    if p.dim() > 2:
-        raise ValueError(f"DistributedOptimizer: param '{name}' has {p.dim()} dims; only 1-D "
-                         "and 2-D params")

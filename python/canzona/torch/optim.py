@@ -70,6 +70,7 @@ class _KernelOptimizer(torch.optim.Optimizer):
 
     _kernel = ""  # registry name
     _matrix_only = True
+    _views = {}  # id(param) -> (rows, cols): the declared matrix of a param that is not 2-D
 
     def __init__(self, params, defaults):
         params, names = _named(params)
@@ -98,7 +99,7 @@ class _KernelOptimizer(torch.optim.Optimizer):
             raise ValueError(f"{type(self).__name__}: {label} is on {p.device}; only CPU tensors")
         if not p.is_contiguous():
             raise ValueError(f"{type(self).__name__}: {label} is not contiguous")
-        if self._matrix_only and p.dim() != 2:
+        if self._matrix_only and p.dim() != 2 and id(p) not in self._views:
             raise ValueError(f"{type(self).__name__}: {label} has shape {tuple(p.shape)}; "
                              f"{type(self).__name__} only supports 2-D params (give the others "
                              "to AdamW)")
@@ -109,6 +110,8 @@ class _KernelOptimizer(torch.optim.Optimizer):
         raise NotImplementedError
 
     def _rows_cols(self, p):
+        if id(p) in self._views:
+            return self._views[id(p)]
         return (p.shape[0], p.shape[1]) if p.dim() == 2 else (1, p.numel())
 
     def _bind(self, p, kernel):

@@ -13,9 +13,10 @@ from canzona.torch.optim import _KernelOptimizer
 class _Kernel(_KernelOptimizer):
     """A kernel by registry name with Canzona's option keys (lr applied as the group's)."""
 
-    def __init__(self, params, kernel, options, lr, matrix_only):
+    def __init__(self, params, kernel, options, lr, matrix_only, views=None):
         self._kernel = kernel
         self._matrix_only = matrix_only
+        self._views = views or {}
         self._options = json.dumps(dict(options, lr=1.0), sort_keys=True)
         super().__init__(params, dict(lr=lr))
 
@@ -28,7 +29,7 @@ def replay(model, init, loss_fn, steps, micros, dp, settings, matrix_names, lrs,
 
     loss_fn(model, step, micro, dp_rank) -> the loss whose backward gives that micro-batch's
     gradient (already divided by micros if the run did). settings: DistributedOptimizer's
-    kernel_settings; matrix_names: its matrix_param_names; lrs: (matrix lr, AdamW lr) at step 0;
+    kernel_settings (the matrix views of params that are not 2-D included); matrix_names: its matrix_param_names; lrs: (matrix lr, AdamW lr) at step 0;
     lr_lambda: the LambdaLR factor the run used, if any. Returns the model and the losses,
     losses[step][rank][micro] (floats).
     """
@@ -36,10 +37,12 @@ def replay(model, init, loss_fn, steps, micros, dp, settings, matrix_names, lrs,
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     matrix = [p for n, p in trainable if n in matrix_names]
     other = [p for n, p in trainable if n not in matrix_names]
+    views = {id(p): tuple(settings.get("matrix_views", {})[n]) for n, p in trainable
+             if n in settings.get("matrix_views", {})}
     opts = []
     if matrix:
         opts.append(_Kernel(matrix, settings["optimizer"], settings["optimizer_options"], lrs[0],
-                            True))
+                            True, views))
     if other:
         opts.append(_Kernel(other, "adamw", settings["adamw_options"], lrs[1], False))
     scheds = [torch.optim.lr_scheduler.LambdaLR(o, lr_lambda) for o in opts] if lr_lambda else []

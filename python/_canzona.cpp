@@ -301,6 +301,16 @@ class DistributedEngine {
                   counts, displs)
         .wait();
   }
+  // Every DP rank's bytes, in DP rank order, on every DP rank (control data).
+  std::vector<py::bytes> all_gather_bytes(const std::string& bytes) {
+    const auto* data = reinterpret_cast<const std::byte*>(bytes.data());
+    const std::vector<std::vector<std::byte>> all =
+        grid_->dp().all_gather_bytes(std::span<const std::byte>(data, bytes.size()));
+    std::vector<py::bytes> out;
+    for (const std::vector<std::byte>& b : all)
+      out.emplace_back(reinterpret_cast<const char*>(b.data()), b.size());
+    return out;
+  }
   // DP rank 0's bytes, on every DP rank (control data: small tensors of other dtypes).
   py::bytes broadcast_bytes(const std::string& bytes) {
     comm::Communicator& dp = grid_->dp();
@@ -519,6 +529,7 @@ PYBIND11_MODULE(_canzona, m) {
            })
       .def("broadcast_floats", &DistributedEngine::broadcast_floats, py::arg("values").noconvert())
       .def("broadcast_bytes", &DistributedEngine::broadcast_bytes)
+      .def("all_gather_bytes", &DistributedEngine::all_gather_bytes)
       .def("plan_json", &DistributedEngine::plan_json)
       .def("save", &DistributedEngine::save, py::arg("save_dir"), py::arg("run"),
            py::arg("hf_config") = std::string(), Release())

@@ -296,7 +296,9 @@ class DistMuon(torch.optim.Optimizer):
                 padded = ps + self._pad[shape]
             else:
                 padded = ps
-            rows, cols = shape
+            # A conv filter (4-D) is orthogonalised as its 2-D view out x in*kh*kw (Keller
+            # Jordan's Muon flattens it the same way).
+            rows, cols = shape[0], math.prod(shape[1:])
             if self.scale_rule == "spectral":
                 scale = 0.2 * max(rows, cols) ** 0.5
             else:
@@ -311,7 +313,8 @@ class DistMuon(torch.optim.Optimizer):
                     buf = state["momentum_buffer"]
                     buf.lerp_(g, 1.0 - group["momentum"])
                     u = g.lerp(buf, group["momentum"]) if group["nesterov"] else buf
-                    x = newton_schulz5(u, steps=group["ns_steps"])
+                    x = newton_schulz5(u.reshape(rows, cols), steps=group["ns_steps"])
+                    x = x.reshape(shape)
                     if group["weight_decay"]:
                         mine.mul_(1.0 - group["lr"] * group["weight_decay"])
                     mine.add_(x, alpha=-group["lr"] * scale)

@@ -1,6 +1,7 @@
-"""examples/gpt.py, gpt_tp.py and hf_qwen3.py (a transformers Qwen3) under mpirun: --verify says
-the run is bitwise its single-process replay (or within its bound under TP), and the loss falls; a
-run saved half way and resumed (under another strategy) ends with the same params."""
+"""examples/gpt.py, gpt_tp.py, hf_qwen3.py (a transformers Qwen3) and vit.py (torchvision's ViT,
+ZeRO-1 and ZeRO-3) under mpirun: --verify says the run is bitwise its single-process replay (or
+within its bound under TP), and the loss falls; a run saved half way and resumed (under another
+strategy) ends with the same params."""
 import os
 import re
 import subprocess
@@ -62,3 +63,18 @@ def test_hf_qwen3_example_verifies_bitwise_and_learns():
     assert "bitwise identical to single process: yes" in out
     losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", out)]
     assert len(losses) == 3 and losses[0] > 5.0 and losses[-1] < 0.75 * losses[0], out
+
+
+@pytest.mark.parametrize("zero_stage", ["1", "3"])
+def test_vit_example_verifies_bitwise_and_learns(zero_stage):
+    pytest.importorskip("torchvision")
+    cmd = MPIRUN + ["-np", "2", sys.executable, os.path.join(ROOT, "examples", "vit.py"),
+                    "--steps", "21", "--verify", "--zero-stage", zero_stage]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = proc.stdout
+    # 2 layers x (in_proj, out_proj, mlp.0, mlp.3) + the head + the conv patch embedding
+    assert f"ZeRO-{zero_stage}, muon on 10 matrices" in out, out
+    assert "bitwise identical to single process: yes" in out
+    losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", out)]
+    assert len(losses) == 3 and losses[0] > 2.0 and losses[-1] < 0.7 * losses[0], out

@@ -194,8 +194,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         index = {id(p): i for i, p in enumerate(self._params)}
         access = self._access
         self._forward_hooks = [
-            model.register_forward_pre_hook(lambda m, _: access.begin_forward(m.training)),
-            model.register_forward_hook(lambda *_: access.end_forward(), always_call=True)]
+            model.register_forward_pre_hook(lambda m, _: access.begin_forward(m.training))]
+        try:  # torch 2: the hook runs even when the forward raises
+            end = model.register_forward_hook(lambda *_: access.end_forward(), always_call=True)
+        except TypeError:  # torch 1.13 has no always_call: a forward that raises is not ended
+            end = model.register_forward_hook(lambda *_: access.end_forward())
+        self._forward_hooks.append(end)
         for module in model.modules():
             own = [index[id(p)] for p in module.parameters(recurse=False) if id(p) in index]
             if own:
@@ -311,10 +315,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def zero_stage(self):
         return self._engine.zero_stage
 
-    def memory_held(self):
+    def memory_held(self, all_ranks=False):
         """Bytes this rank keeps between steps: params_bytes, grads_bytes,
-        optimizer_state_bytes (main params and optimizer state) and resident_bytes (measured)."""
-        return self._engine.memory_held()
+        optimizer_state_bytes (main params and optimizer state) and resident_bytes (measured).
+        all_ranks=True: a list of every DP rank's, in DP rank order (collective over DP)."""
+        mine = self._engine.memory_held()
+        if not all_ranks:
+            return mine
+        return [json.loads(b) for b in self._engine.all_gather_bytes(json.dumps(mine).encode())]
 
     @property
     def plan(self):

@@ -36,6 +36,8 @@ class _Mode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         access = self._access
+        if access.idle:  # stage 1, every bucket waited for: nothing left to watch
+            return func(*args, **kwargs)
         buckets = access.buckets_read(args, kwargs)
         if buckets:
             access.before_read(buckets)
@@ -62,6 +64,7 @@ class ParamAccess:
             self._params_in[b] = self._params_in.get(b, 0) + 1
         self._accumulated = dict.fromkeys(self._params_in, 0)
         self.pending = False  # stage 1: a param sync is in flight
+        self.idle = False  # stage 1: every bucket is final for the rest of this forward
         self._live = set()  # ZeRO-3: buckets gathered now (stage 1: waited since the step)
         self._records = {}  # (grad enabled, training) -> (first-read order, last read call)
         self._forward = None  # the forward in progress: its key, calls, reads
@@ -115,8 +118,10 @@ class ParamAccess:
             return
         key = (torch.is_grad_enabled(), bool(training))
         record = self._records.get(key)
+        final = max(record[1].values()) if record is not None and record[1] else -1
         self._forward = {"key": key, "calls": 0, "order": [], "last": {}, "record": record,
-                         "seen": set()}
+                         "seen": set(), "final": final}
+        self.idle = False
         self._mode.__enter__()
         if self.zero3 and key[0]:
             self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
@@ -127,6 +132,7 @@ class ParamAccess:
         if f is None:
             return
         self._forward = None
+        self.idle = False
         if self._saved_hooks is not None:
             hooks, self._saved_hooks = self._saved_hooks, None
             hooks.__exit__(None, None, None)
@@ -141,7 +147,7 @@ class ParamAccess:
                 self._backward_order = self._records[f["key"]][0]
             for b in sorted(self._live - keep):
                 self.release(b)
-        elif self.pending and len(f["seen"]) == len(self._params_in):
+        elif self.pending and len(self._live) == len(self._params_in):
             self.pending = False
 
     def before_read(self, buckets):
@@ -172,15 +178,17 @@ class ParamAccess:
         record = f["record"]
         if self.zero3 and record is not None and f["key"][0]:
             last = record[1]
-            final = max(last.values()) if last else -1
             for b in set(buckets):
-                if last.get(b) == call and call != final and b in self._live:
+                if last.get(b) == call and call != f["final"] and b in self._live:
                     self.release(b)
 
     def make_readable(self, b):
         """Waits for bucket b's param sync (ZeRO-3: gathers it)."""
         self._engine.wait_param_sync(b)
         self._live.add(b)
+        # Stage 1 once every bucket is final: later calls of this forward need no look (the
+        # first-read order is recorded only for ZeRO-3's prefetch).
+        self.idle = not self.zero3 and len(self._live) == len(self._params_in)
 
     def release(self, b):
         if self.zero3 and b in self._live:

@@ -13,7 +13,7 @@ from canzona import _canzona
 _TP_ATTR = "tensor_model_parallel"
 _DIM_ATTR = "partition_dim"
 
-_LAYER = re.compile(r"(?:^|\.)(?:[A-Za-z_]*layer_?)?(\d+)(?:\.|$)")
+_LAYER = re.compile(r"(?:^|\.)(?:[A-Za-z_]*layer_)?(\d+)(?:\.|$)")
 
 # The most dims a param's own shape may have (the C++ reader's kMaxTensorDims).
 _MAX_TENSOR_DIMS = 8
@@ -44,8 +44,8 @@ def _param_entry(name, shape, tp_split_dim, tp, matrix, view=None):
     if matrix and len(shape) != 2 and view is None:
         raise ValueError(f"canzona.plan: model: param '{name}' has {len(shape)} dims "
                          f"{tuple(shape)}; the matrix optimizer needs its 2-D view: give "
-                         "matrix_view=lambda name, p: p.flatten(1) (or similar), or leave it to "
-                         "AdamW")
+                         "matrix_view=lambda name, p: p.flatten(1) if p.dim() == 4 else None (or "
+                         "similar), or leave it to AdamW")
     entry = {"name": name, "shape": shape, "tp_split_dim": tp_split_dim, "layer": _layer_of(name)}
     if view is not None:
         entry["matrix_view"] = list(view)
@@ -303,8 +303,8 @@ def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb
     tables and class tokens, 4-D conv filters) get AdamW, planned as [numel]; matrix_view(name,
     tensor_or_shape) -> a 2-D tensor (e.g. p.flatten(1)), (rows, cols) or None declares the
     row-major matrix view under which such a param gets the matrix optimizer instead (unless
-    is_matrix says no): planned, costed and checkpointed in that shape, the param itself kept in
-    its own.
+    is_matrix says no): planned, costed and stepped in that shape (its optimizer state
+    checkpointed in it), the param itself kept and checkpointed in its own.
     A Hugging Face transformers model of a planned architecture (model.config.model_type one of
     HF_MODEL_TYPES: Qwen3, Qwen3-MoE, Qwen2, Llama, Mistral) is planned from its config, as
     `canzona plan --model config.json` plans what save_pretrained writes (Megatron's layout: fused

@@ -111,9 +111,9 @@ MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSp
     const double extra = share > 1 ? 1.0 : 0.0;
     need.optimizer_state_bytes =
         std::max(need.optimizer_state_bytes, total_state / share + extra * largest);
-    // Buffers of the engine (engine/engine.cpp, dp_sync.cpp): the fp32 main copy of every task
-    // this rank computes, and under a reduce-scatter its DP shard of the gradient buffer (the
-    // whole buffer at DP 1).
+    // Buffers of the engine (src/engine/optimizer_shards.cpp, grad_sync.cpp): the fp32 main copy of
+    // every task this rank computes, and under a reduce-scatter its DP shard of the gradient buffer
+    // (the whole buffer at DP 1).
     const bool reduce_scatter =
         strategy != plan::Strategy::kSc && strategy != plan::Strategy::kLayerwisePaper;
     const double shard =

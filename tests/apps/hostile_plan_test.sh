@@ -67,8 +67,10 @@ big='"shape": [1048576, 1048576]'
 param_list "$work/huge_model.json" "{\"name\": \"a\", $big}" "{\"name\": \"b\", $big}" \
   "{\"name\": \"c\", $big}" "{\"name\": \"d\", $big}" "{\"name\": \"e\", $big}"
 expect_usage_error "kMaxModelNumel" run_plan --model "$work/huge_model.json"
-param_list "$work/three_d.json" '{"name": "a", "shape": [2, 2, 2]}'
-expect_usage_error "only 1-D and 2-D" run_plan --model "$work/three_d.json"
+param_list "$work/three_d.json" '{"name": "a", "shape": [2, 2, 2], "optimizer": "matrix"}'
+expect_usage_error "needs 'matrix_view'" run_plan --model "$work/three_d.json"
+param_list "$work/nine_d.json" '{"name": "a", "shape": [1, 1, 1, 1, 1, 1, 1, 1, 2]}'
+expect_usage_error "kMaxTensorDims" run_plan --model "$work/nine_d.json"
 expect_absent "$out"
 
 # --- Tiny HF configs asking for unbounded sizes (allocated without bound before the fix).

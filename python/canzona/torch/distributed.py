@@ -38,7 +38,7 @@ _LIVE = weakref.WeakSet()
 
 def _close_all():
     for opt in list(_LIVE):
-        opt.close()
+        opt.close(_at_exit=True)
     parallel.close()
     _canzona.mpi_finalize()
 
@@ -61,7 +61,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     Params of any rank: 1-D and 0-D params, 3-D position tables and class tokens, 4-D conv
     filters get AdamW; is_matrix(name, param) -> bool overrides the choice, and matrix_view(name,
-    param) -> a 2-D view (p.flatten(1)), (rows, cols) or None declares the row-major matrix under
+    param) -> a 2-D view (p.flatten(1) if p.dim() == 4 else None), (rows, cols) or None declares the row-major matrix under
     which a param that is not 2-D gets the matrix optimizer (canzona.plan's rules). zero_stage: 1
     (ZeRO-1: every rank keeps every param) or 3 (ZeRO-3: each rank keeps its shard of each bucket
     between uses; strategies asc, lb-asc, fsdp-a2a); under ZeRO-3 read params outside the model's
@@ -282,6 +282,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._engine.set_lr_scales(scales["matrix"], scales["elementwise"])
         if self._access.zero3:
             self._engine.finish()  # a prefetch backward did not use; every bucket released
+            self._access.forget()
         self._engine.finish_grad_sync()
         self._engine.step()
         self._engine.start_param_sync()
@@ -296,20 +297,25 @@ class DistributedOptimizer(torch.optim.Optimizer):
         forward does this bucket by bucket). ZeRO-3: releases every gathered bucket."""
         if self._access.pending or self._access.zero3:
             self._engine.finish()
-            self._access.release_all()
+            self._access.forget()
             self._access.pending = False
 
     @contextlib.contextmanager
     def gathered(self):
         """Inside, every param holds its whole value (ZeRO-3 gathers every bucket and releases
-        them on exit; stage 1 waits for the param sync): for reading params outside the model's
-        forward, e.g. model.state_dict(). Collective under ZeRO-3."""
+        them on exit, nothing released in between, forwards included; stage 1 waits for the
+        param sync): for reading params outside the model's forward. The params are views of the
+        engine's buffer: copy what must outlive the block (e.g. {k: v.clone() for k, v in
+        model.state_dict().items()}). Collective under ZeRO-3."""
         self.finish()
         self._access.gather_all()
+        self._access.pinned += 1
         try:
             yield
         finally:
-            self._access.release_all()
+            self._access.pinned -= 1
+            if not self._access.pinned:
+                self._access.release_all()
 
     @property
     def zero_stage(self):
@@ -430,14 +436,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._access.release_all()
         return directory
 
-    def close(self):
-        """Hands the engine back (the params keep their values as plain tensors)."""
+    def close(self, _at_exit=False):
+        """Hands the engine back (the params keep their values as plain tensors; ZeRO-3 gathers
+        them first, so close() is collective there)."""
         engine = getattr(self, "_engine", None)
         if engine is None:
             return
         try:
             self.finish()
-            self._access.gather_all()  # ZeRO-3: the whole values, copied below
+            if not _at_exit:  # at exit a rank may be leaving alone: no new collectives
+                self._access.gather_all()  # ZeRO-3: the whole values, copied below
         finally:
             for h in getattr(self, "_forward_hooks", []):
                 h.remove()

@@ -65,6 +65,7 @@ class ParamAccess:
         self._accumulated = dict.fromkeys(self._params_in, 0)
         self.pending = False  # stage 1: a param sync is in flight
         self.idle = False  # stage 1: every bucket is final for the rest of this forward
+        self.pinned = 0  # > 0: inside gathered(), nothing is released
         self._live = set()  # ZeRO-3: buckets gathered now (stage 1: waited since the step)
         self._records = {}  # (grad enabled, training) -> (first-read order, last read call)
         self._forward = None  # the forward in progress: its key, calls, reads
@@ -86,9 +87,12 @@ class ParamAccess:
     def _bucket_of_tensor(self, t):
         if type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
             return None
-        if t.device.type != "cpu" or t.numel() == 0:
+        if t.layout != torch.strided or t.device.type != "cpu" or t.numel() == 0:
             return None
-        return self._bucket_at(t.data_ptr())
+        try:
+            return self._bucket_at(t.data_ptr())
+        except RuntimeError:  # a tensor without storage (a functorch wrapper)
+            return None
 
     def buckets_read(self, args, kwargs):
         found = None
@@ -127,7 +131,7 @@ class ParamAccess:
             self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
             self._saved_hooks.__enter__()
 
-    def end_forward(self):
+    def end_forward(self, failed=False):
         f = self._forward
         if f is None:
             return
@@ -137,7 +141,7 @@ class ParamAccess:
             hooks, self._saved_hooks = self._saved_hooks, None
             hooks.__exit__(None, None, None)
         self._mode.__exit__(None, None, None)
-        if f["record"] is None:
+        if f["record"] is None and not failed:
             self._records[f["key"]] = (f["order"], f["last"])
         if self.zero3:
             # Backward gathers what it needs; it starts with the bucket read last: keep that one.
@@ -191,6 +195,8 @@ class ParamAccess:
         self.idle = not self.zero3 and len(self._live) == len(self._params_in)
 
     def release(self, b):
+        if self.pinned:  # inside DistributedOptimizer.gathered(): every bucket stays
+            return
         if self.zero3 and b in self._live:
             self._engine.release_params(b)
         self._live.discard(b)
@@ -251,3 +257,7 @@ class ParamAccess:
     def release_all(self):
         for b in sorted(self._live):
             self.release(b)
+
+    def forget(self):
+        """The engine released every bucket itself (Engine::finish under ZeRO-3)."""
+        self._live.clear()

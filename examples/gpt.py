@@ -38,23 +38,29 @@ class Block(torch.nn.Module):
         self.fc = torch.nn.Linear(dim, 4 * dim)
         self.fc_out = torch.nn.Linear(4 * dim, dim)
 
-    def forward(self, x):
+    def attend(self, x):
         b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = self.qkv(x).split(d, dim=2)
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
         mask = torch.ones(t, t, dtype=torch.bool).triu(1)
         att = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
-        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
-        return x + self.fc_out(torch.nn.functional.gelu(self.fc(self.ln2(x))))
+        return self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+
+    def mlp(self, x):
+        return self.fc_out(torch.nn.functional.gelu(self.fc(x)))
+
+    def forward(self, x):
+        x = x + self.attend(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
 
 
 class Gpt(torch.nn.Module):
-    def __init__(self, vocab, seq, dim, layers, heads):
+    def __init__(self, vocab, seq, dim, layers, heads, block=Block):
         super().__init__()
         self.wte = torch.nn.Embedding(vocab, dim)
         self.wpe = torch.nn.Embedding(seq, dim)
-        self.blocks = torch.nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        self.blocks = torch.nn.ModuleList(block(dim, heads) for _ in range(layers))
         self.ln_f = torch.nn.LayerNorm(dim)
         for name, p in self.named_parameters():  # GPT-2's init: N(0, 0.02) weights, zero biases
             if name.endswith("bias"):

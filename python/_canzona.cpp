@@ -18,10 +18,12 @@
 
 #include "canzona/comm/mpi.h"
 #include "canzona/common/error.h"
+#include "canzona/common/fnv.h"
 #include "canzona/common/hex.h"
 #include "canzona/cost/calibration.h"
 #include "canzona/cost/cost.h"
 #include "canzona/engine/engine.h"
+#include "canzona/engine/engine_set.h"
 #include "canzona/engine/trace.h"
 #include "canzona/launch/job.h"
 #include "canzona/launch/plan_check.h"
@@ -172,17 +174,97 @@ py::array_t<float> view(std::span<float> values, const std::vector<std::int64_t>
 
 // The DP x TP grid of this MPI job (comm/grid.h), made once by canzona.torch.parallel.init before
 // the model (TP layers need their rank to shape their params), with the TP collectives the TP
-// layers' autograd functions call. Deterministic reductions (rank order), as the engine's.
+// layers' autograd functions call, and, when asked for (ep >= 1), Megatron's expert groups with
+// the EP collectives a MoE block's dispatch and combine call. Deterministic reductions (rank
+// order), as the engine's.
 class ParallelGrid {
  public:
-  ParallelGrid(int dp, int tp) {
+  // ep = 0: no expert groups.
+  ParallelGrid(int dp, int tp, int ep, int etp) {
     const int world = comm::launched_world_size();
     CANZONA_REQUIRE(dp >= 1 && tp >= 1, "dp and tp must be >= 1 (got dp ", dp, ", tp ", tp, ")");
     CANZONA_REQUIRE(static_cast<std::int64_t>(dp) * tp == world, "the job has ", world, " rank",
                     world == 1 ? "" : "s", " but dp x tp = ", dp, " x ", tp,
                     " (launch with mpirun -np ", static_cast<std::int64_t>(dp) * tp, ")");
+    if (ep != 0) {
+      CANZONA_REQUIRE(ep >= 1 && etp >= 1, "ep and etp must be >= 1 (got ep ", ep, ", etp ", etp,
+                      ")");
+      CANZONA_REQUIRE(
+          static_cast<std::int64_t>(dp) * tp % (static_cast<std::int64_t>(ep) * etp) == 0,
+          "ep x etp = ", ep, " x ", etp, " does not divide the ", world, " ranks of dp x tp = ", dp,
+          " x ", tp,
+          " (expert parallelism is carved out of DP x TP: expert DP = dp x tp / (ep x "
+          "etp))");
+    }
     if (!mpi_session()) mpi_session() = std::make_unique<comm::MpiSession>();
     grid_ = comm::make_mpi_grid(dp, tp, 1, comm::ReduceMode::kDeterministic);
+    if (ep != 0)
+      experts_ = std::make_unique<comm::ExpertGroups>(
+          comm::make_mpi_expert_groups(*grid_, {ep, etp}, comm::ReduceMode::kDeterministic));
+  }
+  // This rank's expert groups, or null when the grid was made without.
+  comm::ExpertGroups* experts() { return experts_.get(); }
+  comm::ExpertGroups& expert_groups() {
+    grid();
+    CANZONA_REQUIRE(experts_ != nullptr,
+                    "the parallel grid has no expert groups (canzona.torch.parallel.init(ep=...))");
+    return *experts_;
+  }
+  int ep() { return experts() ? expert_groups().shape.ep : 0; }
+  int etp() { return experts() ? expert_groups().shape.etp : 0; }
+  int ep_rank() { return expert_groups().coord.ep; }
+  int etp_rank() { return expert_groups().coord.etp; }
+  int edp() { return expert_groups().grid->shape().dp; }
+  int edp_rank() { return expert_groups().coord.edp; }
+  // All-to-All over the EP group: segment r of `send` (send_counts[r] elements, in rank order)
+  // goes to EP rank r; `recv` receives what every rank sent here, in rank order (recv_counts[r]
+  // elements from r).
+  void ep_all_to_all(py::array_t<float, 0> send, const std::vector<std::int64_t>& send_counts,
+                     py::array_t<float, 0> recv, const std::vector<std::int64_t>& recv_counts) {
+    comm::ExpertGroups& g = expert_groups();
+    const auto n = static_cast<std::size_t>(g.shape.ep);
+    CANZONA_REQUIRE(send_counts.size() == n && recv_counts.size() == n,
+                    "ep_all_to_all: send_counts and recv_counts need one count per EP rank (", n,
+                    ")");
+    CANZONA_REQUIRE((send.flags() & py::array::c_style) != 0,
+                    "ep_all_to_all: send must be contiguous");
+    std::vector<std::int64_t> send_displs(n), recv_displs(n);
+    std::int64_t sent = 0, received = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      CANZONA_REQUIRE(send_counts[r] >= 0 && recv_counts[r] >= 0, "ep_all_to_all: send_counts[", r,
+                      "] = ", send_counts[r], " and recv_counts[", r, "] = ", recv_counts[r],
+                      " must be >= 0");
+      send_displs[r] = sent;
+      recv_displs[r] = received;
+      sent += send_counts[r];
+      received += recv_counts[r];
+    }
+    CANZONA_REQUIRE(sent == send.size(), "ep_all_to_all: send has ", send.size(),
+                    " elements, send_counts sum to ", sent);
+    CANZONA_REQUIRE(received == recv.size(), "ep_all_to_all: recv has ", recv.size(),
+                    " elements, recv_counts sum to ", received);
+    CANZONA_REQUIRE(n > 1 || sent == received, "ep_all_to_all: EP 1 sends ", sent,
+                    " elements to itself but recv_counts takes ", received);
+    const std::span<const float> in(send.data(), static_cast<std::size_t>(send.size()));
+    const std::span<float> out = writable(recv);
+    py::gil_scoped_release release;
+    if (g.ep == nullptr || n == 1) {
+      std::copy(in.begin(), in.end(), out.begin());
+    } else {
+      g.ep->all_to_all(in, send_counts, send_displs, out, recv_counts, recv_displs).wait();
+    }
+  }
+  // Every EP rank's bytes, in EP rank order (control data: the routed counts).
+  std::vector<py::bytes> ep_all_gather_bytes(const std::string& bytes) {
+    comm::ExpertGroups& g = expert_groups();
+    if (g.ep == nullptr) return {py::bytes(bytes)};
+    return as_py_bytes(g.ep->all_gather_bytes(std::span<const std::byte>(
+        reinterpret_cast<const std::byte*>(bytes.data()), bytes.size())));
+  }
+  // Every world rank's bytes, in world rank order (agreement before any engine exists).
+  std::vector<py::bytes> world_all_gather_bytes(const std::string& bytes) {
+    return as_py_bytes(grid().world().all_gather_bytes(std::span<const std::byte>(
+        reinterpret_cast<const std::byte*>(bytes.data()), bytes.size())));
   }
   comm::Grid& grid() {
     CANZONA_REQUIRE(grid_ != nullptr, "the parallel grid was closed");
@@ -210,21 +292,34 @@ class ParallelGrid {
     py::gil_scoped_release release;
     tp.all_gather(in, out, counts, displs).wait();
   }
-  void close() { grid_.reset(); }
+  void close() {
+    experts_.reset();
+    grid_.reset();
+  }
 
  private:
+  static std::vector<py::bytes> as_py_bytes(const std::vector<std::vector<std::byte>>& all) {
+    std::vector<py::bytes> out;
+    for (const std::vector<std::byte>& b : all)
+      out.emplace_back(reinterpret_cast<const char*>(b.data()), b.size());
+    return out;
+  }
   static std::span<float> writable(py::array_t<float, 0>& a) {
     CANZONA_REQUIRE((a.flags() & py::array::c_style) != 0 && a.writeable(),
                     "the array must be contiguous and writeable");
     return {a.mutable_data(), static_cast<std::size_t>(a.size())};
   }
   std::unique_ptr<comm::Grid> grid_;
+  std::unique_ptr<comm::ExpertGroups> experts_;
 };
 
-// The engine (engine/engine.h) under a Python model: the plan of `model` for the grid of this MPI
-// job, the Megatron-layout buffers the Python side makes its params and grads views of, and the
-// calls of a training step. One per optimizer; ZeRO-1 or ZeRO-3 (the client gathers and releases
-// buckets: prefetch_params, wait_param_sync, release_params).
+// The engine set (engine/engine_set.h) under a Python model: the plan of `model` for the grid of
+// this MPI job, the Megatron-layout buffers the Python side makes its params and grads views of
+// (a MoE model's experts in the expert engine's, over the grid's expert groups), and the calls of
+// a training step. Params are addressed by their index in the model; buckets by one number over
+// both engines (the dense engine's first, then the expert engine's). One per optimizer; ZeRO-1 or
+// ZeRO-3 (the client gathers and releases buckets: prefetch_params, wait_param_sync,
+// release_params).
 class DistributedEngine {
  public:
   DistributedEngine(ParallelGrid& grid, const py::object& model_arg, const PlanArgs& a,
@@ -248,39 +343,93 @@ class DistributedEngine {
     optimizer_ = job.optimizer;
     const plan::PlanOptions options = launch::plan_options(job, strategy);
     plan::validate_options(options);
+    if (a.ep > 1 || a.etp > 1 || model::has_experts(model_)) {
+      comm::ExpertGroups* groups = grid.experts();
+      CANZONA_REQUIRE(groups != nullptr, "model '", model_.name,
+                      "' has expert params but the parallel grid has no expert groups "
+                      "(canzona.torch.parallel.init(ep=...))");
+      CANZONA_REQUIRE(groups->shape.ep == a.ep && groups->shape.etp == a.etp, "ep x etp = ", a.ep,
+                      " x ", a.etp, " but the parallel grid's expert groups are ", groups->shape.ep,
+                      " x ", groups->shape.etp);
+      CANZONA_REQUIRE(a.etp == 1, "etp ", a.etp,
+                      ": DistributedOptimizer keeps each expert whole on its EP rank (expert TP "
+                      "1), as canzona train does");
+    }
     plan_ = plan::make_plan(model_, options);
-    CANZONA_REQUIRE(plan_.expert == nullptr, "model '", model_.name,
-                    "' is a mixture of experts (arch num_experts): DistributedOptimizer does not "
-                    "run an expert buffer yet (canzona run does)");
     launch::validate_plan(model_, plan_, grid_->shape());
     launch::check_plan_agreement(grid_->world(), plan_);
-    engine_ = std::make_unique<engine::Engine>(*grid_, model_, plan_, launch::engine_options(job),
-                                               trace_);
+    engines_ =
+        std::make_unique<engine::EngineSet>(*grid_, model_, plan_, launch::engine_options(job),
+                                            trace_, plan_.expert ? grid.experts() : nullptr);
+    for (int m = 0; m < engines_->size(); ++m) {
+      bucket_offset_.push_back(num_buckets_);
+      num_buckets_ += static_cast<int>(engines_->member(m).engine->stage().layout.buckets.size());
+    }
   }
 
-  engine::Engine& engine() {
-    CANZONA_REQUIRE(engine_ != nullptr, "the DistributedOptimizer was closed");
-    return *engine_;
+  engine::EngineSet& engines() {
+    CANZONA_REQUIRE(engines_ != nullptr, "the DistributedOptimizer was closed");
+    return *engines_;
+  }
+  engine::Engine& engine() { return engines().dense(); }
+  int num_buckets() const { return num_buckets_; }
+  // EngineSet::params_fnv, equal on every rank: a dense model's replicas are equal; a MoE
+  // model's EP ranks hold other experts, so their hashes are folded in world rank order.
+  std::uint64_t params_fnv() {
+    const std::uint64_t mine = engines().params_fnv();
+    if (engines().size() == 1) return mine;
+    const std::vector<std::uint64_t> all = grid_->world().all_gather_u64(mine);
+    return fnv1a(all.data(), all.size() * sizeof(std::uint64_t));
   }
   int num_params() const { return static_cast<int>(model_.params.size()); }
   std::vector<std::int64_t> local_shape(int p) const {
     check_param(p);
     return model_.params[static_cast<std::size_t>(p)].local_shape(grid_->shape().tp);
   }
+  // Param p's view (empty for another EP rank's expert).
   py::array_t<float> param(py::object self, int p) {
-    return view(engine().param(p), local_shape(p), self);
+    check_param(p);
+    return view(engines().param(p), held_shape(p), self);
   }
   py::array_t<float> grad(py::object self, int p) {
-    return view(engine().grad(p), local_shape(p), self);
+    check_param(p);
+    return view(engines().grad(p), held_shape(p), self);
+  }
+  // The engine-set-wide bucket of p, or -1 when this rank holds none of it.
+  int bucket_of(int p) {
+    check_param(p);
+    const engine::EngineSet::Slot s = engines().slot(p);
+    if (s.member < 0) return -1;
+    const int b = engines().member(s.member).engine->bucket_of(s.index);
+    return b < 0 ? -1 : bucket_offset_[static_cast<std::size_t>(s.member)] + b;
+  }
+  // Bucket b as (engine, its bucket there).
+  std::pair<engine::Engine*, int> bucket(int b) {
+    CANZONA_REQUIRE(b >= 0 && b < num_buckets_, "bucket ", b, " outside [0, ", num_buckets_, ")");
+    int m = static_cast<int>(bucket_offset_.size()) - 1;
+    while (bucket_offset_[static_cast<std::size_t>(m)] > b) --m;
+    return {engines().member(m).engine, b - bucket_offset_[static_cast<std::size_t>(m)]};
+  }
+  // Each engine's param buffer: (address, bytes), dense first.
+  std::vector<std::pair<std::uintptr_t, std::size_t>> params_ranges() {
+    std::vector<std::pair<std::uintptr_t, std::size_t>> out;
+    for (int m = 0; m < engines().size(); ++m) {
+      const std::span<const float> all = engines().member(m).engine->params();
+      out.emplace_back(reinterpret_cast<std::uintptr_t>(all.data()), all.size() * sizeof(float));
+    }
+    return out;
   }
   // Copies DP rank 0's params to every DP rank (DistributedDataParallel's broadcast at
-  // construction): one All-Gather per param where only rank 0 contributes.
+  // construction): one All-Gather per param where only rank 0 contributes; an expert's over
+  // its expert DP group (every EP rank holds its own experts).
   void broadcast_params() {
-    comm::Communicator& dp = grid_->dp();
-    std::vector<std::int64_t> counts(static_cast<std::size_t>(dp.size()), 0);
-    const std::vector<std::int64_t> displs(counts.size(), 0);
     for (int p = 0; p < num_params(); ++p) {
-      std::span<float> values = engine().param(p);
+      const engine::EngineSet::Slot s = engines().slot(p);
+      if (s.member < 0) continue;
+      comm::Communicator& dp = engines().member(s.member).grid->dp();
+      std::vector<std::int64_t> counts(static_cast<std::size_t>(dp.size()), 0);
+      const std::vector<std::int64_t> displs(counts.size(), 0);
+      std::span<float> values = engines().param(p);
       counts[0] = static_cast<std::int64_t>(values.size());
       const std::span<const float> send =
           dp.rank() == 0 ? std::span<const float>(values) : std::span<const float>();
@@ -321,7 +470,7 @@ class DistributedEngine {
   }
   py::list optimizer_state(py::object self) {
     py::list out;
-    for (const engine::StateTensor& t : engine().optimizer_state()) {
+    for (const engine::StateTensor& t : engines().optimizer_state()) {
       const std::vector<std::int64_t> shape = t.begin < t.end
                                                   ? std::vector<std::int64_t>{t.end - t.begin}
                                                   : std::vector<std::int64_t>{t.rows, t.cols};
@@ -342,24 +491,24 @@ class DistributedEngine {
     context.spec = &model_;
     context.plan = &plan_;
     ckpt::Manifest& m = context.manifest;
-    m.step = engine().step_count();
+    m.step = engines().step_count();
     m.strategy = strategy_;
     m.dp = grid_->shape().dp;
     m.tp = grid_->shape().tp;
     m.optimizer = optimizer_;
     m.plan_hash = hex64(plan::plan_hash(plan_));
     m.run = nlohmann::json::parse(run);
-    return train::save_checkpoint(*grid_, engine(), context, save_dir);
+    return train::save_checkpoint(engines(), context, save_dir);
   }
   // Restores the checkpoint `path` names (a checkpoint or a save directory: its newest) under
   // this engine's grid and plan, whatever DP, TP and strategy wrote it. Collective; returns the
   // checkpoint's directory, step and recorded `run` (JSON).
   std::tuple<std::string, std::int64_t, std::string> load(const std::string& path) {
     const auto [dir, manifest] = train::resolve_checkpoint(grid_->world(), path);
-    train::load_checkpoint(*grid_, engine(), model_, nullptr, optimizer_, dir, manifest);
+    train::load_checkpoint(engines(), model_, nullptr, optimizer_, dir, manifest);
     return {dir, manifest.step, manifest.run.dump()};
   }
-  void close() { engine_.reset(); }
+  void close() { engines_.reset(); }
   bool is_matrix(int p) const {
     check_param(p);
     return model_.params[static_cast<std::size_t>(p)].is_matrix();
@@ -378,13 +527,21 @@ class DistributedEngine {
     CANZONA_REQUIRE(p >= 0 && p < num_params(), "param index ", p, " outside [0, ", num_params(),
                     ")");
   }
+  // The shape of what this rank holds of p: its TP-local shape (an expert: whole), or {0} for
+  // another EP rank's expert.
+  std::vector<std::int64_t> held_shape(int p) {
+    if (engines().slot(p).member < 0) return {0};
+    return local_shape(p);
+  }
 
   model::ModelSpec model_;
   plan::Plan plan_;
   std::string strategy_, optimizer_;  // the manifest's names
   engine::Trace trace_;
   comm::Grid* grid_;  // the ParallelGrid's (kept alive by the Python object)
-  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<engine::EngineSet> engines_;
+  std::vector<int> bucket_offset_;  // [engine set member] its first bucket's number
+  int num_buckets_ = 0;
 };
 
 }  // namespace
@@ -437,8 +594,19 @@ PYBIND11_MODULE(_canzona, m) {
   using Release = py::call_guard<py::gil_scoped_release>;
   using canzona::python::ParallelGrid;
   py::class_<ParallelGrid>(m, "ParallelGrid")
-      .def(py::init<int, int>(), py::arg("dp"), py::arg("tp"))
+      .def(py::init<int, int, int, int>(), py::arg("dp"), py::arg("tp"), py::arg("ep") = 0,
+           py::arg("etp") = 1)
       .def_property_readonly("dp", &ParallelGrid::dp)
+      .def_property_readonly("ep", &ParallelGrid::ep)
+      .def_property_readonly("etp", &ParallelGrid::etp)
+      .def_property_readonly("ep_rank", &ParallelGrid::ep_rank)
+      .def_property_readonly("etp_rank", &ParallelGrid::etp_rank)
+      .def_property_readonly("edp", &ParallelGrid::edp)
+      .def_property_readonly("edp_rank", &ParallelGrid::edp_rank)
+      .def("ep_all_to_all", &ParallelGrid::ep_all_to_all, py::arg("send").noconvert(),
+           py::arg("send_counts"), py::arg("recv").noconvert(), py::arg("recv_counts"))
+      .def("ep_all_gather_bytes", &ParallelGrid::ep_all_gather_bytes)
+      .def("world_all_gather_bytes", &ParallelGrid::world_all_gather_bytes)
       .def_property_readonly("tp", &ParallelGrid::tp)
       .def_property_readonly("dp_rank", &ParallelGrid::dp_rank)
       .def_property_readonly("tp_rank", &ParallelGrid::tp_rank)
@@ -460,27 +628,30 @@ PYBIND11_MODULE(_canzona, m) {
       .def("grad",
            [](py::object self, int p) { return self.cast<DistributedEngine&>().grad(self, p); })
       .def("is_matrix", [](DistributedEngine& d, int p) { return d.is_matrix(p); })
-      .def("bucket_of", [](DistributedEngine& d, int p) { return d.engine().bucket_of(p); })
+      .def("bucket_of", &DistributedEngine::bucket_of)
+      .def_property_readonly("num_buckets", &DistributedEngine::num_buckets)
       .def_property_readonly("zero_stage",
                              [](DistributedEngine& d) { return d.engine().zero_stage(); })
-      // The param buffer's address and size in bytes: a tensor whose data lies inside it is
-      // (a view of) a param the engine holds.
-      .def_property_readonly("params_address",
-                             [](DistributedEngine& d) {
-                               return reinterpret_cast<std::uintptr_t>(d.engine().params().data());
-                             })
-      .def_property_readonly(
-          "params_bytes",
-          [](DistributedEngine& d) { return d.engine().params().size() * sizeof(float); })
+      // Each engine's param buffer as (address, bytes), dense first: a tensor whose data lies
+      // inside one is (a view of) a param the engine set holds.
+      .def_property_readonly("params_ranges", &DistributedEngine::params_ranges)
       .def(
-          "prefetch_params", [](DistributedEngine& d, int b) { d.engine().prefetch_params(b); },
+          "prefetch_params",
+          [](DistributedEngine& d, int b) {
+            const auto [e, k] = d.bucket(b);
+            e->prefetch_params(k);
+          },
           Release())
       .def(
-          "release_params", [](DistributedEngine& d, int b) { d.engine().release_params(b); },
+          "release_params",
+          [](DistributedEngine& d, int b) {
+            const auto [e, k] = d.bucket(b);
+            e->release_params(k);
+          },
           Release())
       .def("memory_held",
            [](DistributedEngine& d) {
-             const canzona::engine::MemoryHeld m = d.engine().memory_held();
+             const canzona::engine::MemoryHeld m = d.engines().memory_held();
              return py::dict(py::arg("params_bytes") = m.params_bytes,
                              py::arg("grads_bytes") = m.grads_bytes,
                              py::arg("optimizer_state_bytes") = m.optimizer_state_bytes,
@@ -488,44 +659,47 @@ PYBIND11_MODULE(_canzona, m) {
            })
       .def("broadcast_params", &DistributedEngine::broadcast_params, Release())
       .def(
-          "init_main_params", [](DistributedEngine& d) { d.engine().init_main_params(); },
+          "init_main_params", [](DistributedEngine& d) { d.engines().init_main_params(); },
           Release())
-      .def("grad_ready", [](DistributedEngine& d, int p) { d.engine().grad_ready(p); })
-      .def("progress", [](DistributedEngine& d) { d.engine().progress(); })
+      .def("grad_ready", [](DistributedEngine& d, int p) { d.engines().grad_ready(p); })
+      .def("progress", [](DistributedEngine& d) { d.engines().progress(); })
       .def(
-          "finish_grad_sync", [](DistributedEngine& d) { return d.engine().finish_grad_sync(); },
+          "finish_grad_sync", [](DistributedEngine& d) { return d.engines().finish_grad_sync(); },
           Release())
       .def("step",
            [](DistributedEngine& d) {
-             const canzona::engine::StepTimes t = d.engine().step();
+             const canzona::engine::StepTimes t = d.engines().step();
              return py::dict(py::arg("opt_ms") = t.opt, py::arg("opt_compute_ms") = t.opt_compute,
                              py::arg("opt_comm_ms") = t.opt_comm);
            })
       .def(
-          "start_param_sync", [](DistributedEngine& d) { return d.engine().start_param_sync(); },
+          "start_param_sync", [](DistributedEngine& d) { return d.engines().start_param_sync(); },
           Release())
       .def(
           "wait_param_sync",
-          [](DistributedEngine& d, int b) { return d.engine().wait_param_sync(b); }, Release())
+          [](DistributedEngine& d, int b) {
+            const auto [e, k] = d.bucket(b);
+            return e->wait_param_sync(k);
+          },
+          Release())
       .def(
-          "finish", [](DistributedEngine& d) { d.engine().finish(); }, Release())
-      .def("zero_grads", [](DistributedEngine& d) { d.engine().zero_grads(); })
+          "finish", [](DistributedEngine& d) { d.engines().finish(); }, Release())
+      .def("zero_grads", [](DistributedEngine& d) { d.engines().zero_grads(); })
       .def("set_lr_scales",
            [](DistributedEngine& d, double matrix, double elementwise) {
-             d.engine().set_lr_scales(matrix, elementwise);
+             d.engines().set_lr_scales(matrix, elementwise);
            })
       .def_property(
-          "step_count", [](DistributedEngine& d) { return d.engine().step_count(); },
-          [](DistributedEngine& d, std::int64_t s) { d.engine().set_step_count(s); })
-      .def(
-          "params_fnv", [](DistributedEngine& d) { return d.engine().params_fnv(); }, Release())
+          "step_count", [](DistributedEngine& d) { return d.engines().step_count(); },
+          [](DistributedEngine& d, std::int64_t s) { d.engines().set_step_count(s); })
+      .def("params_fnv", &DistributedEngine::params_fnv, Release())
       .def("optimizer_state",
            [](py::object self) { return self.cast<DistributedEngine&>().optimizer_state(self); })
       .def("set_optimizer_state",
            [](DistributedEngine& d, const std::string& param, const std::string& state, int piece,
               std::int64_t begin, py::array_t<float, py::array::c_style | py::array::forcecast> v) {
-             d.engine().set_optimizer_state(param, state, piece, begin,
-                                            std::span<const float>(v.data(), v.size()));
+             d.engines().set_optimizer_state(param, state, piece, begin,
+                                             std::span<const float>(v.data(), v.size()));
            })
       .def("broadcast_floats", &DistributedEngine::broadcast_floats, py::arg("values").noconvert())
       .def("broadcast_bytes", &DistributedEngine::broadcast_bytes)

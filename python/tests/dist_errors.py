@@ -66,6 +66,10 @@ def run(case):
     elif case == "view_missing":
         m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 2), torch.nn.Flatten(), torch.nn.Linear(4, 2))
         ct.DistributedOptimizer(m, is_matrix=lambda n, p: n.endswith("weight"))
+    elif case == "expert_no_ep":
+        m = model()
+        ct.moe.mark_experts(m[1])
+        ct.DistributedOptimizer(m)
     elif case == "zero_stage":
         ct.DistributedOptimizer(model(), zero_stage=2)
     elif case == "zero_strategy":

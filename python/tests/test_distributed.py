@@ -71,6 +71,9 @@ BAD_INPUT = [
     ("view_missing", "ValueError: DistributedOptimizer: model: param '0.weight' has 4 dims "
                      "(4, 3, 2, 2); the matrix optimizer needs its 2-D view: give matrix_view="),
     ("zero_stage", "ValueError: DistributedOptimizer: zero_stage must be 1 or 3 (got 2)"),
+    ("expert_no_ep", "ValueError: DistributedOptimizer: param '1.weight' is an expert param "
+                     "(allreduce=False or expert_params) but the parallel grid has no expert "
+                     "groups: call canzona.torch.parallel.init(ep=...)"),
     ("zero_strategy", "ValueError: DistributedOptimizer: zero_stage=3: strategy sc All-Reduces "
                       "gradients, so every rank keeps every param"),
 ]

@@ -1,5 +1,6 @@
-"""examples/gpt.py, gpt_tp.py, hf_qwen3.py (a transformers Qwen3) and vit.py (torchvision's ViT,
-ZeRO-1 and ZeRO-3) under mpirun: --verify says the run is bitwise its single-process replay (or
+"""examples/gpt.py, gpt_tp.py, hf_qwen3.py (a transformers Qwen3), vit.py (torchvision's ViT,
+ZeRO-1 and ZeRO-3) and moe.py (a MoE GPT under EP 2: one params hash under sc and lb-asc with
+ZeRO-3) under mpirun: --verify says the run is bitwise its single-process replay (or
 within its bound under TP), and the loss falls; a run saved half way and resumed (under another
 strategy) ends with the same params."""
 import os
@@ -78,3 +79,19 @@ def test_vit_example_verifies_bitwise_and_learns(zero_stage):
     assert "bitwise identical to single process: yes" in out
     losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", out)]
     assert len(losses) == 3 and losses[0] > 2.0 and losses[-1] < 0.7 * losses[0], out
+
+
+def test_moe_example_learns_with_one_hash_across_strategies():
+    hashes = []
+    for strategy, zero_stage in (("sc", "1"), ("lb-asc", "3")):
+        cmd = MPIRUN + ["-np", "4", sys.executable, os.path.join(ROOT, "examples", "moe.py"),
+                        "--ep", "2", "--steps", "21", "--dim", "64", "--strategy", strategy,
+                        "--zero-stage", zero_stage]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        out = proc.stdout
+        assert "ep=2, expert dp=2" in out, out
+        losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", out)]
+        assert len(losses) == 3 and losses[-1] < 0.8 * losses[0], out
+        hashes.append(re.search(r"params hash (0x[0-9a-f]+)", out).group(1))
+    assert hashes[0] == hashes[1], hashes

@@ -11,18 +11,21 @@
 namespace canzona::model {
 
 int expert_index(const ParamSpec& param) {
-  static const std::string kMarker = ".mlp.experts.";
+  static const std::string kMarker = "experts.";
   static const std::string kLocal = "local_experts.";
-  std::size_t at = param.name.find(kMarker);
-  if (at == std::string::npos) return -1;
-  at += kMarker.size();
-  if (param.name.compare(at, kLocal.size(), kLocal) == 0) at += kLocal.size();
-  const char* begin = param.name.data() + at;
-  const char* end = param.name.data() + param.name.size();
-  int e = -1;
-  const auto [next, error] = std::from_chars(begin, end, e);
-  if (error != std::errc() || next == begin || next == end || *next != '.' || e < 0) return -1;
-  return e;
+  const std::string& name = param.name;
+  for (std::size_t at = name.find(kMarker); at != std::string::npos;
+       at = name.find(kMarker, at + 1)) {
+    if (at > 0 && name[at - 1] != '.') continue;  // a component that only ends in "experts"
+    std::size_t i = at + kMarker.size();
+    if (name.compare(i, kLocal.size(), kLocal) == 0) i += kLocal.size();
+    const char* begin = name.data() + i;
+    const char* end = name.data() + name.size();
+    int e = -1;
+    const auto [next, error] = std::from_chars(begin, end, e);
+    if (error == std::errc() && next != begin && next != end && *next == '.' && e >= 0) return e;
+  }
+  return -1;
 }
 
 bool has_experts(const ModelSpec& model) {
@@ -55,7 +58,8 @@ ExpertPart expert_part(const ModelSpec& model, int ep, int etp, int ep_rank) {
     const int e = expert_index(p);
     CANZONA_REQUIRE(e >= 0 && e < experts, "param '", p.name,
                     "': an expert param needs an expert index in [0, ", experts,
-                    ") after '.mlp.experts.' (local_experts.<e>.)");
+                    ") in the name component after 'experts' ('experts.<e>.' or "
+                    "'experts.local_experts.<e>.')");
     if (e / local != ep_rank) continue;
     ParamSpec q = p;
     CANZONA_REQUIRE(q.tp_split_dim == -1, "param '", p.name,

@@ -184,7 +184,7 @@ std::int64_t ModelSpec::active_numel() const {
 }
 
 bool is_expert_param(const ParamSpec& param) {
-  return param.name.find(".mlp.experts.") != std::string::npos;
+  return param.name.find(".mlp.experts.") != std::string::npos || expert_index(param) >= 0;
 }
 
 const char* optimizer_class_name(OptimizerClass optimizer) {

@@ -12,8 +12,8 @@
 namespace canzona::runtime {
 
 struct StrategyRunner::Compute {
-  std::vector<double> forward_flops, backward_flops;                // [bucket] simulated compute
-  std::vector<double> expert_forward_flops, expert_backward_flops;  // [expert bucket]
+  // [engine set member][bucket] simulated compute
+  std::vector<std::vector<double>> forward_flops, backward_flops;
   Workload workload;
 };
 
@@ -51,46 +51,36 @@ StrategyRunner::StrategyRunner(comm::Grid& grid, const model::ModelSpec& model,
       trace_(trace) {
   CANZONA_CHECK(plan.stages.size() == 1, "runner executes one pipeline stage");
   engine::TraceScope span(trace, "setup", str("setup ", plan::to_string(strategy_)));
-  engine_ = std::make_unique<engine::Engine>(grid, model, plan, engine_options(options), trace);
+  engines_ = std::make_unique<engine::EngineSet>(grid, model, plan, engine_options(options), trace,
+                                                 experts);
   compute_ = std::make_unique<Compute>();
-  bucket_flops(*engine_, options, compute_->forward_flops, compute_->backward_flops);
-  const int tp = grid.shape().tp;
-  const int tp_rank = grid.coord().tp;
-  for (int p : engine_->stage().params)
-    fill_init(model.params[p], p, tp, tp_rank, options.seed, engine_->param(p));
-  engine_->init_main_params();
-  if (!plan.expert) return;
-  CANZONA_CHECK(experts != nullptr && experts->grid, "a MoE plan needs the expert groups");
-  experts_ = std::make_unique<Experts>();
-  Experts& e = *experts_;
-  e.groups = experts;
-  e.part = model::expert_part(model, plan.expert->ep, plan.expert->etp, experts->coord.ep);
-  engine::EngineOptions eo = engine_options(options);
-  eo.grad_scaling_dp = grid.shape().dp;  // Megatron's expert_gradient_scaling_factor: 1 / DP
-  e.engine =
-      std::make_unique<engine::Engine>(*experts->grid, e.part.model, plan.expert->plan, eo, trace);
-  bucket_flops(*e.engine, options, compute_->expert_forward_flops, compute_->expert_backward_flops);
-  // Values keyed by the expert's index in the whole model, so every EP rank's experts differ and
-  // the single-process reference sees the same numbers.
-  const comm::GridShape& es = experts->grid->shape();
-  for (int i : e.engine->stage().params)
-    fill_init(e.part.model.params[i], e.part.source[i], es.tp, experts->grid->coord().tp,
-              options.seed, e.engine->param(i));
-  e.engine->init_main_params();
+  compute_->forward_flops.resize(static_cast<std::size_t>(engines_->size()));
+  compute_->backward_flops.resize(compute_->forward_flops.size());
+  for (int m = 0; m < engines_->size(); ++m) {
+    const engine::EngineSet::Member& member = engines_->member(m);
+    bucket_flops(*member.engine, options, compute_->forward_flops[static_cast<std::size_t>(m)],
+                 compute_->backward_flops[static_cast<std::size_t>(m)]);
+    // Values keyed by the param's index in the whole model, so every EP rank's experts differ
+    // and the single-process reference sees the same numbers.
+    const comm::Grid& g = *member.grid;
+    for (int i : member.engine->stage().params)
+      fill_init(member.model->params[static_cast<std::size_t>(i)],
+                member.source[static_cast<std::size_t>(i)], g.shape().tp, g.coord().tp,
+                options.seed, member.engine->param(i));
+  }
+  engines_->init_main_params();
 }
 
 StrategyRunner::~StrategyRunner() = default;
 
 engine::StepTimes StrategyRunner::step(int step_number) {
-  engine::Engine& engine = *engine_;
+  engine::EngineSet& engines = *engines_;
   Compute& compute = *compute_;
-  const auto& buckets = engine.stage().layout.buckets;
   engine::TraceScope span(trace_, "step", str(plan::to_string(strategy_), " step ", step_number));
   engine::StepTimes times;
   const double wall0 = wall_ms();
   const double cpu0 = thread_cpu_ms();
-  const double wait_cpu0 = engine.wait_cpu_ms();
-  const double expert_wait_cpu0 = experts_ ? experts_->engine->wait_cpu_ms() : 0.0;
+  const double wait_cpu0 = engines.wait_cpu_ms();
   comm::Communicator& dp = grid_.dp();
   comm::Communicator& tp = grid_.tp();
   std::int64_t dp0 = dp.bytes().total(), tp0 = tp.bytes().total();
@@ -103,20 +93,17 @@ engine::StepTimes StrategyRunner::step(int step_number) {
   };
   step_bytes_ = StepBytes{};
 
-  engine::Engine* expert = experts_ ? experts_->engine.get() : nullptr;
   {
     engine::TraceScope forward(trace_, "phase", str("forward ", step_number));
-    for (std::size_t i = buckets.size(); i-- > 0;) {
-      times.param_sync += engine.wait_param_sync(static_cast<int>(i));
-      const double t0 = wall_ms();
-      compute.workload.run(compute.forward_flops[i]);
-      times.forward += wall_ms() - t0;
-    }
-    for (std::size_t i = compute.expert_forward_flops.size(); i-- > 0;) {
-      times.param_sync += expert->wait_param_sync(static_cast<int>(i));
-      const double t0 = wall_ms();
-      compute.workload.run(compute.expert_forward_flops[i]);
-      times.forward += wall_ms() - t0;
+    for (int m = 0; m < engines.size(); ++m) {
+      engine::Engine& engine = *engines.member(m).engine;
+      const std::vector<double>& flops = compute.forward_flops[static_cast<std::size_t>(m)];
+      for (std::size_t i = flops.size(); i-- > 0;) {
+        times.param_sync += engine.wait_param_sync(static_cast<int>(i));
+        const double t0 = wall_ms();
+        compute.workload.run(flops[i]);
+        times.forward += wall_ms() - t0;
+      }
     }
   }
   std::int64_t forward_dp = 0, forward_tp = 0;  // nothing is posted in the forward
@@ -125,67 +112,42 @@ engine::StepTimes StrategyRunner::step(int step_number) {
 
   {
     engine::TraceScope backward(trace_, "phase", str("backward ", step_number));
-    const std::function<void()> drive = [&engine] { engine.progress(); };
-    const int tp_size = grid_.shape().tp;
-    const int tp_rank = grid_.coord().tp;
-    const int dp_rank = grid_.coord().dp;
-    for (std::size_t b = 0; b < buckets.size(); ++b) {
-      const double t0 = wall_ms();
-      for (const layout::Slot& slot : buckets[b].slots)
-        fill_grad(model_.params[slot.param], slot.param, tp_size, tp_rank, options_.seed,
-                  step_number, dp_rank, engine.grad(slot.param));
-      compute.workload.run(compute.backward_flops[b], drive);
-      for (const layout::Slot& slot : buckets[b].slots) engine.grad_ready(slot.param);
-      engine.progress();
-      times.backward += wall_ms() - t0;
-    }
-    if (expert) {
-      // The expert buffer's gradients: this rank is expert DP rank edp of its EP rank's experts.
-      const comm::Grid& eg = *experts_->groups->grid;
-      const model::ExpertPart& part = experts_->part;
-      const auto& expert_buckets = expert->stage().layout.buckets;
-      const std::function<void()> drive_both = [&engine, expert] {
-        engine.progress();
-        expert->progress();
-      };
-      for (std::size_t b = 0; b < expert_buckets.size(); ++b) {
+    const std::function<void()> drive = [&engines] { engines.progress(); };
+    // Each engine's gradients: this rank is DP rank g.coord().dp of its grid (for the experts:
+    // expert DP rank of its EP rank's experts).
+    for (int m = 0; m < engines.size(); ++m) {
+      const engine::EngineSet::Member& member = engines.member(m);
+      engine::Engine& engine = *member.engine;
+      const comm::Grid& g = *member.grid;
+      const auto& buckets = engine.stage().layout.buckets;
+      for (std::size_t b = 0; b < buckets.size(); ++b) {
         const double t0 = wall_ms();
-        for (const layout::Slot& slot : expert_buckets[b].slots)
-          fill_grad(part.model.params[slot.param], part.source[slot.param], eg.shape().tp,
-                    eg.coord().tp, options_.seed, step_number, eg.coord().dp,
-                    expert->grad(slot.param));
-        compute.workload.run(compute.expert_backward_flops[b], drive_both);
-        for (const layout::Slot& slot : expert_buckets[b].slots) expert->grad_ready(slot.param);
-        expert->progress();
+        for (const layout::Slot& slot : buckets[b].slots)
+          fill_grad(member.model->params[static_cast<std::size_t>(slot.param)],
+                    member.source[static_cast<std::size_t>(slot.param)], g.shape().tp, g.coord().tp,
+                    options_.seed, step_number, g.coord().dp, engine.grad(slot.param));
+        compute.workload.run(compute.backward_flops[static_cast<std::size_t>(m)][b], drive);
+        for (const layout::Slot& slot : buckets[b].slots) engine.grad_ready(slot.param);
+        engine.progress();
         times.backward += wall_ms() - t0;
       }
     }
   }
-  times.grad_sync = engine.finish_grad_sync();
-  if (expert) times.grad_sync += expert->finish_grad_sync();
+  times.grad_sync = engines.finish_grad_sync();
   account(step_bytes_.dp.grad_sync, step_bytes_.tp.grad_sync);
 
   // Megatron's chained optimizer: the dense buffer's step, then the expert buffer's.
-  engine::StepTimes opt = engine.step();
-  if (expert) {
-    const engine::StepTimes e = expert->step();
-    opt.opt += e.opt;
-    opt.opt_comm += e.opt_comm;
-    opt.opt_compute += e.opt_compute;
-    opt.opt_cpu += e.opt_cpu;
-  }
+  const engine::StepTimes opt = engines.step();
   times.opt = opt.opt;
   times.opt_comm = opt.opt_comm;
   times.opt_compute = opt.opt_compute;
   times.opt_cpu = opt.opt_cpu;
   account(step_bytes_.dp.optimizer, step_bytes_.tp.optimizer);
 
-  times.param_sync += engine.start_param_sync();
-  if (expert) times.param_sync += expert->start_param_sync();
+  times.param_sync += engines.start_param_sync();
   account(step_bytes_.dp.param_sync, step_bytes_.tp.param_sync);
   times.step = wall_ms() - wall0;
-  times.busy_cpu = (thread_cpu_ms() - cpu0) - (engine.wait_cpu_ms() - wait_cpu0) -
-                   (expert ? expert->wait_cpu_ms() - expert_wait_cpu0 : 0.0);
+  times.busy_cpu = (thread_cpu_ms() - cpu0) - (engines.wait_cpu_ms() - wait_cpu0);
   return times;
 }
 
@@ -194,41 +156,35 @@ const StepBytes& StrategyRunner::last_step_bytes() const {
 }
 
 void StrategyRunner::finish() {
-  engine_->finish();
-  if (experts_) experts_->engine->finish();
+  engines_->finish();
 }
 
 std::span<const float> StrategyRunner::params() const {
-  return engine_->params();
+  return engines_->dense().params();
 }
 
 std::uint64_t StrategyRunner::params_fnv() const {
-  std::uint64_t h = engine_->params_fnv();
-  if (experts_) {
-    const std::uint64_t e = experts_->engine->params_fnv();
-    fnv1a_mix(h, &e, sizeof(e));
-  }
-  return h;
+  return engines_->params_fnv();
 }
 
 bool StrategyRunner::grads_sharded() const {
-  return engine_->grads_sharded();
+  return engines_->dense().grads_sharded();
 }
 
 std::vector<StrategyRunner::GradRange> StrategyRunner::reduced_grads() const {
-  return engine_->reduced_grads();
+  return engines_->dense().reduced_grads();
 }
 
 const plan::StagePlan& StrategyRunner::stage() const {
-  return engine_->stage();
+  return engines_->dense().stage();
 }
 
 std::int64_t StrategyRunner::state_bytes() const {
-  return engine_->state_bytes() + (experts_ ? experts_->engine->state_bytes() : 0);
+  return engines_->state_bytes();
 }
 
 int StrategyRunner::computed_tasks() const {
-  return engine_->computed_tasks() + (experts_ ? experts_->engine->computed_tasks() : 0);
+  return engines_->computed_tasks();
 }
 
 }  // namespace canzona::runtime

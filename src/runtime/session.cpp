@@ -185,15 +185,17 @@ class Verifier {
       Params got = gather_replica(grid, model_, layout, local, d);
       if (root) dense.push_back(std::move(got));
     }
-    const StrategyRunner::Experts* e = runner.experts();
+    // A MoE run's expert engine (member 1 of the engine set) over its expert grid.
+    const engine::EngineSet& set = runner.engines();
+    const engine::EngineSet::Member* e = set.size() > 1 ? &set.member(1) : nullptr;
     if (e) {
-      comm::Grid& eg = *e->groups->grid;
+      comm::Grid& eg = *e->grid;
       const std::span<const float> params = e->engine->params();
       const std::vector<float> expert_local(params.begin(), params.end());
       for (int r = 0; r < eg.shape().dp; ++r) {
         const Params got =
-            gather_replica(eg, e->part.model, e->engine->stage().layout, expert_local, r);
-        Params merged = to_world_root(grid, eg, e->part, got);
+            gather_replica(eg, *e->model, e->engine->stage().layout, expert_local, r);
+        Params merged = to_world_root(grid, eg, *set.expert_part(), got);
         if (root) experts.push_back(std::move(merged));
       }
     }
@@ -216,18 +218,18 @@ class Verifier {
     const std::vector<Params> views = gather_reduced_grads(grid, model_, layout, ranges, sharded);
     std::vector<Params> expert_views;
     if (e) {
-      comm::Grid& eg = *e->groups->grid;
+      comm::Grid& eg = *e->grid;
       std::vector<std::pair<std::int64_t, std::span<const float>>> expert_ranges;
       for (const engine::GradRange& g : e->engine->reduced_grads())
         expert_ranges.emplace_back(g.offset, g.values);
       const bool expert_sharded = e->engine->grads_sharded();
-      const std::vector<Params> got = gather_reduced_grads(
-          eg, e->part.model, e->engine->stage().layout, expert_ranges, expert_sharded);
+      const std::vector<Params> got = gather_reduced_grads(eg, *e->model, e->engine->stage().layout,
+                                                           expert_ranges, expert_sharded);
       // Every EP slice holds as many views (1 sharded, else expert DP): the count is agreed.
       const int count = expert_sharded ? 1 : eg.shape().dp;
       for (int v = 0; v < count; ++v) {
         Params merged =
-            to_world_root(grid, eg, e->part, eg.world().rank() == 0 ? got[v] : Params{});
+            to_world_root(grid, eg, *set.expert_part(), eg.world().rank() == 0 ? got[v] : Params{});
         if (root) expert_views.push_back(std::move(merged));
       }
     }

@@ -25,8 +25,9 @@ using ckpt::ElementRun;
 using ckpt::HfLayout;
 using namespace detail;
 
-// One engine's share of the model: the dense engine over the grid (its params are the model's, by
-// model index, less the experts of a MoE model), or the expert engine over the expert grid.
+// One engine's share of the model (a member of the engine set): the dense engine over the grid
+// (its params are the model's, by model index, less the experts of a MoE model), or the expert
+// engine over the expert grid.
 struct View {
   comm::Grid& grid;
   engine::Engine& engine;
@@ -37,17 +38,15 @@ struct View {
   int tp_rank() const { return grid.coord().tp; }
 };
 
-std::vector<View> views_of(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
-                           const ExpertBuffer* experts) {
+// One view per member of the engine set, dense first.
+std::vector<View> views_of(engine::EngineSet& engines) {
   std::vector<View> views;
-  views.push_back({grid, engine, {}});
-  for (std::size_t p = 0; p < spec.params.size(); ++p)
-    if (engine.bucket_of(static_cast<int>(p)) >= 0)
-      views.back().params.emplace_back(static_cast<int>(p), static_cast<int>(p));
-  if (experts) {
-    views.push_back({experts->grid, experts->engine, {}});
-    for (std::size_t i = 0; i < experts->part.source.size(); ++i)
-      views.back().params.emplace_back(static_cast<int>(i), experts->part.source[i]);
+  for (int m = 0; m < engines.size(); ++m) {
+    const engine::EngineSet::Member& member = engines.member(m);
+    views.push_back({*member.grid, *member.engine, {}});
+    for (std::size_t i = 0; i < member.source.size(); ++i)
+      if (member.engine->bucket_of(static_cast<int>(i)) >= 0)
+        views.back().params.emplace_back(static_cast<int>(i), member.source[i]);
   }
   return views;
 }
@@ -152,12 +151,12 @@ ckpt::Naming naming(const model::TransformerConfig* config) {
 
 }  // namespace
 
-std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const SaveContext& context,
-                            const std::string& save_dir, const ExpertBuffer* experts) {
-  comm::Communicator& world = grid.world();
+std::string save_checkpoint(engine::EngineSet& engines, const SaveContext& context,
+                            const std::string& save_dir) {
+  comm::Communicator& world = engines.member(0).grid->world();
   const model::ModelSpec& spec = *context.spec;
   const HfLayout hf(spec, naming(context.config));
-  const std::vector<View> views = views_of(grid, engine, spec, experts);
+  const std::vector<View> views = views_of(engines);
   const std::string name = ckpt::step_dir_name(context.manifest.step);
   const fs::path final_dir = fs::path(save_dir) / name;
   const fs::path tmp = fs::path(save_dir) / ("." + name + ".tmp");
@@ -281,7 +280,7 @@ std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const Save
       if (world.rank() != 0) return;
       const bool own_hf_config = !context.config && !context.hf_config.is_null();
       write_json_file((tmp / ckpt::kConfigFile).string(),
-                      context.config   ? ckpt::hf_config(*context.config, spec.arch.padded_vocab_size)
+                      context.config ? ckpt::hf_config(*context.config, spec.arch.padded_vocab_size)
                       : own_hf_config ? context.hf_config
                                       : model::param_list_json(spec));
       if (own_hf_config) {
@@ -370,13 +369,12 @@ void read_runs(const ckpt::InFile& file, const ckpt::Header& header, const HfLay
 
 }  // namespace
 
-void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
+void load_checkpoint(engine::EngineSet& engines, const model::ModelSpec& spec,
                      const model::TransformerConfig* config, const std::string& optimizer,
-                     const std::string& dir, const ckpt::Manifest& manifest,
-                     const ExpertBuffer* experts) {
-  comm::Communicator& world = grid.world();
+                     const std::string& dir, const ckpt::Manifest& manifest) {
+  comm::Communicator& world = engines.member(0).grid->world();
   const HfLayout hf(spec, naming(config));
-  const std::vector<View> views = views_of(grid, engine, spec, experts);
+  const std::vector<View> views = views_of(engines);
   const std::string model_path = (fs::path(dir) / ckpt::kModelFile).string();
   const std::string optimizer_path = (fs::path(dir) / ckpt::kOptimizerFile).string();
   const std::vector<HeldState> units = held_by(views, spec, hf);
@@ -394,8 +392,7 @@ void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::Mode
     if (params_file && 4 % world.size() == world.rank())
       ckpt::verify_file(dir, ckpt::kParamsFile, manifest.files.at(ckpt::kParamsFile));
     const std::string config_path =
-        (fs::path(dir) / (!config && params_file ? ckpt::kParamsFile : ckpt::kConfigFile))
-            .string();
+        (fs::path(dir) / (!config && params_file ? ckpt::kParamsFile : ckpt::kConfigFile)).string();
     const std::string diff =
         config ? ckpt::config_difference(model::read_hf_config(config_path), *config)
                : ckpt::params_difference(saved_param_list(config_path), spec);
@@ -471,11 +468,11 @@ std::pair<std::string, ckpt::Manifest> resolve_checkpoint(comm::Communicator& wo
   return out;
 }
 
-void load_weights(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
-                  const std::string& dir, const ExpertBuffer* experts) {
-  comm::Communicator& world = grid.world();
+void load_weights(engine::EngineSet& engines, const model::ModelSpec& spec,
+                  const std::string& dir) {
+  comm::Communicator& world = engines.member(0).grid->world();
   const HfLayout hf(spec);
-  const std::vector<View> views = views_of(grid, engine, spec, experts);
+  const std::vector<View> views = views_of(engines);
   std::unique_ptr<ckpt::WeightsDir> weights;
   collectively(world, [&] {
     weights = std::make_unique<ckpt::WeightsDir>(dir);

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "bucket_schedule.h"
 #include "canzona/common/checked.h"
@@ -28,6 +29,7 @@
 #include "canzona/common/fnv.h"
 #include "canzona/common/hex.h"
 #include "canzona/engine/engine.h"
+#include "canzona/engine/engine_set.h"
 #include "canzona/engine/trace.h"
 #include "canzona/launch/plan_check.h"
 #include "canzona/optim/optimizer.h"
@@ -129,10 +131,12 @@ std::vector<float> sum_over(comm::Communicator& comm, std::vector<float> values)
   return values;
 }
 
-// The first non-finite gradient or param of this rank, by spec order ("" when none). Under
-// ZeRO-3 the rank holds its shard only: the reduced gradient and the params of its held elements
-// (a non-finite local gradient reaches some rank's reduced shard).
-std::string first_non_finite(const model::ModelSpec& spec, engine::Engine& engine) {
+// The first non-finite gradient or param one engine of the set holds, by its model's param order
+// ("" when none). Under ZeRO-3 the rank holds its shard only: the reduced gradient and the params
+// of its held elements (a non-finite local gradient reaches some rank's reduced shard).
+std::string first_non_finite(const engine::EngineSet::Member& member) {
+  engine::Engine& engine = *member.engine;
+  const model::ModelSpec& spec = *member.model;
   const bool sharded = engine.zero_stage() == 3;
   for (const char* what : {"gradient", "param"}) {
     for (std::size_t p = 0; p < spec.params.size(); ++p) {
@@ -156,29 +160,197 @@ std::string first_non_finite(const model::ModelSpec& spec, engine::Engine& engin
   return "";
 }
 
-// The engines of a run and which one holds each spec param: the dense buffer's over the grid
-// and, for a MoE model, the expert buffer's over the expert grid (this EP rank's experts,
-// Megatron's chained optimizer: the dense step, then the expert step).
-struct Buffers {
-  std::unique_ptr<engine::Engine> dense;
-  std::unique_ptr<engine::Engine> expert;  // null for a dense model
-  model::ExpertPart part;                  // the expert engine's model (source: spec indices)
-  std::vector<int> expert_index;           // [spec param] index in part.model, or -1
-
-  // The engine holding spec param p and p's index there (nullptr for another EP rank's expert).
-  std::pair<engine::Engine*, int> of(int p) const {
-    const int e = expert_index.empty() ? -1 : expert_index[static_cast<std::size_t>(p)];
-    if (e >= 0) return {expert.get(), e};
-    if (dense->bucket_of(p) < 0) return {nullptr, -1};
-    return {dense.get(), p};
+// The model bound to the engine set's buffers, and the autograd hooks that drive the engines as
+// Megatron's DDP hooks drive its buffers: each param's accumulation hook calls grad_ready on the
+// last micro-batch (and lets collectives progress), and one bucket schedule per engine waits for,
+// gathers and releases buckets around each forward and backward segment (bucket_schedule.h).
+class EngineHooks {
+ public:
+  EngineHooks(engine::EngineSet& engines, Qwen3Model& model, const model::ModelSpec& spec,
+              const model::TransformerConfig& config, const TrainOptions& options)
+      : engines_(engines) {
+    // One bucket schedule per engine, over the segments' params that engine holds.
+    for (int m = 0; m < engines.size(); ++m) {
+      std::vector<std::vector<int>> segments;
+      for (const std::vector<int>& params : model.forward_segments()) {
+        segments.emplace_back();
+        for (int p : params)
+          if (engines.slot(p).member == m) segments.back().push_back(engines.slot(p).index);
+      }
+      schedules_.push_back(std::make_unique<BucketSchedule>(*engines.member(m).engine, segments));
+    }
+    const comm::Grid& grid = *engines.member(0).grid;
+    const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
+    for (int p = 0; p < model.num_params(); ++p) {
+      if (!model.holds(p)) continue;
+      const engine::EngineSet::Slot slot = engines.slot(p);
+      CANZONA_CHECK(slot.member >= 0, "param ", spec.params[static_cast<std::size_t>(p)].name,
+                    " is in neither buffer");
+      engine::Engine* engine = engines.engine_of(p);
+      BucketSchedule* schedule = schedules_[static_cast<std::size_t>(slot.member)].get();
+      const int i = slot.index;
+      model.bind(p, engine->param(i), engine->grad(i));
+      // ZeRO-3 keeps only the held elements: a param of another rank's shard is not written.
+      // An expert is unsplit (expert TP 1): its init is its tp = 1 value on every rank.
+      const engine::ElementRange held = engine->held_elements(i);
+      if (options.job.zero_stage == 1 || held.begin < held.end)
+        init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.job.seed,
+                   engine->param(i));
+      auto accumulator = torch::autograd::impl::grad_accumulator(model.param(p));
+      accumulator->add_post_hook(std::make_unique<AfterAccumulate>([this, engine, i, schedule] {
+        if (last_micro_) {
+          engine->grad_ready(i);
+          if (in_backward_) ++grad_ready_in_backward_;
+        }
+        schedule->accumulated(i);
+        if (last_micro_) engines_.progress();
+      }));
+      accumulators_.push_back(std::move(accumulator));
+    }
+    model.set_segment_hooks({[this](int s) {
+                               for (auto& schedule : schedules_)
+                                 param_sync_ms_ += schedule->before_forward(s);
+                             },
+                             [this](int s) {
+                               for (auto& schedule : schedules_)
+                                 schedule->after_forward(s, torch::GradMode::is_enabled());
+                             },
+                             [this](int s) {
+                               for (auto& schedule : schedules_)
+                                 param_sync_ms_ += schedule->before_backward(s);
+                             },
+                             [this] { engines_.progress(); }});
   }
-  std::vector<engine::Engine*> all() const {
-    if (expert) return {dense.get(), expert.get()};
-    return {dense.get()};
+
+  // The micro-batch about to run is the step's last: its accumulation hooks post the gradients.
+  void set_last_micro(bool last) { last_micro_ = last; }
+  void set_in_backward(bool in) { in_backward_ = in; }
+  // grad_ready calls made inside backward since the last call (Megatron's overlap, counted).
+  int take_grad_ready_in_backward() { return std::exchange(grad_ready_in_backward_, 0); }
+  // Exposed waits for params in the segment hooks since the last reset.
+  double param_sync_ms() const { return param_sync_ms_; }
+  void reset_param_sync_ms() { param_sync_ms_ = 0.0; }
+
+ private:
+  engine::EngineSet& engines_;
+  std::vector<std::unique_ptr<BucketSchedule>> schedules_;  // [engine set member]
+  // Keeps the hooks alive (a shared_ptr in libtorch 1.x, an intrusive_ptr in 2.x).
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(torch::Tensor()))> accumulators_;
+  bool last_micro_ = false;
+  bool in_backward_ = false;
+  int grad_ready_in_backward_ = 0;
+  double param_sync_ms_ = 0.0;
+};
+
+// What a run measures once its steps are done, over the whole world: the memory each rank keeps
+// (max over ranks), the params and state hashes, and world rank 0's copy of the final params.
+struct Measurement {
+  static RunMemory memory(engine::EngineSet& engines, const model::ModelSpec& spec,
+                          std::int64_t activations_bytes, std::int64_t base_rss) {
+    comm::Grid& grid = *engines.member(0).grid;
+    const engine::MemoryHeld held = engines.memory_held();
+    const std::vector<std::int64_t> mine = {
+        held.params_bytes,
+        held.grads_bytes,
+        held.optimizer_state_bytes,
+        activations_bytes,
+        peak_resident_bytes(),
+        base_rss,
+        held.params_bytes + held.grads_bytes + held.optimizer_state_bytes,
+        held.resident_bytes};
+    std::vector<std::int64_t> most = mine;
+    std::int64_t state_total = 0;
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      for (std::uint64_t v : grid.world().all_gather_u64(static_cast<std::uint64_t>(mine[i]))) {
+        most[i] = std::max(most[i], static_cast<std::int64_t>(v));
+        if (i == 2) state_total += static_cast<std::int64_t>(v);
+      }
+    std::int64_t elements = 0;
+    for (const model::ParamSpec& p : spec.params)  // an expert (expert TP 1): one copy
+      elements +=
+          model::is_expert_param(p) ? p.numel() : p.local_numel(grid.shape().tp) * grid.shape().tp;
+    return {most[0], most[1], most[2],
+            most[3], most[4], most[5],
+            most[6], most[7], state_total + 8 * elements};
+  }
+
+  // Waits for the last param syncs, then the params and state hashes, equal on every rank.
+  static void hashes(engine::EngineSet& engines, StrategyRun& result) {
+    comm::Communicator& world = engines.member(0).grid->world();
+    engines.finish();
+    // Each engine's params hash folded into the FNV offset, in member order (canzona train's
+    // hash since before the engine set: not EngineSet::params_fnv, which starts from the dense).
+    std::uint64_t params = kFnvOffset, state = kFnvOffset;
+    for (int m = 0; m < engines.size(); ++m) {
+      const std::uint64_t fnv = engines.member(m).engine->params_fnv();
+      fnv1a_mix(params, &fnv, sizeof fnv);
+    }
+    for (const engine::StateTensor& s : engines.optimizer_state())
+      fnv1a_mix(state, s.values.data(), s.values.size() * sizeof(float));
+    const std::vector<std::uint64_t> ranks = world.all_gather_u64(params);
+    result.params_hash = fnv1a(ranks.data(), ranks.size() * sizeof(std::uint64_t));
+    const std::vector<std::uint64_t> states = world.all_gather_u64(state);
+    result.state_hash = fnv1a(states.data(), states.size() * sizeof(std::uint64_t));
+  }
+
+  // World rank 0's copy of every param's final value (spec order; empty elsewhere). Under ZeRO-3
+  // every DP rank gathers each bucket in turn (collective). A MoE model's experts come from
+  // expert DP rank 0 of each EP rank (tp = 1: expert TP 1), sent to every rank.
+  static std::vector<std::vector<float>> final_params(engine::EngineSet& engines,
+                                                      const model::ModelSpec& spec) {
+    comm::Communicator& world = engines.member(0).grid->world();
+    const bool root = world.rank() == 0;
+    std::vector<std::vector<float>> values(spec.params.size());
+    for (int m = 0; m < engines.size(); ++m) {
+      const engine::EngineSet::Member& member = engines.member(m);
+      engine::Engine& engine = *member.engine;
+      const int n = static_cast<int>(member.source.size());
+      for (int i = 0; i < n; ++i) {
+        const int b = engine.bucket_of(i);
+        if (b < 0) continue;
+        engine.wait_param_sync(b);
+        const std::span<float> v = engine.param(i);
+        values[static_cast<std::size_t>(member.source[static_cast<std::size_t>(i)])].assign(
+            v.begin(), v.end());
+        if (i + 1 == n || engine.bucket_of(i + 1) != b) engine.release_params(b);
+      }
+    }
+    if (const model::ExpertPart* part = engines.expert_part()) {
+      // Expert DP rank 0 of each EP rank sends its EP index, then its experts' values.
+      const comm::ExpertGroups& groups = *engines.expert_groups();
+      std::vector<float> mine;
+      if (groups.coord.edp == 0 && groups.coord.etp == 0) {
+        mine.push_back(static_cast<float>(groups.coord.ep));
+        for (int p : part->source)
+          mine.insert(mine.end(), values[static_cast<std::size_t>(p)].begin(),
+                      values[static_cast<std::size_t>(p)].end());
+      }
+      const auto all =
+          world.all_gather_bytes(std::as_bytes(std::span<const float>(mine.data(), mine.size())));
+      for (const auto& bytes : all) {
+        if (!root || bytes.empty()) continue;
+        std::vector<float> sent(bytes.size() / sizeof(float));
+        std::memcpy(sent.data(), bytes.data(), sent.size() * sizeof(float));
+        const model::ExpertPart theirs =
+            model::expert_part(spec, groups.shape.ep, groups.shape.etp, static_cast<int>(sent[0]));
+        std::size_t at = 1;
+        for (std::size_t i = 0; i < theirs.source.size(); ++i) {
+          const auto n = static_cast<std::size_t>(theirs.model.params[i].numel());
+          CANZONA_CHECK(at + n <= sent.size(), "expert params sent short");
+          values[static_cast<std::size_t>(theirs.source[i])].assign(sent.begin() + at,
+                                                                    sent.begin() + at + n);
+          at += n;
+        }
+      }
+    }
+    if (!root) values.clear();
+    return values;
   }
 };
 
-// One strategy's training run on this rank.
+// One strategy's training run on this rank: the plan, the engine set, the model and its hooks
+// (constructor), the step (top-down: forward and backward per micro-batch, gradient sync, the
+// finiteness check, the optimizer step, the param sync), validation, and the measurement.
 class Run {
  public:
   Run(comm::Grid& grid, const model::TransformerConfig& config, const model::ModelSpec& spec,
@@ -187,93 +359,28 @@ class Run {
       : grid_(grid),
         spec_(spec),
         options_(options),
-        corpus_(corpus),
-        experts_(experts),
         aux_coef_(static_cast<float>(config.router_aux_loss_coef)),
-        sampler_(corpus.train, options.seq_len, options.micro_batch, options.job.seed) {
-    plan_ = plan::make_plan(spec, launch::plan_options(options.job, strategy));
+        sampler_(corpus.train, options.seq_len, options.micro_batch, options.job.seed),
+        plan_(plan::make_plan(spec, launch::plan_options(options.job, strategy))) {
     launch::validate_plan(spec, plan_, grid.shape());
     launch::check_plan_agreement(grid.world(), plan_);
     result_.strategy = strategy;
     result_.plan_hash = plan::plan_hash(plan_);
-    buffers_.dense = std::make_unique<engine::Engine>(grid, spec, plan_,
-                                                      launch::engine_options(options.job), trace);
+    engines_ = std::make_unique<engine::EngineSet>(
+        grid, spec, plan_, launch::engine_options(options.job), trace, experts);
     EpGroup ep;
-    if (plan_.expert) {
-      CANZONA_CHECK(experts != nullptr && experts->grid, "a MoE plan needs the expert groups");
+    if (experts != nullptr && plan_.expert)
       ep = {experts->ep.get(), experts->shape.ep, experts->coord.ep};
-      buffers_.part = model::expert_part(spec, plan_.expert->ep, plan_.expert->etp, ep.rank);
-      engine::EngineOptions eo = launch::engine_options(options.job);
-      eo.grad_scaling_dp = grid.shape().dp;  // Megatron's expert_gradient_scaling_factor
-      buffers_.expert = std::make_unique<engine::Engine>(*experts->grid, buffers_.part.model,
-                                                         plan_.expert->plan, eo, trace);
-      expert_buffer_ = std::make_unique<ExpertBuffer>(
-          ExpertBuffer{*experts->grid, *buffers_.expert, buffers_.part});
-      buffers_.expert_index.assign(spec.params.size(), -1);
-      for (std::size_t i = 0; i < buffers_.part.source.size(); ++i)
-        buffers_.expert_index[static_cast<std::size_t>(buffers_.part.source[i])] =
-            static_cast<int>(i);
-    }
-    const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
-    model_ = std::make_unique<Qwen3Model>(config, spec, TpGroup{&grid.tp(), tp, tp_rank},
+    model_ = std::make_unique<Qwen3Model>(config, spec,
+                                          TpGroup{&grid.tp(), grid.shape().tp, grid.coord().tp},
                                           Qwen3Model::Storage::kBound, ep);
-    // One bucket schedule per engine, over the segments' params that engine holds.
-    for (engine::Engine* engine : buffers_.all()) {
-      std::vector<std::vector<int>> segments;
-      for (const std::vector<int>& params : model_->forward_segments()) {
-        segments.emplace_back();
-        for (int p : params)
-          if (buffers_.of(p).first == engine) segments.back().push_back(buffers_.of(p).second);
-      }
-      schedules_.push_back(std::make_unique<BucketSchedule>(*engine, segments));
-    }
-    for (int p = 0; p < model_->num_params(); ++p) {
-      if (!model_->holds(p)) continue;
-      const auto [engine, i] = buffers_.of(p);
-      CANZONA_CHECK(engine != nullptr, "param ", spec.params[static_cast<std::size_t>(p)].name,
-                    " is in neither buffer");
-      BucketSchedule* schedule = schedules_[engine == buffers_.dense.get() ? 0 : 1].get();
-      model_->bind(p, engine->param(i), engine->grad(i));
-      // ZeRO-3 keeps only the held elements: a param of another rank's shard is not written.
-      // An expert is unsplit (expert TP 1): its init is its tp = 1 value on every rank.
-      const engine::ElementRange held = engine->held_elements(i);
-      if (options.job.zero_stage == 1 || held.begin < held.end)
-        init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.job.seed,
-                   engine->param(i));
-      auto accumulator = torch::autograd::impl::grad_accumulator(model_->param(p));
-      accumulator->add_post_hook(
-          std::make_unique<AfterAccumulate>([this, engine = engine, i = i, schedule] {
-            if (last_micro_) {
-              engine->grad_ready(i);
-              if (in_backward_) ++grad_ready_in_backward_;
-            }
-            schedule->accumulated(i);
-            if (last_micro_) progress();
-          }));
-      accumulators_.push_back(std::move(accumulator));
-    }
-    model_->set_segment_hooks({[this](int s) {
-                                 for (auto& schedule : schedules_)
-                                   param_sync_ms_ += schedule->before_forward(s);
-                               },
-                               [this](int s) {
-                                 for (auto& schedule : schedules_)
-                                   schedule->after_forward(s, torch::GradMode::is_enabled());
-                               },
-                               [this](int s) {
-                                 for (auto& schedule : schedules_)
-                                   param_sync_ms_ += schedule->before_backward(s);
-                               },
-                               [this] { progress(); }});
+    hooks_ = std::make_unique<EngineHooks>(*engines_, *model_, spec, config, options);
     validation_ = validation_batches(corpus.val, options.seq_len, options.micro_batch,
                                      options.eval_windows, grid.shape().dp, grid.coord().dp);
   }
 
   StrategyRun& result() { return result_; }
-  engine::Engine& engine() { return *buffers_.dense; }
-  std::vector<engine::Engine*> engines() const { return buffers_.all(); }
-  // A MoE run's expert buffer for the checkpoint save and load (null for a dense model).
-  const ExpertBuffer* expert_buffer() const { return expert_buffer_.get(); }
+  engine::EngineSet& engines() { return *engines_; }
   const plan::Plan& plan() const { return plan_; }
 
   StepRecord step(std::int64_t step) {
@@ -281,74 +388,20 @@ class Run {
     record.step = step;
     record.lr_scale = lr_factor(options_.schedule, step);
     const double t0 = wall_ms();
-    param_sync_ms_ = 0.0;
-    for (engine::Engine* engine : buffers_.all()) {
-      engine->set_lr_scale(record.lr_scale);
-      engine->zero_grads();
-    }
-    float local_loss = 0.0f, local_aux = 0.0f;
-    const float inv_accum = 1.0f / static_cast<float>(options_.grad_accum);
-    double compute_ms = 0.0;
-    for (std::int64_t m = 0; m < options_.grad_accum; ++m) {
-      const Batch batch = sampler_.batch(step, grid_.coord().dp, static_cast<int>(m));
-      last_micro_ = m + 1 == options_.grad_accum;
-      const double c0 = wall_ms(), sync0 = param_sync_ms_;
-      const std::int64_t heap0 = heap_in_use_bytes();
-      torch::Tensor loss =
-          model_
-              ->token_losses(tokens(batch.inputs, batch.micro_batch, batch.seq_len),
-                             tokens(batch.targets, batch.micro_batch, batch.seq_len))
-              .mean() *
-          inv_accum;
-      if (m == 0 && faults::fires(faults::Fault::kPoisonLoss, grid_.world().rank(), step))
-        loss = loss * std::numeric_limits<float>::quiet_NaN();
-      local_loss += loss.item<float>();
-      // HF Qwen3-MoE: loss + router_aux_loss_coef x the load-balancing loss; the reported loss is
-      // the language-model loss alone.
-      const torch::Tensor balance = model_->load_balancing_loss();
-      if (balance.defined()) {
-        local_aux += balance.item<float>() * inv_accum;
-        loss = loss + balance * (aux_coef_ * inv_accum);
-      }
-      activations_bytes_ = std::max(activations_bytes_, heap_in_use_bytes() - heap0);
-      in_backward_ = true;
-      loss.backward();
-      in_backward_ = false;
-      compute_ms += wall_ms() - c0 - (param_sync_ms_ - sync0);
-    }
-    last_micro_ = false;
-    record.grad_ready_in_backward = grad_ready_in_backward_;
-    grad_ready_in_backward_ = 0;
-    record.fwd_bwd_ms = compute_ms;
-    for (engine::Engine* engine : buffers_.all()) record.grad_sync_ms += engine->finish_grad_sync();
-    const std::vector<float> sums = sum_over(grid_.dp(), {local_loss, local_aux});
+    hooks_->reset_param_sync_ms();
+    engines_->set_lr_scale(record.lr_scale);
+    engines_->zero_grads();
+    const auto [loss, aux] = forward_backward(step, record);
+    record.grad_sync_ms = engines_->finish_grad_sync();
+    const std::vector<float> sums = sum_over(grid_.dp(), {loss, aux});
     record.loss = static_cast<double>(sums[0] / static_cast<float>(grid_.shape().dp));
     record.aux_loss = static_cast<double>(sums[1] / static_cast<float>(grid_.shape().dp));
-    // A non-finite gradient is as fatal as a non-finite loss: every rank checks its gradients.
-    std::string bad = first_non_finite(spec_, *buffers_.dense);
-    if (bad.empty() && buffers_.expert)
-      bad = first_non_finite(buffers_.part.model, *buffers_.expert);
-    const float bad_any = sum_over(grid_.world(), {bad.empty() ? 0.0f : 1.0f})[0];
-    if (!std::isfinite(record.loss) || bad_any > 0.0f) {
-      const auto names = grid_.world().all_gather_bytes(
-          std::as_bytes(std::span<const char>(bad.data(), bad.size())));
-      std::string first = "none found";
-      for (std::size_t r = 0; r < names.size(); ++r) {
-        if (names[r].empty()) continue;
-        first = str(std::string(reinterpret_cast<const char*>(names[r].data()), names[r].size()),
-                    " on world rank ", r);
-        break;
-      }
-      throw NonFiniteLoss(str("step ", step, ": non-finite training state (loss ", record.loss,
-                              "); first non-finite tensor: ", first,
-                              "; stopped before the optimizer step, nothing written"));
-    }
-    const std::int64_t dp0 = dp_bytes(), tp0 = tp_bytes();
-    for (engine::Engine* engine : buffers_.all()) record.opt_ms += engine->step().opt;
-    record.opt_dp_bytes = dp_bytes() - dp0;
-    record.opt_tp_bytes = tp_bytes() - tp0;
-    for (engine::Engine* engine : buffers_.all()) param_sync_ms_ += engine->start_param_sync();
-    record.param_sync_ms = param_sync_ms_;
+    check_finite(step, record.loss);
+    const std::int64_t dp0 = engines_->dp_bytes(), tp0 = engines_->tp_bytes();
+    record.opt_ms = engines_->step().opt;
+    record.opt_dp_bytes = engines_->dp_bytes() - dp0;
+    record.opt_tp_bytes = engines_->tp_bytes() - tp0;
+    record.param_sync_ms = hooks_->param_sync_ms() + engines_->start_param_sync();
     record.step_ms = wall_ms() - t0;
     record.tokens_per_s =
         static_cast<double>(options_.tokens_per_step()) / (record.step_ms / 1000.0);
@@ -373,138 +426,91 @@ class Run {
 
   // The run's memory, max over ranks (call after the last step, before finish()).
   void measure_memory(std::int64_t base_rss) {
-    engine::MemoryHeld held = buffers_.dense->memory_held();
-    if (buffers_.expert) {
-      const engine::MemoryHeld e = buffers_.expert->memory_held();
-      held.params_bytes += e.params_bytes;
-      held.grads_bytes += e.grads_bytes;
-      held.optimizer_state_bytes += e.optimizer_state_bytes;
-      held.resident_bytes += e.resident_bytes;
-    }
-    const std::vector<std::int64_t> mine = {
-        held.params_bytes,
-        held.grads_bytes,
-        held.optimizer_state_bytes,
-        activations_bytes_,
-        peak_resident_bytes(),
-        base_rss,
-        held.params_bytes + held.grads_bytes + held.optimizer_state_bytes,
-        held.resident_bytes};
-    std::vector<std::int64_t> most = mine;
-    std::int64_t state_total = 0;
-    for (std::size_t i = 0; i < mine.size(); ++i)
-      for (std::uint64_t v : grid_.world().all_gather_u64(static_cast<std::uint64_t>(mine[i]))) {
-        most[i] = std::max(most[i], static_cast<std::int64_t>(v));
-        if (i == 2) state_total += static_cast<std::int64_t>(v);
-      }
-    std::int64_t elements = 0;
-    for (const model::ParamSpec& p : spec_.params)  // an expert (expert TP 1): one copy
-      elements += model::is_expert_param(p) ? p.numel()
-                                            : p.local_numel(grid_.shape().tp) * grid_.shape().tp;
-    result_.memory = {most[0], most[1], most[2],
-                      most[3], most[4], most[5],
-                      most[6], most[7], state_total + 8 * elements};
+    result_.memory = Measurement::memory(*engines_, spec_, activations_bytes_, base_rss);
   }
 
   void finish() {
-    std::uint64_t params = kFnvOffset, state = kFnvOffset;
-    for (engine::Engine* engine : buffers_.all()) {
-      engine->finish();
-      const std::uint64_t fnv = engine->params_fnv();
-      fnv1a_mix(params, &fnv, sizeof fnv);
-      for (const engine::StateTensor& s : engine->optimizer_state())
-        fnv1a_mix(state, s.values.data(), s.values.size() * sizeof(float));
-    }
-    const std::vector<std::uint64_t> ranks = grid_.world().all_gather_u64(params);
-    result_.params_hash = fnv1a(ranks.data(), ranks.size() * sizeof(std::uint64_t));
-    const std::vector<std::uint64_t> states = grid_.world().all_gather_u64(state);
-    result_.state_hash = fnv1a(states.data(), states.size() * sizeof(std::uint64_t));
-    if (options_.keep_final_params && grid_.shape().tp == 1) keep_final_params();
+    Measurement::hashes(*engines_, result_);
+    if (options_.keep_final_params && grid_.shape().tp == 1)
+      final_params_ = Measurement::final_params(*engines_, spec_);
   }
 
   std::vector<std::vector<float>> take_final_params() { return std::move(final_params_); }
 
  private:
-  void progress() {
-    for (engine::Engine* engine : buffers_.all()) engine->progress();
-  }
-  std::int64_t dp_bytes() const {
-    return grid_.dp().bytes().total() + (experts_ ? experts_->grid->dp().bytes().total() : 0);
-  }
-  std::int64_t tp_bytes() const {
-    return grid_.tp().bytes().total() + (experts_ ? experts_->grid->tp().bytes().total() : 0);
+  // Every micro-batch's forward and backward (the accumulation hooks post the gradients on the
+  // last); returns this rank's loss and load-balancing loss, each averaged over micro-batches.
+  std::pair<float, float> forward_backward(std::int64_t step, StepRecord& record) {
+    float local_loss = 0.0f, local_aux = 0.0f;
+    const float inv_accum = 1.0f / static_cast<float>(options_.grad_accum);
+    double compute_ms = 0.0;
+    for (std::int64_t m = 0; m < options_.grad_accum; ++m) {
+      const Batch batch = sampler_.batch(step, grid_.coord().dp, static_cast<int>(m));
+      hooks_->set_last_micro(m + 1 == options_.grad_accum);
+      const double c0 = wall_ms(), sync0 = hooks_->param_sync_ms();
+      const std::int64_t heap0 = heap_in_use_bytes();
+      torch::Tensor loss =
+          model_
+              ->token_losses(tokens(batch.inputs, batch.micro_batch, batch.seq_len),
+                             tokens(batch.targets, batch.micro_batch, batch.seq_len))
+              .mean() *
+          inv_accum;
+      if (m == 0 && faults::fires(faults::Fault::kPoisonLoss, grid_.world().rank(), step))
+        loss = loss * std::numeric_limits<float>::quiet_NaN();
+      local_loss += loss.item<float>();
+      // HF Qwen3-MoE: loss + router_aux_loss_coef x the load-balancing loss; the reported loss is
+      // the language-model loss alone.
+      const torch::Tensor balance = model_->load_balancing_loss();
+      if (balance.defined()) {
+        local_aux += balance.item<float>() * inv_accum;
+        loss = loss + balance * (aux_coef_ * inv_accum);
+      }
+      activations_bytes_ = std::max(activations_bytes_, heap_in_use_bytes() - heap0);
+      hooks_->set_in_backward(true);
+      loss.backward();
+      hooks_->set_in_backward(false);
+      compute_ms += wall_ms() - c0 - (hooks_->param_sync_ms() - sync0);
+    }
+    hooks_->set_last_micro(false);
+    record.grad_ready_in_backward = hooks_->take_grad_ready_in_backward();
+    record.fwd_bwd_ms = compute_ms;
+    return {local_loss, local_aux};
   }
 
-  // World rank 0 copies every param's final value into final_params_ (spec order). Under ZeRO-3
-  // every DP rank gathers each bucket in turn (collective). A MoE model's experts come from
-  // expert DP rank 0 of each EP rank (tp = 1: expert TP 1), sent to every rank.
-  void keep_final_params() {
-    const bool root = grid_.world().rank() == 0;
-    std::vector<std::vector<float>> values(spec_.params.size());
-    for (engine::Engine* engine : buffers_.all()) {
-      const int n = engine == buffers_.dense.get() ? static_cast<int>(spec_.params.size())
-                                                   : static_cast<int>(buffers_.part.source.size());
-      for (int i = 0; i < n; ++i) {
-        const int b = engine->bucket_of(i);
-        if (b < 0) continue;
-        engine->wait_param_sync(b);
-        const std::span<float> v = engine->param(i);
-        const int p = engine == buffers_.dense.get() ? i : buffers_.part.source[i];
-        values[static_cast<std::size_t>(p)].assign(v.begin(), v.end());
-        if (i + 1 == n || engine->bucket_of(i + 1) != b) engine->release_params(b);
-      }
+  // A non-finite gradient is as fatal as a non-finite loss: every rank checks its gradients and
+  // params, and every rank throws the same NonFiniteLoss before the optimizer step.
+  void check_finite(std::int64_t step, double loss) {
+    std::string bad;
+    for (int m = 0; m < engines_->size() && bad.empty(); ++m)
+      bad = first_non_finite(engines_->member(m));
+    const float bad_any = sum_over(grid_.world(), {bad.empty() ? 0.0f : 1.0f})[0];
+    if (std::isfinite(loss) && bad_any == 0.0f) return;
+    const auto names = grid_.world().all_gather_bytes(
+        std::as_bytes(std::span<const char>(bad.data(), bad.size())));
+    std::string first = "none found";
+    for (std::size_t r = 0; r < names.size(); ++r) {
+      if (names[r].empty()) continue;
+      first = str(std::string(reinterpret_cast<const char*>(names[r].data()), names[r].size()),
+                  " on world rank ", r);
+      break;
     }
-    if (buffers_.expert) {
-      // Expert DP rank 0 of each EP rank sends its EP index, then its experts' values.
-      std::vector<float> mine;
-      if (experts_->coord.edp == 0 && experts_->coord.etp == 0) {
-        mine.push_back(static_cast<float>(experts_->coord.ep));
-        for (int p : buffers_.part.source)
-          mine.insert(mine.end(), values[static_cast<std::size_t>(p)].begin(),
-                      values[static_cast<std::size_t>(p)].end());
-      }
-      const auto all = grid_.world().all_gather_bytes(
-          std::as_bytes(std::span<const float>(mine.data(), mine.size())));
-      for (const auto& bytes : all) {
-        if (!root || bytes.empty()) continue;
-        std::vector<float> sent(bytes.size() / sizeof(float));
-        std::memcpy(sent.data(), bytes.data(), sent.size() * sizeof(float));
-        const model::ExpertPart part = model::expert_part(
-            spec_, experts_->shape.ep, experts_->shape.etp, static_cast<int>(sent[0]));
-        std::size_t at = 1;
-        for (std::size_t i = 0; i < part.source.size(); ++i) {
-          const auto n = static_cast<std::size_t>(part.model.params[i].numel());
-          CANZONA_CHECK(at + n <= sent.size(), "expert params sent short");
-          values[static_cast<std::size_t>(part.source[i])].assign(sent.begin() + at,
-                                                                  sent.begin() + at + n);
-          at += n;
-        }
-      }
-    }
-    if (root) final_params_ = std::move(values);
+    throw NonFiniteLoss(str("step ", step, ": non-finite training state (loss ", loss,
+                            "); first non-finite tensor: ", first,
+                            "; stopped before the optimizer step, nothing written"));
   }
 
   comm::Grid& grid_;
   const model::ModelSpec& spec_;
   const TrainOptions& options_;
-  const Corpus& corpus_;
-  comm::ExpertGroups* experts_;  // null for a dense model
-  float aux_coef_;               // router_aux_loss_coef
+  float aux_coef_;  // router_aux_loss_coef
   Sampler sampler_;
   plan::Plan plan_;  // the engines keep references into it
   StrategyRun result_;
-  Buffers buffers_;
-  std::unique_ptr<ExpertBuffer> expert_buffer_;
+  std::unique_ptr<engine::EngineSet> engines_;
   std::unique_ptr<Qwen3Model> model_;
-  std::vector<std::unique_ptr<BucketSchedule>> schedules_;  // [engine of buffers_.all()]
-  // Keeps the hooks alive (a shared_ptr in libtorch 1.x, an intrusive_ptr in 2.x).
-  std::vector<decltype(torch::autograd::impl::grad_accumulator(torch::Tensor()))> accumulators_;
+  std::unique_ptr<EngineHooks> hooks_;
   std::vector<Batch> validation_;
   std::vector<std::vector<float>> final_params_;
-  bool last_micro_ = false;
-  bool in_backward_ = false;
-  int grad_ready_in_backward_ = 0;
-  double param_sync_ms_ = 0.0;
   std::int64_t activations_bytes_ = 0;
 };
 
@@ -689,13 +695,13 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
     Run run(grid, config, spec, options, corpus, strategy, trace, experts);
     const double t0 = wall_ms();
     if (!resume_dir.empty()) {
-      load_checkpoint(grid, run.engine(), spec, &config, checkpoint_optimizer(options), resume_dir,
-                      resumed, run.expert_buffer());
+      load_checkpoint(run.engines(), spec, &config, checkpoint_optimizer(options), resume_dir,
+                      resumed);
       run.result().first_step = resumed.step + 1;
     } else if (!ckpt_options.init_from.empty()) {
-      load_weights(grid, run.engine(), spec, ckpt_options.init_from, run.expert_buffer());
+      load_weights(run.engines(), spec, ckpt_options.init_from);
     } else {
-      for (engine::Engine* engine : run.engines()) engine->init_main_params();
+      run.engines().init_main_params();
     }
     if (reporter && progress.loaded && (!resume_dir.empty() || !ckpt_options.init_from.empty()))
       progress.loaded(resume_dir.empty() ? ckpt_options.init_from : resume_dir, wall_ms() - t0);
@@ -711,8 +717,7 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
             std::raise(SIGKILL);
         };
       const double s0 = wall_ms();
-      const std::string dir =
-          save_checkpoint(grid, run.engine(), context, ckpt_options.save_dir, run.expert_buffer());
+      const std::string dir = save_checkpoint(run.engines(), context, ckpt_options.save_dir);
       if (reporter) prune_checkpoints(ckpt_options);
       if (reporter && progress.saved) progress.saved(dir, wall_ms() - s0);
     };

@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "canzona/common/error.h"
-#include "canzona/runtime/reference.h"
+#include "canzona/engine/reference_optimizer.h"
 #include "canzona/train/model.h"
 #include "canzona/train/trainer.h"
 
@@ -29,7 +29,7 @@ ReferenceRun run_reference(const model::TransformerConfig& config, const model::
     init_param(whole.params[p], config, 1, 0, options.job.seed, params[p]);
     model.bind(static_cast<int>(p), params[p], local[p]);
   }
-  runtime::ReferenceOptimizer optimizer(whole, launch::engine_options(options.job), params);
+  engine::ReferenceOptimizer optimizer(whole, launch::engine_options(options.job), params);
   const Sampler sampler(corpus.train, options.seq_len, options.micro_batch, options.job.seed);
   // Megatron's gradient_scaling_factor, 1/DP in fp32, and the loss average, written here
   // independently of the engine and the trainer.

@@ -23,6 +23,13 @@ TEST(ExpertIndex, ReadsMegatronAndHfNames) {
   EXPECT_EQ(expert_index(named("decoder.layers.0.mlp.experts.linear_fc1.weight")), -1);
   EXPECT_EQ(expert_index(named("decoder.layers.0.mlp.experts.7")), -1);
   EXPECT_EQ(expert_index(named("decoder.layers.0.mlp.linear_fc1.weight")), -1);
+  // Any module path (a user's own MoE block): the component after a component "experts".
+  EXPECT_EQ(expert_index(named("blocks.1.moe.experts.3.w1.weight")), 3);
+  EXPECT_EQ(expert_index(named("experts.11.fc2")), 11);
+  EXPECT_EQ(expert_index(named("blocks.1.myexperts.3.w1")), -1);
+  EXPECT_EQ(expert_index(named("blocks.1.experts.x.3.w1")), -1);
+  EXPECT_TRUE(is_expert_param(named("blocks.1.moe.experts.3.w1.weight")));
+  EXPECT_FALSE(is_expert_param(named("blocks.1.moe.router.weight")));
 }
 
 // qwen3-moe-cpu: 4 MoE layers of 8 experts, hidden 256, expert FFN 512. EP rank 1 of 2 holds

@@ -88,12 +88,14 @@ struct ModelSpec {
 OptimizerClass default_optimizer_class(const std::string& name,
                                        const std::vector<std::int64_t>& shape);
 
-// Whether a param is one expert's weight in Megatron's MoE layout (a name containing
-// ".mlp.experts."): a token uses it with probability experts_per_token / num_experts.
+// Whether a param is one expert's weight: a name containing ".mlp.experts." (Megatron's and Hugging
+// Face's MoE layouts) or with an expert index (below, any module path: a user's own MoE block
+// under canzona.torch); a token uses it with probability experts_per_token / num_experts. Only a
+// model with arch.num_experts > 0 has experts (has_experts).
 bool is_expert_param(const ParamSpec& param);
 
-// The expert an expert param belongs to: the number after ".mlp.experts." (Megatron's
-// "local_experts.<e>." included); -1 when the name has none.
+// The expert an expert param belongs to: the number in the name component after a component
+// "experts" (Megatron's "experts.local_experts.<e>." included); -1 when the name has none.
 int expert_index(const ParamSpec& param);
 // Whether the model is a mixture of experts: arch.num_experts > 0 and some expert param.
 bool has_experts(const ModelSpec& model);

@@ -12,34 +12,12 @@
 #include <memory>
 #include <vector>
 
-#include "canzona/engine/optimizer_factory.h"
+#include "canzona/engine/reference_optimizer.h"
 #include "canzona/model/spec.h"
 #include "canzona/optim/optimizer.h"
 #include "canzona/runtime/options.h"
 
 namespace canzona::runtime {
-
-// The optimizer half of the reference: every matrix task and element-wise param of a model at
-// global shape (tp = 1), updated from whole reduced gradients. Shared by Reference (synthetic
-// gradients) and the training reference (train/trainer.h: run_reference).
-class ReferenceOptimizer {
- public:
-  // Main params start from `params` ([param] global row-major, numel each).
-  ReferenceOptimizer(const model::ModelSpec& model, const engine::EngineOptions& options,
-                     const std::vector<std::vector<float>>& params);
-  ~ReferenceOptimizer();
-  ReferenceOptimizer(const ReferenceOptimizer&) = delete;
-  ReferenceOptimizer& operator=(const ReferenceOptimizer&) = delete;
-  // One step of every task and element-wise param: writes the updated values into `params`.
-  void step(std::vector<std::vector<float>>& params, const std::vector<std::vector<float>>& grads);
-  // optim::Optimizer::set_lr_scale on every instance.
-  void set_lr_scale(double scale);
-
- private:
-  struct TaskState;
-  std::vector<std::unique_ptr<TaskState>> tasks_;
-  std::vector<std::unique_ptr<optim::Optimizer>> elementwise_;  // [param] or null
-};
 
 class Reference {
  public:
@@ -71,7 +49,7 @@ class Reference {
   std::vector<std::vector<float>> params_;
   std::vector<std::vector<float>> grads_;     // [param] last step's reduced gradient
   std::vector<std::vector<float>> abs_sums_;  // [param] last step's sum of |contributions|
-  std::unique_ptr<ReferenceOptimizer> optimizer_;
+  std::unique_ptr<engine::ReferenceOptimizer> optimizer_;
   int steps_taken_ = 0;
 };
 

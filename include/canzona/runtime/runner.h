@@ -30,6 +30,7 @@
 
 #include "canzona/comm/grid.h"
 #include "canzona/engine/engine.h"
+#include "canzona/engine/engine_set.h"
 #include "canzona/engine/trace.h"
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
@@ -63,9 +64,9 @@ class StrategyRunner {
   // the grid's dp and tp (validate_plan). Builds the Engine, fills its params with the synthetic
   // init and loads the main params of the tasks this rank computes. Trace is borrowed.
   //
-  // A MoE plan (plan.expert) needs `experts`, this rank's expert groups (comm/grid.h): a second
-  // Engine runs its EP rank's expert buffer on the expert grid, its gradients scaled by the dense
-  // DP (EngineOptions::grad_scaling_dp), and every step drives both (dense buckets first).
+  // A MoE plan (plan.expert) needs `experts`, this rank's expert groups (comm/grid.h): the
+  // engine set (engine/engine_set.h) then runs its EP rank's expert buffer on the expert grid
+  // beside the dense one, and every step drives both (dense buckets first).
   StrategyRunner(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
                  const RunOptions& options, engine::Trace& trace,
                  comm::ExpertGroups* experts = nullptr);
@@ -82,7 +83,7 @@ class StrategyRunner {
 
   // This rank's model params in layout order (TP-local shapes).
   std::span<const float> params() const;
-  std::uint64_t params_fnv() const;  // Engine::params_fnv
+  std::uint64_t params_fnv() const;  // EngineSet::params_fnv
   // The reduced gradient of the last step where this rank holds it (Engine::reduced_grads).
   using GradRange = engine::GradRange;
   std::vector<engine::GradRange> reduced_grads() const;
@@ -95,16 +96,9 @@ class StrategyRunner {
   // Matrix tasks this rank computes per step.
   int computed_tasks() const;
 
-  engine::Engine& engine() { return *engine_; }
-
-  // The expert buffer of a MoE plan, or null: this rank's EP rank's experts (part.model, whose
-  // param i is part.source[i] of the model), their engine and the expert groups.
-  struct Experts {
-    model::ExpertPart part;
-    std::unique_ptr<engine::Engine> engine;
-    comm::ExpertGroups* groups = nullptr;
-  };
-  const Experts* experts() const { return experts_.get(); }
+  // The dense engine, and the set of it and a MoE plan's expert engine.
+  engine::Engine& engine() { return engines_->dense(); }
+  const engine::EngineSet& engines() const { return *engines_; }
 
  private:
   comm::Grid& grid_;
@@ -112,8 +106,7 @@ class StrategyRunner {
   plan::Strategy strategy_;
   RunOptions options_;
   engine::Trace& trace_;
-  std::unique_ptr<engine::Engine> engine_;
-  std::unique_ptr<Experts> experts_;
+  std::unique_ptr<engine::EngineSet> engines_;
   struct Compute;  // simulated forward / backward compute (workload.h)
   std::unique_ptr<Compute> compute_;
   StepBytes step_bytes_;  // of the last step

@@ -28,6 +28,7 @@
 #include "canzona/comm/grid.h"
 #include "canzona/common/error.h"
 #include "canzona/engine/engine.h"
+#include "canzona/engine/engine_set.h"
 #include "canzona/model/load.h"
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
@@ -66,31 +67,24 @@ struct SaveContext {
   std::function<void()> before_publish;
 };
 
-// A mixture-of-experts run's expert buffer (trainer.h): the engine of this rank's EP rank's experts
-// over its expert grid, and the model's expert part that engine holds (part.source: each engine
-// param's index in the whole model). A checkpoint keeps the whole model in one file either way:
-// each expert under its own HF names, written by expert DP rank p mod expert-DP (p its model
-// index) of the EP rank holding it, and read by every rank that holds it, under any EP.
-struct ExpertBuffer {
-  comm::Grid& grid;
-  engine::Engine& engine;
-  const model::ExpertPart& part;
-};
+// The engines are a run's engine set (engine/engine_set.h). A mixture-of-experts run's checkpoint
+// keeps the whole model in one file all the same: each expert under its own name, written by
+// expert DP rank p mod expert-DP (p its model index) of the EP rank holding it, and read by every
+// rank that holds it, under any EP.
 
 // Writes save_dir/step-<manifest.step> (see above); returns its path. Throws CheckpointError (disk
 // full, I/O) identically on every rank.
-std::string save_checkpoint(comm::Grid& grid, engine::Engine& engine, const SaveContext& context,
-                            const std::string& save_dir, const ExpertBuffer* experts = nullptr);
+std::string save_checkpoint(engine::EngineSet& engines, const SaveContext& context,
+                            const std::string& save_dir);
 
-// Restores a checkpoint `dir` (resolved, with its manifest) into the engine: params, main params
+// Restores a checkpoint `dir` (resolved, with its manifest) into the engines: params, main params
 // (init_main_params), optimizer state, step count. `optimizer` is this run's manifest optimizer
 // name; `config` as SaveContext's (null: a param-list model, whose config.json must list the same
 // params). Throws UsageError on every rank before any state changes when the checkpoint is
 // corrupt or does not fit this run.
-void load_checkpoint(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
+void load_checkpoint(engine::EngineSet& engines, const model::ModelSpec& spec,
                      const model::TransformerConfig* config, const std::string& optimizer,
-                     const std::string& dir, const ckpt::Manifest& manifest,
-                     const ExpertBuffer* experts = nullptr);
+                     const std::string& dir, const ckpt::Manifest& manifest);
 
 // The checkpoint `path` names (ckpt::resolve: a checkpoint, or a save directory's newest) and its
 // manifest, read on every rank; a failure on any rank is the same UsageError on every rank.
@@ -101,7 +95,6 @@ std::pair<std::string, ckpt::Manifest> resolve_checkpoint(comm::Communicator& wo
 // params, then init_main_params. A vocabulary shorter than the padded one fills the padding rows
 // with zeros. Throws UsageError on every rank before any param changes when a tensor is missing
 // or has another shape.
-void load_weights(comm::Grid& grid, engine::Engine& engine, const model::ModelSpec& spec,
-                  const std::string& dir, const ExpertBuffer* experts = nullptr);
+void load_weights(engine::EngineSet& engines, const model::ModelSpec& spec, const std::string& dir);
 
 }  // namespace canzona::train

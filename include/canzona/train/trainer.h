@@ -192,7 +192,7 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
 // The single-process reference: one process, one model at TP = 1 (the spec rebuilt for tp = 1,
 // whose padded vocabulary must equal spec's), the DP ranks' micro-batches processed in rank order,
 // each rank's gradient scaled by 1/DP and summed in rank order, the reference optimizer
-// (runtime::ReferenceOptimizer). For a TP = 1 grid under kDeterministic its losses and final
+// (engine::ReferenceOptimizer). For a TP = 1 grid under kDeterministic its losses and final
 // params are bitwise those of train(); for TP > 1 the losses agree to rounding. A MoE model runs
 // every expert in the one process (EP 1): bitwise train() at EP 1; at EP > 1 to rounding, because
 // there an expert's weight gradient is one GEMM over the tokens its EP group sent it, where the

@@ -3,13 +3,13 @@
 Muon, Shampoo and SOAP are single-process torch.optim.Optimizers on Canzona's kernels (the
 same C++ code every distributed strategy runs).
 """
-from canzona.torch import parallel
+from canzona.torch import moe, parallel
 from canzona.torch.distributed import DistributedOptimizer
 from canzona.torch.optim import SOAP, AdamW, Muon, Shampoo
 from canzona.torch.tensor_parallel import (ColumnParallelLinear, RowParallelLinear,
                                            VocabParallelEmbedding, copy_shards,
                                            vocab_parallel_cross_entropy)
 
-__all__ = ["Muon", "Shampoo", "SOAP", "AdamW", "DistributedOptimizer", "parallel",
+__all__ = ["Muon", "Shampoo", "SOAP", "AdamW", "DistributedOptimizer", "parallel", "moe",
            "ColumnParallelLinear", "RowParallelLinear", "VocabParallelEmbedding",
            "vocab_parallel_cross_entropy", "copy_shards"]

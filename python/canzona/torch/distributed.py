@@ -23,6 +23,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import weakref
 
 import torch
@@ -66,6 +67,15 @@ class DistributedOptimizer(torch.optim.Optimizer):
     (ZeRO-1: every rank keeps every param) or 3 (ZeRO-3: each rank keeps its shard of each bucket
     between uses; strategies asc, lb-asc, fsdp-a2a); under ZeRO-3 read params outside the model's
     forward inside `with opt.gathered():`.
+
+    Mixture of experts: params marked as experts (Megatron's `param.allreduce = False`, which
+    canzona.torch.moe.mark_experts sets, or expert_params(name, param) -> bool) are this EP rank's
+    local experts, each named with its local index (`...experts.<i>....`); they go to a second
+    engine over the grid's expert groups (parallel.init(ep=...)), as Megatron's expert buffer,
+    their gradients averaged over the dense DP. Every EP rank must hold the same local expert
+    names and shapes. In the plan and in checkpoints, local expert i of EP rank r is expert
+    r * E / ep + i (E = ep x the local experts); experts_per_token (the router's top-k) prices
+    them in the plan.
     """
 
     def __init__(self, model, optimizer="muon", strategy="lb-asc", *, lr=0.02, adamw_lr=1e-3,
@@ -73,7 +83,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                  planner="canzona", cost="flops", split_fc1=False, layerwise_tp="duplicated",
                  layerwise_buckets="soft-min", bucket_order="free", alpha=1.0, cmax_mb=512.0,
                  pipeline=True, overlap_param_gather=True, broadcast=True, is_matrix=None,
-                 matrix_view=None, zero_stage=1):
+                 matrix_view=None, zero_stage=1, expert_params=None, experts_per_token=1):
         if not isinstance(model, torch.nn.Module):
             raise TypeError("DistributedOptimizer: model must be a torch.nn.Module, got "
                             f"{type(model).__name__}")
@@ -95,7 +105,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if isinstance(zero_stage, bool) or zero_stage not in (1, 3):
             raise ValueError(f"DistributedOptimizer: zero_stage must be 1 or 3 (got "
                              f"{zero_stage!r})")
-        for key, fn in (("is_matrix", is_matrix), ("matrix_view", matrix_view)):
+        for key, fn in (("is_matrix", is_matrix), ("matrix_view", matrix_view),
+                        ("expert_params", expert_params)):
             if fn is not None and not callable(fn):
                 raise TypeError(f"DistributedOptimizer: {key} must be callable(name, param) "
                                 f"(got {fn!r})"[:200])
@@ -124,12 +135,24 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._hf_config = None
         self._model_class = type(model).__name__
         self._shapes = [tuple(p.shape) for _, p in named]
+        is_expert = expert_params or (lambda _, p: getattr(p, "allreduce", True) is False)
+        # The whole model's params (every EP rank's experts) and each of ours' index among them.
+        self._index, items, num_experts = _whole_model(grid, named,
+                                                       [bool(is_expert(n, p)) for n, p in named])
         try:
-            doc = _params_doc(named, tp, is_matrix, type(model).__name__,
+            doc = _params_doc(items, tp, is_matrix, type(model).__name__,
                               _elementwise_by_module(model), matrix_view)
         except ValueError as e:
             raise ValueError(str(e).replace("canzona.plan:", "DistributedOptimizer:")) from None
-        args = _make_args("DistributedOptimizer", dp=dp, tp=tp, pp=1, optimizer=optimizer,
+        if num_experts:
+            if isinstance(experts_per_token, bool) or not isinstance(experts_per_token, int) or \
+                    not 1 <= experts_per_token <= num_experts:
+                raise ValueError(f"DistributedOptimizer: experts_per_token must be an int in "
+                                 f"[1, {num_experts}] (got {experts_per_token!r})")
+            doc["arch"] = {"num_experts": num_experts, "experts_per_token": experts_per_token}
+        expert_grid = {"ep": grid.ep, "etp": grid.etp} if num_experts else {}
+        args = _make_args("DistributedOptimizer", dp=dp, tp=tp, pp=1, **expert_grid,
+                          optimizer=optimizer,
                           strategy=strategy, planner=planner, cost=cost, bucket_size=bucket_size,
                           alpha=alpha, cmax_mb=cmax_mb, zero_stage=zero_stage, split_qkv="none",
                           split_fc1=split_fc1, layerwise_tp=layerwise_tp,
@@ -150,12 +173,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
                                 "adamw_options": elementwise_options,
                                 "matrix_views": {e["name"]: tuple(e["matrix_view"])
                                                  for e in doc["params"] if "matrix_view" in e}}
-        self._matrix = [engine.is_matrix(i) for i in range(len(named))]
+        self._matrix = [engine.is_matrix(i) for i in self._index]
         self.matrix_param_names = [n for n, m in zip(self._names, self._matrix) if m]
         # param.data and param.grad become views of the engine's buffers.
         self._params = [p for _, p in named]
         self._ptrs = []
-        for i, p in enumerate(self._params):
+        for i, p in zip(self._index, self._params):
             data = torch.from_numpy(engine.param(i)).view(p.shape)
             data.copy_(p.detach())
             p.data = data
@@ -172,7 +195,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             for t in rest:
                 _broadcast(engine, t)
         engine.init_main_params()
-        self._access = ParamAccess(engine, self._params)
+        self._access = ParamAccess(engine, self._params, self._index)
 
         matrix = [p for p, m in zip(self._params, self._matrix) if m]
         elementwise = [p for p, m in zip(self._params, self._matrix) if not m]
@@ -203,7 +226,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for module in model.modules():
             own = [index[id(p)] for p in module.parameters(recurse=False) if id(p) in index]
             if own:
-                buckets = sorted({engine.bucket_of(i) for i in own})
+                buckets = sorted({engine.bucket_of(self._index[i]) for i in own})
                 self._forward_hooks.append(module.register_forward_pre_hook(
                     self._wait_hook(own, buckets)))
         self._model = weakref.ref(model)
@@ -225,7 +248,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                                    "no_sync()")
             self._check_shape(i)
             self._ready[i] = True
-            self._engine.grad_ready(i)
+            self._engine.grad_ready(self._index[i])
             self._access.accumulated(i)
             self._engine.progress()
         return hook
@@ -352,7 +375,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         return self._engine.tp_rank
 
     def params_hash(self):
-        """FNV-1a of this rank's params in model order (equal on every rank after finish())."""
+        """FNV-1a of this rank's params in model order, equal on every rank after finish() (a MoE
+        model's EP ranks hold other experts: their hashes folded in world rank order)."""
         self.finish()
         return self._engine.params_fnv()
 
@@ -455,6 +479,74 @@ class DistributedOptimizer(torch.optim.Optimizer):
             engine.close()
             self._engine = None
             _LIVE.discard(self)
+
+
+_EXPERT_INDEX = re.compile(r"(^|\.)experts\.(local_experts\.)?(\d+)\.")
+
+
+def _whole_model(grid, named, experts):
+    """The params the plan holds: ours, each local expert param once per EP rank under its
+    global index; returns (our params' indices among them, them as (name, tensor), the experts
+    per MoE layer or 0). Collective over the world when there are experts: every rank checks
+    that every rank holds the same local expert names and shapes (before any engine exists)."""
+    if grid.ep == 0:
+        first = next((n for (n, _), e in zip(named, experts) if e), None)
+        if first is not None:
+            raise ValueError(f"DistributedOptimizer: param '{first}' is an expert param "
+                             "(allreduce=False or expert_params) but the parallel grid has no "
+                             "expert groups: call canzona.torch.parallel.init(ep=...) before "
+                             "making the model")
+        return list(range(len(named))), named, 0
+    local, problem = [], None
+    for (name, p), e in zip(named, experts):
+        m = _EXPERT_INDEX.search(name)
+        if problem is None and e and m is None:
+            problem = (f"expert param '{name}' has no local expert index in its name (a "
+                       "component 'experts.<i>.', as nn.ModuleList names its experts)")
+        elif problem is None and not e and m is not None:
+            problem = (f"param '{name}' is named as an expert's ('experts.<i>.') but not marked "
+                       "as one (allreduce=False or expert_params)")
+        if e:
+            local.append([name, list(p.shape)])
+    if problem is None and local and grid.tp > 1:
+        problem = (f"expert param '{local[0][0]}' under TP {grid.tp}: the experts run with TP 1 "
+                   "(every TP rank would dispatch its DP rank's tokens again)")
+    mine = json.dumps({"problem": problem, "experts": local})
+    everyone = [json.loads(b) for b in grid.world_all_gather_bytes(mine.encode())]
+    for r, theirs in enumerate(everyone):
+        if theirs["problem"]:
+            raise ValueError(f"DistributedOptimizer: {theirs['problem']} (world rank {r})")
+    for r, theirs in enumerate(everyone):
+        if theirs["experts"] != everyone[0]["experts"]:
+            ours = dict(map(tuple, everyone[0]["experts"]))
+            other = dict(map(tuple, theirs["experts"]))
+            diff = next((n for n in ours if ours[n] != other.get(n)),
+                        next(iter(set(other) - set(ours)), None))
+            if diff is None:  # the same names and shapes in another order
+                raise ValueError(f"DistributedOptimizer: the expert params differ across EP "
+                                 f"ranks: world rank {r} holds them in another order than world "
+                                 "rank 0 (every EP rank holds the same local experts)")
+            raise ValueError(f"DistributedOptimizer: the expert params differ across EP ranks: "
+                             f"'{diff}' is {ours.get(diff, 'absent')} on world rank 0 and "
+                             f"{other.get(diff, 'absent')} on world rank {r} (every EP rank "
+                             "holds the same local experts)")
+    if not local:
+        return list(range(len(named))), named, 0
+    per_rank = 1 + max(int(_EXPERT_INDEX.search(n).group(3)) for n, _ in local)
+    ep, ep_rank = grid.ep, grid.ep_rank
+    index, items = [], []
+    for (name, p), e in zip(named, experts):
+        if not e:
+            index.append(len(items))
+            items.append((name, p))
+            continue
+        m = _EXPERT_INDEX.search(name)
+        i = int(m.group(3))
+        for r in range(ep):
+            if r == ep_rank:
+                index.append(len(items))
+            items.append((name[:m.start(3)] + str(r * per_rank + i) + name[m.end(3):], p))
+    return index, items, ep * per_rank
 
 
 def _broadcast(engine, tensor):

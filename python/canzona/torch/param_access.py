@@ -47,18 +47,18 @@ class _Mode(TorchFunctionMode):
 
 
 class ParamAccess:
-    """engine: the native DistributedEngine; params: the managed params in engine order."""
+    """engine: the native DistributedEngine; params: the managed params; indices: each one's
+    index in the engine's model (its bucket numbers span the dense and the expert engine)."""
 
-    def __init__(self, engine, params):
+    def __init__(self, engine, params, indices):
         self._engine = engine
         self.zero3 = engine.zero_stage == 3
-        self._base = engine.params_address
-        self._end = self._base + engine.params_bytes
-        spans = sorted((p.data_ptr(), p.data_ptr() + p.numel() * p.element_size(),
-                        engine.bucket_of(i)) for i, p in enumerate(params))
+        self._ranges = [(a, a + n) for a, n in engine.params_ranges]
+        self.bucket_of = [engine.bucket_of(i) for i in indices]
+        spans = sorted((p.data_ptr(), p.data_ptr() + p.numel() * p.element_size(), b)
+                       for p, b in zip(params, self.bucket_of))
         self._starts = [s for s, _, _ in spans]
         self._spans = spans
-        self.bucket_of = [engine.bucket_of(i) for i in range(len(params))]
         self._params_in = {}
         for b in self.bucket_of:
             self._params_in[b] = self._params_in.get(b, 0) + 1
@@ -76,7 +76,7 @@ class ParamAccess:
     # Which buckets a call reads ----------------------------------------------------------
 
     def _bucket_at(self, address):
-        if not self._base <= address < self._end:
+        if not any(a <= address < e for a, e in self._ranges):
             return None
         k = bisect.bisect_right(self._starts, address) - 1
         if k < 0:

@@ -141,12 +141,12 @@ OldPlan remake_plan(const nlohmann::json& j, const std::string& where, const Pla
   o.cost.kind = from_key(path, "key 'cost'", [&] {
     return cost::parse_cost_kind(json_key<std::string>(j, path, "cost"));
   });
-  o.dp = json_key<int>(j, path, "dp");
-  o.tp = json_key<int>(j, path, "tp");
-  o.pp = json_key<int>(j, path, "pp");
+  o.dims.dp = json_key<int>(j, path, "dp");
+  o.dims.tp = json_key<int>(j, path, "tp");
+  o.dims.pp = json_key<int>(j, path, "pp");
   // Plans written before expert parallelism had none.
-  o.ep = j.contains("ep") ? json_key<int>(j, path, "ep") : 1;
-  o.etp = j.contains("etp") ? json_key<int>(j, path, "etp") : 1;
+  o.dims.ep = j.contains("ep") ? json_key<int>(j, path, "ep") : 1;
+  o.dims.etp = j.contains("etp") ? json_key<int>(j, path, "etp") : 1;
   o.alpha = json_key<double>(j, path, "alpha");
   o.cmax_mb = json_key<double>(j, path, "cmax_mb");
   o.layout.bucket_size = json_key<std::int64_t>(j, path, "bucket_size");
@@ -164,7 +164,7 @@ OldPlan remake_plan(const nlohmann::json& j, const std::string& where, const Pla
   CANZONA_REQUIRE(o.cost.kind != cost::CostKind::kCalibrated || calibration != nullptr, path,
                   ": was planned with --cost calibrated; give the same --calibration FILE");
   PlanningFlags old_flags = f;
-  old_flags.tp = o.tp;
+  old_flags.dims.tp = o.dims.tp;
   old_flags.split_qkv = json_key<std::string>(j, path, "split_qkv");
   old_flags.split_fc1 = json_key<bool>(j, path, "split_fc1");
   const std::uint64_t recorded = json_key<std::uint64_t>(j, path, "plan_hash");
@@ -278,7 +278,7 @@ int run_plan(const PlanFlags& f) {
   if (f.dump_params_given) check_output_path(f.dump_params, "--dump-params");
   plan::PlanOptions options = to_plan_options(f);
   options.strategy = plan::parse_strategy(f.strategy);
-  launch::check_zero_stage(f.zero_stage, {options.strategy});
+  plan::check_zero_stage(options.layout.zero_stage, std::span(&options.strategy, 1));
   options.cost.kind = cost::parse_cost_kind(f.cost);
   cost::set_matrix_optimizer(options.cost, f.optimizer, f.optimizer_flags);
   // Flags first (plan::validate_options: grid, alpha, C_max, cost), then the files they name.

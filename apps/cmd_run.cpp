@@ -76,7 +76,7 @@ runtime::RunOptions resolve(RunFlags& f) {
     throw UsageError(str("--optimizer-options is not valid JSON: ", e.what()));
   }
   runtime::validate(o);
-  const std::int64_t ranks = std::int64_t{o.dp} * o.tp;
+  const std::int64_t ranks = std::int64_t{o.dims.dp} * o.dims.tp;
   require_in_range(f.perturb_plan_rank, -1, ranks - 1, "--test-perturb-plan-rank",
                    "-1 or a world rank");
   require_in_range(f.corrupt_rank, -1, ranks - 1, "--test-corrupt-rank", "-1 or a world rank");
@@ -115,16 +115,13 @@ int execute(RunFlags& flags) {
     launch = prepare(flags);
     return launch.settings;
   };
-  steps.grid_shape = [&] {
-    return comm::GridShape{launch.options.dp, launch.options.tp, launch.options.pp};
-  };
+  steps.grid_dims = [&] { return launch.options.dims; };
   steps.reduce_mode = [&] { return launch.options.reduce_mode; };
   steps.run = [&](comm::Grid& grid) {
     // A MoE model's expert groups (Megatron's expert DP, EP and expert TP), collective.
     comm::ExpertGroups experts;
     if (model::has_experts(launch.model))
-      experts = comm::make_mpi_expert_groups(grid, {launch.options.ep, launch.options.etp},
-                                             launch.options.reduce_mode);
+      experts = comm::make_mpi_expert_groups(grid, launch.options.reduce_mode);
     const runtime::CompareResult result =
         runtime::run_strategies(grid, launch.model, launch.options, launch.strategies,
                                 launch.session, experts.grid ? &experts : nullptr);

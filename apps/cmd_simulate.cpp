@@ -88,11 +88,11 @@ nlohmann::json scenario_json(const SimulateArgs& a, const sim::Cluster& cluster)
   const auto& w = s.workload;
   return {{"model", s.model},
           {"gpus", s.gpus},
-          {"dp", s.plan.dp},
-          {"tp", s.plan.tp},
-          {"pp", s.plan.pp},
-          {"ep", s.plan.ep},
-          {"etp", s.plan.etp},
+          {"dp", s.plan.dims.dp},
+          {"tp", s.plan.dims.tp},
+          {"pp", s.plan.dims.pp},
+          {"ep", s.plan.dims.ep},
+          {"etp", s.plan.dims.etp},
           {"optimizer", a.optimizer},
           {"alpha", s.plan.alpha},
           {"cmax_mb", s.plan.cmax_mb},
@@ -118,13 +118,13 @@ void print_header(const SimulateArgs& a, const sim::Cluster& cluster, const std:
   const auto& p = a.scenario.plan;
   const auto& w = a.scenario.workload;
   const std::int64_t gpus =
-      a.scenario.gpus > 0 ? a.scenario.gpus : std::int64_t{p.dp} * p.tp * p.pp;
+      a.scenario.gpus > 0 ? a.scenario.gpus : std::int64_t{p.dims.dp} * p.dims.tp * p.dims.pp;
   std::printf(
       "model %s  dp=%s tp=%d pp=%d%s (%lld GPUs)  optimizer=%s  planner=%s  cost=%s  "
       "alpha=%g  cmax=%g MiB\ncluster %s (%s, %d GPUs/node)  tokens/iteration=%lld  "
       "seq_len=%lld  micro_batch=%lld  TP micro groups %s\n\n",
-      a.scenario.model.c_str(), dp_text.c_str(), p.tp, p.pp,
-      p.ep != 1 || p.etp != 1 ? str(" ep=", p.ep, " etp=", p.etp).c_str() : "",
+      a.scenario.model.c_str(), dp_text.c_str(), p.dims.tp, p.dims.pp,
+      p.dims.ep != 1 || p.dims.etp != 1 ? str(" ep=", p.dims.ep, " etp=", p.dims.etp).c_str() : "",
       static_cast<long long>(gpus), a.optimizer.c_str(), a.planner.c_str(), a.cost.c_str(), p.alpha,
       p.cmax_mb, cluster.name.c_str(), cluster.device.name.c_str(), cluster.gpus_per_node,
       static_cast<long long>(w.tokens), static_cast<long long>(w.seq_len),
@@ -164,19 +164,20 @@ void run(SimulateArgs& a) {
   CANZONA_REQUIRE(!a.sweep.empty() || a.sweep_values.empty(), "--sweep-values needs --sweep");
   if (a.sweep != "tp") {
     sim::check_scenario(a.scenario);
-    if (gpus > 0) p.dp = gpus / (p.tp * p.pp);
+    if (gpus > 0) p.dims.dp = gpus / (p.dims.tp * p.dims.pp);
   }
   check_outputs(a);
   const sim::Cluster cluster = sim::load_cluster(a.cluster);
-  const auto strategies = launch::strategies_for_stage(a.strategies, p.layout.zero_stage);
+  const auto strategies = plan::strategies_for_stage(a.strategies, p.layout.zero_stage);
   for (std::size_t i = 0; i < strategies.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       CANZONA_REQUIRE(strategies[i] != strategies[j], "--strategy lists '",
                       plan::to_string(strategies[i]), "' more than once");
     }
   }
-  if (a.sweep != "tp") sim::tp_link(cluster, p.tp);  // a TP group must fit in a node
-  const std::string dp_text = gpus > 0 && a.sweep == "tp" ? "gpus/(tp*pp)" : std::to_string(p.dp);
+  if (a.sweep != "tp") sim::tp_link(cluster, p.dims.tp);  // a TP group must fit in a node
+  const std::string dp_text =
+      gpus > 0 && a.sweep == "tp" ? "gpus/(tp*pp)" : std::to_string(p.dims.dp);
 
   nlohmann::json json = scenario_json(a, cluster);
   std::vector<sim::ResultGroup> groups;
@@ -201,8 +202,8 @@ void run(SimulateArgs& a) {
   std::string svg;
   if (a.svg_given) {
     std::string title = a.scenario.model + " " + a.optimizer + ", DP=" + dp_text +
-                        " TP=" + std::to_string(p.tp) + " PP=" + std::to_string(p.pp) + " on " +
-                        cluster.name + (a.sweep.empty() ? "" : ", sweep " + a.sweep);
+                        " TP=" + std::to_string(p.dims.tp) + " PP=" + std::to_string(p.dims.pp) +
+                        " on " + cluster.name + (a.sweep.empty() ? "" : ", sweep " + a.sweep);
     svg = sim::render_svg(title, groups);
   }
   if (a.dump_cluster_given) write_json_file(a.dump_cluster_path, sim::to_json(cluster));
@@ -218,8 +219,8 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<SimulateArgs>();
   auto& a = *args;
   auto& work = a.scenario.workload;
-  a.dp = 32;  // the paper's Figure 4 setup: 256 GPUs, DP=32, TP=8
-  a.tp = 8;
+  a.dims.dp = 32;  // the paper's Figure 4 setup: 256 GPUs, DP=32, TP=8
+  a.dims.tp = 8;
   auto* sub = app.add_subcommand(
       "simulate", "Project one training iteration of each strategy onto a GPU cluster");
   sub->add_option("--model", a.scenario.model, "preset name, HF config.json or param-list JSON")

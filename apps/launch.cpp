@@ -27,8 +27,7 @@ int run_launched(const LaunchSteps& steps) {
     }
     std::unique_ptr<comm::Grid> grid;
     try {
-      const comm::GridShape shape = steps.grid_shape();
-      grid = comm::make_mpi_grid(shape.dp, shape.tp, shape.pp, steps.reduce_mode());
+      grid = comm::make_mpi_grid(steps.grid_dims(), steps.reduce_mode());
     } catch (const UsageError& e) {
       throw launch::PlanAgreementError(e.what());  // the world size: the same on every rank
     }

@@ -23,7 +23,7 @@ struct LaunchSteps {
   // Step 1: checks the flags and loads the inputs; returns the settings ranks must agree on.
   std::function<launch::Settings()> prepare;
   // Step 3: the grid to build (called after prepare succeeded).
-  std::function<comm::GridShape()> grid_shape;
+  std::function<ParallelDims()> grid_dims;
   std::function<comm::ReduceMode()> reduce_mode;
   // Step 3: runs the command on the grid; returns the exit code.
   std::function<int(comm::Grid&)> run;

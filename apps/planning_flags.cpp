@@ -10,20 +10,21 @@ namespace canzona::apps {
 
 void add_planning_flags(CLI::App* sub, PlanningFlags& f, PlanningCommand command) {
   const bool run = command == PlanningCommand::kRun;
-  sub->add_option("--dp", f.dp, "Data-parallel degree")->capture_default_str();
-  sub->add_option("--tp", f.tp,
+  sub->add_option("--dp", f.dims.dp, "Data-parallel degree")->capture_default_str();
+  sub->add_option("--tp", f.dims.tp,
                   command == PlanningCommand::kSimulate ? "Tensor-parallel degree (inside one node)"
                                                         : "Tensor-parallel degree")
       ->capture_default_str();
   sub->add_option(
-         "--pp", f.pp,
+         "--pp", f.dims.pp,
          run ? "Pipeline stages: only 1 is executed" : "Pipeline stages (layers split evenly)")
       ->capture_default_str();
-  sub->add_option("--ep", f.ep,
+  sub->add_option("--ep", f.dims.ep,
                   "Expert parallelism (MoE models): each EP rank holds num_experts / ep experts; "
                   "expert DP = dp x tp / (ep x etp)")
       ->capture_default_str();
-  sub->add_option("--etp", f.etp, "Expert tensor parallelism (MoE models)")->capture_default_str();
+  sub->add_option("--etp", f.dims.etp, "Expert tensor parallelism (MoE models)")
+      ->capture_default_str();
   sub->add_option("--planner", f.planner,
                   "lb-asc planner: canzona (ours) | megatron-canzona (the authors' code) | paper "
                   "(Algorithms 1 and 2 as written)")

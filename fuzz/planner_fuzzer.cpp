@@ -67,11 +67,11 @@ plan::PlanOptions random_options(fuzz::Bytes& in) {
   plan::PlanOptions o;
   o.strategy = static_cast<plan::Strategy>(in.range(0, 3));
   o.variant = static_cast<plan::PlannerVariant>(in.range(0, 1));
-  o.dp = static_cast<int>(in.range(0, 8));
-  if (in.range(0, 31) == 0) o.dp = 1 << in.range(4, 20);  // up to 2^20 ranks
-  o.tp = 1 << in.range(0, 2);
-  if (in.range(0, 15) == 0) o.tp = 3;
-  o.pp = static_cast<int>(in.range(1, 4));
+  o.dims.dp = static_cast<int>(in.range(0, 8));
+  if (in.range(0, 31) == 0) o.dims.dp = 1 << in.range(4, 20);  // up to 2^20 ranks
+  o.dims.tp = 1 << in.range(0, 2);
+  if (in.range(0, 15) == 0) o.dims.tp = 3;
+  o.dims.pp = static_cast<int>(in.range(1, 4));
   const double alphas[] = {0.0, 0.25, 0.5, 1.0, -0.5, 1.5, std::nan("")};
   o.alpha = alphas[in.range(0, 6)];
   const double cmaxes[] = {512.0, 0.001, 0.01, 1.0, 0.0, -1.0, 1e300};
@@ -94,7 +94,7 @@ void check_plan(const model::ModelSpec& spec, const plan::PlanOptions& o, const 
   const int n = static_cast<int>(spec.params.size());
   const bool cut = o.strategy == plan::Strategy::kAsc || o.strategy == plan::Strategy::kLbAsc;
   std::vector<int> seen(n, 0);
-  if (static_cast<int>(p.stages.size()) != o.pp) fuzz::finding("stage count != pp");
+  if (static_cast<int>(p.stages.size()) != o.dims.pp) fuzz::finding("stage count != pp");
   for (const plan::StagePlan& s : p.stages) {
     if (static_cast<int>(s.owner.size()) != n) fuzz::finding("owner[] size != param count");
     std::set<int> mine(s.params.begin(), s.params.end());
@@ -108,7 +108,7 @@ void check_plan(const model::ModelSpec& spec, const plan::PlanOptions& o, const 
         if (owner != -1) fuzz::finding("owner set for a param of another stage");
         continue;
       }
-      const bool ok_rank = owner >= 0 && owner < o.dp;
+      const bool ok_rank = owner >= 0 && owner < o.dims.dp;
       if (cut) {
         if (!(ok_rank || (owner == plan::kDivided && !spec.params[i].is_matrix()))) {
           fuzz::finding("asc/lb-asc: param " + std::to_string(i) + " has owner " +
@@ -124,7 +124,7 @@ void check_plan(const model::ModelSpec& spec, const plan::PlanOptions& o, const 
       for (std::size_t b = 0; b < s.cuts.size(); ++b) {
         const std::vector<std::int64_t>& c = s.cuts[b];
         const layout::Bucket& bucket = s.layout.buckets[b];
-        if (static_cast<int>(c.size()) != o.dp + 1) fuzz::finding("cuts size != dp + 1");
+        if (static_cast<int>(c.size()) != o.dims.dp + 1) fuzz::finding("cuts size != dp + 1");
         if (c.front() != 0 || c.back() != bucket.numel) fuzz::finding("cuts do not span bucket");
         for (std::size_t r = 1; r < c.size(); ++r) {
           if (c[r] < c[r - 1]) fuzz::finding("cuts not monotone");
@@ -143,7 +143,7 @@ void check_plan(const model::ModelSpec& spec, const plan::PlanOptions& o, const 
     for (const plan::Task& t : s.tasks) {
       if (!mine.count(t.param)) fuzz::finding("task of a param outside the stage");
       if (!spec.params[t.param].is_matrix()) fuzz::finding("task of an element-wise param");
-      if (t.host < plan::kAllTp || t.host >= o.tp) fuzz::finding("task host out of range");
+      if (t.host < plan::kAllTp || t.host >= o.dims.tp) fuzz::finding("task host out of range");
       if (!(t.cost >= 0.0) || !std::isfinite(t.cost)) fuzz::finding("task cost not finite >= 0");
     }
     for (std::size_t r = 0; r < s.groups.size(); ++r) {
@@ -171,7 +171,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Planning is linear in dp (about 1 s per 2^19 ranks in Release, 3x that under ASan), so the
     // second plan is made for grids up to 4096 DP ranks only: it would double the time of the
     // 2^20-rank inputs and push them past `make fuzz`'s per-input timeout.
-    if (options.dp <= 4096 &&
+    if (options.dims.dp <= 4096 &&
         plan::plan_hash(plan::make_plan(spec, options)) != plan::plan_hash(p)) {
       fuzz::finding("make_plan is not deterministic");
     }

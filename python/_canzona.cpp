@@ -71,7 +71,7 @@ model::ModelSpec load_model(const py::object& model_arg, const launch::JobOption
 std::string make_plan_json(const py::object& model_arg, const PlanArgs& a) {
   const launch::JobOptions job = job_of(a);
   plan::PlanOptions options = launch::plan_options(job, plan::parse_strategy(a.strategy));
-  launch::check_zero_stage(a.zero_stage, {options.strategy});
+  plan::check_zero_stage(options.layout.zero_stage, std::span(&options.strategy, 1));
   CANZONA_REQUIRE(options.cost.kind != cost::CostKind::kCalibrated || !a.calibration.empty(),
                   "cost 'calibrated' needs calibration=FILE (written by canzona bench-kernels)");
   cost::OptimizerFlags flags;
@@ -80,7 +80,7 @@ std::string make_plan_json(const py::object& model_arg, const PlanArgs& a) {
   flags.max_precond_dim = a.max_precond_dim;
   cost::set_matrix_optimizer(options.cost, a.optimizer, flags);
   plan::validate_options(options);
-  model::ModelSpec model = load_model(model_arg, job, a.tp);
+  model::ModelSpec model = load_model(model_arg, job, a.dims.tp);
   cost::Calibration calibration;
   if (!a.calibration.empty()) {
     calibration = cost::Calibration::read(a.calibration);
@@ -181,26 +181,13 @@ class ParallelGrid {
  public:
   // ep = 0: no expert groups.
   ParallelGrid(int dp, int tp, int ep, int etp) {
-    const int world = comm::launched_world_size();
-    CANZONA_REQUIRE(dp >= 1 && tp >= 1, "dp and tp must be >= 1 (got dp ", dp, ", tp ", tp, ")");
-    CANZONA_REQUIRE(static_cast<std::int64_t>(dp) * tp == world, "the job has ", world, " rank",
-                    world == 1 ? "" : "s", " but dp x tp = ", dp, " x ", tp,
-                    " (launch with mpirun -np ", static_cast<std::int64_t>(dp) * tp, ")");
-    if (ep != 0) {
-      CANZONA_REQUIRE(ep >= 1 && etp >= 1, "ep and etp must be >= 1 (got ep ", ep, ", etp ", etp,
-                      ")");
-      CANZONA_REQUIRE(
-          static_cast<std::int64_t>(dp) * tp % (static_cast<std::int64_t>(ep) * etp) == 0,
-          "ep x etp = ", ep, " x ", etp, " does not divide the ", world, " ranks of dp x tp = ", dp,
-          " x ", tp,
-          " (expert parallelism is carved out of DP x TP: expert DP = dp x tp / (ep x "
-          "etp))");
-    }
+    const ParallelDims dims{dp, tp, 1, ep == 0 ? 1 : ep, etp};
+    dims.check_world(comm::launched_world_size(), DimNames::kKeywords);
     if (!mpi_session()) mpi_session() = std::make_unique<comm::MpiSession>();
-    grid_ = comm::make_mpi_grid(dp, tp, 1, comm::ReduceMode::kDeterministic);
+    grid_ = comm::make_mpi_grid(dims, comm::ReduceMode::kDeterministic);
     if (ep != 0)
       experts_ = std::make_unique<comm::ExpertGroups>(
-          comm::make_mpi_expert_groups(*grid_, {ep, etp}, comm::ReduceMode::kDeterministic));
+          comm::make_mpi_expert_groups(*grid_, comm::ReduceMode::kDeterministic));
   }
   // This rank's expert groups, or null when the grid was made without.
   comm::ExpertGroups* experts() { return experts_.get(); }
@@ -210,11 +197,11 @@ class ParallelGrid {
                     "the parallel grid has no expert groups (canzona.torch.parallel.init(ep=...))");
     return *experts_;
   }
-  int ep() { return experts() ? expert_groups().shape.ep : 0; }
-  int etp() { return experts() ? expert_groups().shape.etp : 0; }
+  int ep() { return experts() ? grid().dims().ep : 0; }
+  int etp() { return experts() ? grid().dims().etp : 0; }
   int ep_rank() { return expert_groups().coord.ep; }
   int etp_rank() { return expert_groups().coord.etp; }
-  int edp() { return expert_groups().grid->shape().dp; }
+  int edp() { return expert_groups().grid->dims().dp; }
   int edp_rank() { return expert_groups().coord.edp; }
   // All-to-All over the EP group: segment r of `send` (send_counts[r] elements, in rank order)
   // goes to EP rank r; `recv` receives what every rank sent here, in rank order (recv_counts[r]
@@ -222,7 +209,7 @@ class ParallelGrid {
   void ep_all_to_all(py::array_t<float, 0> send, const std::vector<std::int64_t>& send_counts,
                      py::array_t<float, 0> recv, const std::vector<std::int64_t>& recv_counts) {
     comm::ExpertGroups& g = expert_groups();
-    const auto n = static_cast<std::size_t>(g.shape.ep);
+    const auto n = static_cast<std::size_t>(grid().dims().ep);
     CANZONA_REQUIRE(send_counts.size() == n && recv_counts.size() == n,
                     "ep_all_to_all: send_counts and recv_counts need one count per EP rank (", n,
                     ")");
@@ -270,8 +257,8 @@ class ParallelGrid {
     CANZONA_REQUIRE(grid_ != nullptr, "the parallel grid was closed");
     return *grid_;
   }
-  int dp() { return grid().shape().dp; }
-  int tp() { return grid().shape().tp; }
+  int dp() { return grid().dims().dp; }
+  int tp() { return grid().dims().tp; }
   int dp_rank() { return grid().coord().dp; }
   int tp_rank() { return grid().coord().tp; }
   // Sum over the TP group, in place.
@@ -326,37 +313,38 @@ class DistributedEngine {
                     const std::string& optimizer_options, const std::string& adamw_options,
                     bool pipeline)
       : grid_(&grid.grid()) {
-    CANZONA_REQUIRE(a.dp == grid_->shape().dp && a.tp == grid_->shape().tp, "dp x tp = ", a.dp,
-                    " x ", a.tp, " but the parallel grid is ", grid_->shape().dp, " x ",
-                    grid_->shape().tp);
+    CANZONA_REQUIRE(a.dims.dp == grid_->dims().dp && a.dims.tp == grid_->dims().tp,
+                    "dp x tp = ", a.dims.dp, " x ", a.dims.tp, " but the parallel grid is ",
+                    grid_->dims().dp, " x ", grid_->dims().tp);
     launch::JobOptions job = job_of(a);
     job.optimizer_options = nlohmann::json::parse(optimizer_options);
     job.adamw_options = nlohmann::json::parse(adamw_options);
     job.pipeline = pipeline;
     launch::validate(job);
     const plan::Strategy strategy = plan::parse_strategy(a.strategy);
-    launch::check_zero_stage(a.zero_stage, {strategy});
+    plan::check_zero_stage(job.zero_stage, std::span(&strategy, 1));
     CANZONA_REQUIRE(job.cost != cost::CostKind::kCalibrated,
                     "cost 'calibrated' is not supported by DistributedOptimizer");
-    model_ = load_model(model_arg, job, a.tp);
+    model_ = load_model(model_arg, job, a.dims.tp);
     strategy_ = plan::to_string(strategy);
     optimizer_ = job.optimizer;
     const plan::PlanOptions options = launch::plan_options(job, strategy);
     plan::validate_options(options);
-    if (a.ep > 1 || a.etp > 1 || model::has_experts(model_)) {
+    if (a.dims.ep > 1 || a.dims.etp > 1 || model::has_experts(model_)) {
       comm::ExpertGroups* groups = grid.experts();
       CANZONA_REQUIRE(groups != nullptr, "model '", model_.name,
                       "' has expert params but the parallel grid has no expert groups "
                       "(canzona.torch.parallel.init(ep=...))");
-      CANZONA_REQUIRE(groups->shape.ep == a.ep && groups->shape.etp == a.etp, "ep x etp = ", a.ep,
-                      " x ", a.etp, " but the parallel grid's expert groups are ", groups->shape.ep,
-                      " x ", groups->shape.etp);
-      CANZONA_REQUIRE(a.etp == 1, "etp ", a.etp,
+      CANZONA_REQUIRE(grid_->dims().ep == a.dims.ep && grid_->dims().etp == a.dims.etp,
+                      "ep x etp = ", a.dims.ep, " x ", a.dims.etp,
+                      " but the parallel grid's expert groups are ", grid_->dims().ep, " x ",
+                      grid_->dims().etp);
+      CANZONA_REQUIRE(a.dims.etp == 1, "etp ", a.dims.etp,
                       ": DistributedOptimizer keeps each expert whole on its EP rank (expert TP "
                       "1), as canzona train does");
     }
     plan_ = plan::make_plan(model_, options);
-    launch::validate_plan(model_, plan_, grid_->shape());
+    launch::validate_plan(model_, plan_, grid_->dims());
     launch::check_plan_agreement(grid_->world(), plan_);
     engines_ =
         std::make_unique<engine::EngineSet>(*grid_, model_, plan_, launch::engine_options(job),
@@ -384,7 +372,7 @@ class DistributedEngine {
   int num_params() const { return static_cast<int>(model_.params.size()); }
   std::vector<std::int64_t> local_shape(int p) const {
     check_param(p);
-    return model_.params[static_cast<std::size_t>(p)].local_shape(grid_->shape().tp);
+    return model_.params[static_cast<std::size_t>(p)].local_shape(grid_->dims().tp);
   }
   // Param p's view (empty for another EP rank's expert).
   py::array_t<float> param(py::object self, int p) {
@@ -493,8 +481,8 @@ class DistributedEngine {
     ckpt::Manifest& m = context.manifest;
     m.step = engines().step_count();
     m.strategy = strategy_;
-    m.dp = grid_->shape().dp;
-    m.tp = grid_->shape().tp;
+    m.dp = grid_->dims().dp;
+    m.tp = grid_->dims().tp;
     m.optimizer = optimizer_;
     m.plan_hash = hex64(plan::plan_hash(plan_));
     m.run = nlohmann::json::parse(run);
@@ -562,13 +550,17 @@ PYBIND11_MODULE(_canzona, m) {
       PyErr_SetString(PyExc_ValueError, x.what());
     }
   });
-  py::class_<PlanArgs>(m, "PlanArgs")
-      .def(py::init<>())
-      .def_readwrite("dp", &PlanArgs::dp)
-      .def_readwrite("tp", &PlanArgs::tp)
-      .def_readwrite("ep", &PlanArgs::ep)
-      .def_readwrite("etp", &PlanArgs::etp)
-      .def_readwrite("pp", &PlanArgs::pp)
+  py::class_<PlanArgs> plan_args(m, "PlanArgs");
+  // The grid keywords are the fields of launch::PlanningArgs::dims (canzona::ParallelDims).
+  using canzona::ParallelDims;
+  for (const auto& [name, field] :
+       {std::pair{"dp", &ParallelDims::dp}, std::pair{"tp", &ParallelDims::tp},
+        std::pair{"pp", &ParallelDims::pp}, std::pair{"ep", &ParallelDims::ep},
+        std::pair{"etp", &ParallelDims::etp}})
+    plan_args.def_property(
+        name, [field](const PlanArgs& a) { return a.dims.*field; },
+        [field](PlanArgs& a, int v) { a.dims.*field = v; });
+  plan_args.def(py::init<>())
       .def_readwrite("zero_stage", &PlanArgs::zero_stage)
       .def_readwrite("strategy", &PlanArgs::strategy)
       .def_readwrite("planner", &PlanArgs::planner)
@@ -587,6 +579,22 @@ PYBIND11_MODULE(_canzona, m) {
       .def_readwrite("precondition_frequency", &PlanArgs::precondition_frequency)
       .def_readwrite("max_precond_dim", &PlanArgs::max_precond_dim);
   m.def("plan_json", &canzona::python::make_plan_json, py::arg("model"), py::arg("args"));
+  // The strategy table (plan/strategy.h), in design order: name, one line about it, whether it
+  // runs under ZeRO-3, and which ranks share its optimizer work ("none", "dp" or "grid").
+  m.def("strategies", [] {
+    py::list out;
+    for (const canzona::plan::StrategyInfo& s : canzona::plan::strategy_table()) {
+      py::dict row;
+      row["name"] = s.name;
+      row["about"] = s.about;
+      row["zero3"] = s.shards_params;
+      row["compute_share"] = s.compute_share == canzona::plan::ComputeShare::kNone ? "none"
+                             : s.compute_share == canzona::plan::ComputeShare::kDp ? "dp"
+                                                                                   : "grid";
+      out.append(row);
+    }
+    return out;
+  });
   m.def("effective_options", [](const std::string& name, const std::string& options_json) {
     return canzona::optim::effective_options(name, nlohmann::json::parse(options_json)).dump();
   });
@@ -631,7 +639,7 @@ PYBIND11_MODULE(_canzona, m) {
       .def("bucket_of", &DistributedEngine::bucket_of)
       .def_property_readonly("num_buckets", &DistributedEngine::num_buckets)
       .def_property_readonly("zero_stage",
-                             [](DistributedEngine& d) { return d.engine().zero_stage(); })
+                             [](DistributedEngine& d) { return to_int(d.engine().zero_stage()); })
       // Each engine's param buffer as (address, bytes), dense first: a tensor whose data lies
       // inside one is (a view of) a param the engine set holds.
       .def_property_readonly("params_ranges", &DistributedEngine::params_ranges)

@@ -12,7 +12,7 @@
 # mem/FLOPs) and lw-dup's padding.
 # `behind` marks where ours is more than 0.5% above a peer on a comparable metric: 1-5 against mc
 # and lw-shard, 1 against lw-dup, B and M against all three (make_plan's never-behind selection,
-# src/plan/never_behind.cpp, compares the same). `dup` marks lw-dup's metrics 2-5 that are lower than
+# src/plan/variants/never_behind.cpp, compares the same). `dup` marks lw-dup's metrics 2-5 that are lower than
 # ours; duplicated TP computes and stores every TP-split update on every TP rank, so its TP and
 # grid ratios are 1 and its memory ratios are over a mean inflated tp x (docs/results.md).
 # Usage: scripts/plan-sweep.sh [canzona binary]

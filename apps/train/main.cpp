@@ -291,7 +291,7 @@ Launch prepare(TrainFlags& f) {
   o.schedule.total = f.steps;
   o.schedule.min_ratio = f.min_lr_ratio;
   // Under ZeRO-3 "all" is every strategy that shards params along its cuts.
-  o.strategies = launch::strategies_for_stage(f.strategies, f.zero_stage);
+  o.strategies = plan::strategies_for_stage(f.strategies, o.job.zero_stage);
   o.trace_path = f.trace;
   o.checkpoint = f.checkpoint;
   if (!resume_dir.empty()) o.checkpoint.resume = resume_dir;  // resolved once
@@ -324,14 +324,15 @@ Launch prepare(TrainFlags& f) {
   // Megatron's grid: the world is DP x TP x PP and EP is carved out of DP x TP. A launch sized
   // as if EP were another axis gets the grid it meant spelled out.
   const int world = comm::launched_world_size();
-  const int per_dp = o.job.tp * o.job.pp;
-  const bool fits = world % per_dp == 0 && (world / o.job.pp) % o.job.ep == 0;
-  CANZONA_REQUIRE(o.job.ep == 1 || world == 1 || world == o.job.dp * per_dp, "world size ", world,
-                  " != dp ", o.job.dp, " x tp ", o.job.tp, " x pp ", o.job.pp,
+  const int per_dp = o.job.dims.tp * o.job.dims.pp;
+  const bool fits = world % per_dp == 0 && (world / o.job.dims.pp) % o.job.dims.ep == 0;
+  CANZONA_REQUIRE(o.job.dims.ep == 1 || world == 1 || world == o.job.dims.dp * per_dp,
+                  "world size ", world, " != dp ", o.job.dims.dp, " x tp ", o.job.dims.tp, " x pp ",
+                  o.job.dims.pp,
                   ": expert parallelism is carved out of DP x TP as in Megatron (expert DP = DP x "
                   "TP / EP)",
-                  fits ? str(", so ", world, " ranks at --ep ", o.job.ep, " and --tp ", o.job.tp,
-                             " are --dp ", world / per_dp, " --ep ", o.job.ep)
+                  fits ? str(", so ", world, " ranks at --ep ", o.job.dims.ep, " and --tp ",
+                             o.job.dims.tp, " are --dp ", world / per_dp, " --ep ", o.job.dims.ep)
                        : std::string());
   // Memory a run cannot have is refused here, before MPI starts and anything is allocated.
   train::MemoryNeed need = train::estimate_memory(l.config, l.spec, o);
@@ -451,8 +452,8 @@ bool verify(const Launch& l, const std::vector<train::StrategyRun>& runs) {
   const train::ReferenceRun ref = train::run_reference(l.config, l.spec, l.options, l.corpus);
   // Bitwise on TP = 1, except for a MoE model under EP > 1: there an expert's weight gradient is
   // one GEMM over its EP group's tokens, the reference's a sum of one GEMM per DP rank.
-  const bool ep = l.config.is_moe() && l.options.job.ep > 1;
-  const bool exact = l.options.job.tp == 1 && !ep;
+  const bool ep = l.config.is_moe() && l.options.job.dims.ep > 1;
+  const bool exact = l.options.job.dims.tp == 1 && !ep;
   bool ok = true;
   for (const train::StrategyRun& r : runs) {
     double max_rel = 0.0;
@@ -462,7 +463,7 @@ bool verify(const Launch& l, const std::vector<train::StrategyRun>& runs) {
       max_rel = std::max(max_rel, std::fabs(a - b) / std::max(std::fabs(b), 1e-30));
       bitwise = bitwise && std::memcmp(&a, &b, sizeof a) == 0;
     }
-    bool params_bitwise = l.options.job.tp == 1;
+    bool params_bitwise = l.options.job.dims.tp == 1;
     for (std::size_t p = 0; params_bitwise && p < ref.params.size(); ++p)
       params_bitwise = r.final_params[p].size() == ref.params[p].size() &&
                        std::memcmp(r.final_params[p].data(), ref.params[p].data(),
@@ -478,12 +479,12 @@ bool verify(const Launch& l, const std::vector<train::StrategyRun>& runs) {
         "verify %-9s vs single process: loss curve %s, max relative loss difference %.3g%s%s\n",
         plan::to_string(r.strategy),
         bitwise && (params_bitwise || !exact) ? "bitwise identical" : "differs", max_rel,
-        l.options.job.tp > 1 ? ""
-        : params_bitwise     ? ", final params bitwise identical"
-                             : ", final params differ",
-        exact                  ? ""
-        : l.options.job.tp > 1 ? " (TP > 1: bound 1e-4)"
-                               : " (EP > 1: bound 1e-4)");
+        l.options.job.dims.tp > 1 ? ""
+        : params_bitwise          ? ", final params bitwise identical"
+                                  : ", final params differ",
+        exact                       ? ""
+        : l.options.job.dims.tp > 1 ? " (TP > 1: bound 1e-4)"
+                                    : " (EP > 1: bound 1e-4)");
   }
   return ok;
 }
@@ -516,9 +517,7 @@ int execute(TrainFlags& flags) {
     launch = prepare(flags);
     return launch.settings;
   };
-  steps.grid_shape = [&] {
-    return comm::GridShape{launch.options.job.dp, launch.options.job.tp, launch.options.job.pp};
-  };
+  steps.grid_dims = [&] { return launch.options.job.dims; };
   steps.reduce_mode = [&] { return launch.options.job.reduce_mode; };
   const auto train_on = [&](comm::Grid& grid) {
     const train::TrainOptions& o = launch.options;
@@ -531,9 +530,9 @@ int execute(TrainFlags& flags) {
     h.matmul_params = h.active_params;   // a token's experts only
     if (!launch.config.tied_embeddings)  // the input embedding is a lookup, not a product
       h.matmul_params -= launch.spec.params.front().numel();
-    h.dp = o.job.dp;
-    h.tp = o.job.tp;
-    h.ep = launch.config.is_moe() ? o.job.ep : 0;
+    h.dp = o.job.dims.dp;
+    h.tp = o.job.dims.tp;
+    h.ep = launch.config.is_moe() ? o.job.dims.ep : 0;
     h.optimizer = flags.optimizer;
     h.data = launch.corpus.source;
     h.train_tokens = static_cast<std::int64_t>(launch.corpus.train.size());
@@ -566,8 +565,7 @@ int execute(TrainFlags& flags) {
     };
     // A MoE model's expert groups (Megatron's expert DP and EP), collective.
     comm::ExpertGroups experts;
-    if (launch.config.is_moe())
-      experts = comm::make_mpi_expert_groups(grid, {o.job.ep, o.job.etp}, o.job.reduce_mode);
+    if (launch.config.is_moe()) experts = comm::make_mpi_expert_groups(grid, o.job.reduce_mode);
     const std::vector<train::StrategyRun> runs =
         train::train(grid, launch.config, launch.spec, o, launch.corpus, progress,
                      experts.grid ? &experts : nullptr);

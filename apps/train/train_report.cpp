@@ -120,7 +120,7 @@ std::string format_summary(const TrainHeader& h, const train::TrainOptions& o,
                            const std::vector<train::StrategyRun>& runs) {
   std::ostringstream out;
   out << "\nper-step breakdown (median over steps 2.., max over ranks), ms; ZeRO-"
-      << o.job.zero_stage << ", peak resident size per rank:\n";
+      << to_int(o.job.zero_stage) << ", peak resident size per rank:\n";
   char line[288];
   std::snprintf(line, sizeof line, "%-9s %9s %9s %9s %9s %10s %9s %7s %10s %10s  %s\n", "strategy",
                 "step", "fwd-bwd", "grad-sync", "optimizer", "param-sync", "tok/s", "MFU",
@@ -180,7 +180,7 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
   j["seq_len"] = o.seq_len;
   j["micro_batch"] = o.micro_batch;
   j["grad_accum"] = o.grad_accum;
-  j["zero_stage"] = o.job.zero_stage;
+  j["zero_stage"] = to_int(o.job.zero_stage);
   j["tokens_per_step"] = o.tokens_per_step();
   j["runs"] = nlohmann::json::array();
   for (const train::StrategyRun& r : runs) {

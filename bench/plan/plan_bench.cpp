@@ -19,8 +19,8 @@ void plan_preset(benchmark::State& state, const char* preset, int dp, int tp, pl
   build.tp = tp;
   const auto m = model::build_transformer(model::preset(preset), build);
   plan::PlanOptions o;
-  o.dp = dp;
-  o.tp = tp;
+  o.dims.dp = dp;
+  o.dims.tp = tp;
   o.strategy = s;
   o.variant = v;
   o.cost.kind = cost::CostKind::kFlops;
@@ -60,8 +60,8 @@ void BM_Synthetic100k_1024Ranks(benchmark::State& state) {
   const int tp = 8;
   const auto m = synthetic(100'000, tp);
   plan::PlanOptions o;
-  o.dp = 128;
-  o.tp = tp;
+  o.dims.dp = 128;
+  o.dims.tp = tp;
   o.variant = state.range(0) ? plan::PlannerVariant::kCanzona : plan::PlannerVariant::kPaper;
   o.cost.kind = cost::CostKind::kFlops;
   for (auto _ : state) benchmark::DoNotOptimize(plan::make_plan(m, o));
@@ -87,8 +87,8 @@ void BM_PerHead10k_Dp8_Tp8(benchmark::State& state) {
   build.qkv_split = model::QkvSplit::kPerHead;
   const auto m = model::build_transformer(c, build);
   plan::PlanOptions o;
-  o.dp = 8;
-  o.tp = 8;
+  o.dims.dp = 8;
+  o.dims.tp = 8;
   o.variant = state.range(0) ? plan::PlannerVariant::kCanzona : plan::PlannerVariant::kPaper;
   if (state.range(1)) o.cmax_mb = 1e6;
   for (auto _ : state) benchmark::DoNotOptimize(plan::make_plan(m, o));

@@ -281,6 +281,14 @@ def _make_args(where, *, dp, tp, pp, optimizer, strategy, planner, cost, bucket_
     return args
 
 
+def strategies():
+    """The strategies, in design order, as the planner's strategy table lists them: a list of dicts
+    with 'name' (what `strategy=` takes), 'about' (one line), 'zero3' (whether it runs under
+    zero_stage=3) and 'compute_share' ('none': every rank computes every update; 'dp': the DP ranks
+    share the work, every TP rank computes whole matrices; 'grid': each matrix once on DP x TP)."""
+    return [dict(row) for row in _canzona.strategies()]
+
+
 def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb-asc", planner="canzona",
          cost="flops", bucket_size=0, alpha=1.0, cmax_mb=512.0, zero_stage=1, split_qkv="none",
          split_fc1=False, layerwise_tp="duplicated", layerwise_buckets="soft-min",

@@ -50,7 +50,8 @@ def test_shampoo_and_soap_are_bitwise_the_replay(tmp_path):
 
 
 BAD_INPUT = [
-    ("world", "ValueError: DistributedOptimizer: the job has 2 ranks but dp x tp = 3 x 1"),
+    ("world", "ValueError: DistributedOptimizer: world size 2 != dp 3 x tp 1 x pp 1 (launch with "
+              "mpirun -np 3)"),
     ("dtype", "ValueError: DistributedOptimizer: param '0.weight' is torch.float64"),
     ("noncontiguous", "ValueError: DistributedOptimizer: param '0.weight' is not contiguous"),
     ("unknown", "TypeError: DistributedOptimizer.__init__() got an unexpected keyword argument "

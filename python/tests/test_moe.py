@@ -65,8 +65,8 @@ def test_ep1_runs_are_bitwise_the_single_process_replay(tmp_path):
 
 
 BAD_INPUT = [
-    ("ep_divides", "ValueError: canzona.torch.parallel.init: ep x etp = 3 x 1 does not divide "
-                   "the 2 ranks of dp x tp = 2 x 1"),
+    ("ep_divides", "ValueError: canzona.torch.parallel.init: ep 3 x etp 1 = 3 does not divide "
+                   "dp 2 x tp 1 = 2 ranks (expert DP = DP x TP / (EP x ETP))"),
     ("etp_alone", "ValueError: canzona.torch.parallel.init: etp needs ep"),
     ("shapes_differ", "ValueError: DistributedOptimizer: the expert params differ across EP "
                       "ranks: 'experts.0.weight' is [4, 4] on world rank 0 and [5, 4] on world "

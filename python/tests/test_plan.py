@@ -215,9 +215,22 @@ def test_moe_models_plan_an_expert_buffer_over_the_expert_groups():
         canzona.plan("qwen3-moe-cpu", ep="2")
 
 
+def test_strategies_lists_the_strategy_table_in_design_order():
+    rows = canzona.strategies()
+    assert [r["name"] for r in rows] == ["sc", "layerwise", "layerwise-paper", "asc", "lb-asc",
+                                         "fsdp-a2a"]
+    assert {r["name"] for r in rows if r["zero3"]} == {"asc", "lb-asc", "fsdp-a2a"}
+    assert {r["name"]: r["compute_share"] for r in rows} == {
+        "sc": "none", "layerwise": "dp", "layerwise-paper": "dp", "asc": "grid", "lb-asc": "grid",
+        "fsdp-a2a": "dp"}
+    for r in rows:  # every name is one strategy= takes, under the stage the table allows
+        canzona.plan("qwen3-tiny", dp=2, strategy=r["name"], zero_stage=3 if r["zero3"] else 1)
+
+
 @pytest.mark.parametrize("kwargs,match", [
     (dict(dp=0), "dp"), (dict(tp=2), "tp"), (dict(strategy="nope"), "nope"),
     (dict(optimizer="adamw"), "adamw"), (dict(zero_stage=3, strategy="sc"), "zero-stage 3"),
+    (dict(zero_stage=2), "zero-stage 2: must be 1"), (dict(pp=0), "--pp must be positive"),
     (dict(alpha=2.0), "alpha"), (dict(bucket_size=-1), "bucket_size"),
     (dict(split_qkv="rows"), "rows"), (dict(cost="calibrated"), "calibration=FILE"),
     (dict(cost="calibrated", calibration="/nonexistent/cal.json"), "/nonexistent/cal.json")])

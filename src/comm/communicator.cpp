@@ -64,6 +64,7 @@ CommBytes& CommBytes::operator+=(const CommBytes& other) {
   all_gather += other.all_gather;
   all_reduce += other.all_reduce;
   all_to_all += other.all_to_all;
+  p2p += other.p2p;
   return *this;
 }
 
@@ -72,6 +73,7 @@ CommBytes operator-(CommBytes a, const CommBytes& b) {
   a.all_gather -= b.all_gather;
   a.all_reduce -= b.all_reduce;
   a.all_to_all -= b.all_to_all;
+  a.p2p -= b.p2p;
   return a;
 }
 
@@ -132,6 +134,30 @@ Request Communicator::all_reduce(std::span<const float> send, std::span<float> r
   require(in_place || !overlap(send.data(), send.size(), recv.data(), recv.size()), call,
           "send and recv overlap without being the same span");
   return do_all_reduce(send, recv);
+}
+
+Request Communicator::isend(std::span<const std::byte> data, int peer, int tag) {
+  CANZONA_CHECK(peer >= 0 && peer < size(), "Communicator::isend: peer ", peer, " is outside [0, ",
+                size(), ")");
+  CANZONA_CHECK(tag >= 0 && tag <= kMaxTag, "Communicator::isend: tag ", tag, " is outside [0, ",
+                kMaxTag, "]");
+  return do_isend(data, peer, tag);
+}
+
+Request Communicator::irecv(std::span<std::byte> data, int peer, int tag) {
+  CANZONA_CHECK(peer >= 0 && peer < size(), "Communicator::irecv: peer ", peer, " is outside [0, ",
+                size(), ")");
+  CANZONA_CHECK(tag >= 0 && tag <= kMaxTag, "Communicator::irecv: tag ", tag, " is outside [0, ",
+                kMaxTag, "]");
+  return do_irecv(data, peer, tag);
+}
+
+Request Communicator::do_isend(std::span<const std::byte>, int, int) {
+  throw Error("Communicator::isend: this backend has no point-to-point");
+}
+
+Request Communicator::do_irecv(std::span<std::byte>, int, int) {
+  throw Error("Communicator::irecv: this backend has no point-to-point");
 }
 
 ReduceMode parse_reduce_mode(const std::string& name) {

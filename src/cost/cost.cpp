@@ -60,7 +60,7 @@ double state_bytes(const std::string& optimizer, std::int64_t rows, std::int64_t
                    const CostOptions& options) {
   const double state = optim::find_optimizer_spec(optimizer).state_bytes(
       rows, cols, options_for(optimizer, options));
-  if (options.zero_stage != 3) return state;
+  if (options.zero_stage != ZeroStage::kThree) return state;
   const double per_element = optimizer == kElementwiseOptimizer ? 8.0 : 12.0;
   return state + per_element * static_cast<double>(rows) * static_cast<double>(cols);
 }

@@ -44,8 +44,8 @@ struct Engine::Parts {
                 plan.stages.at(0),
                 plan::decode_rank(model, plan, 0, grid.coord().dp, grid.coord().tp),
                 options,
-                grid.shape().dp,
-                grid.shape().tp,
+                grid.dims().dp,
+                grid.dims().tp,
                 grid.coord().dp,
                 grid.coord().tp},
         waits(trace),
@@ -99,7 +99,7 @@ std::uint64_t Engine::params_fnv() {
   return h;
 }
 
-int Engine::zero_stage() const {
+ZeroStage Engine::zero_stage() const {
   return parts_->context.options.zero_stage;
 }
 
@@ -262,7 +262,9 @@ std::int64_t Engine::step_count() const {
   return parts_->shards.step_count();
 }
 
-void Engine::set_lr_scale(double scale) { set_lr_scales(scale, scale); }
+void Engine::set_lr_scale(double scale) {
+  set_lr_scales(scale, scale);
+}
 
 void Engine::set_lr_scales(double matrix, double elementwise) {
   parts_->shards.set_lr_scales(matrix, elementwise);

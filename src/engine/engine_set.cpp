@@ -24,7 +24,7 @@ EngineSet::EngineSet(comm::Grid& grid, const model::ModelSpec& model, const plan
   part_ = std::make_unique<model::ExpertPart>(
       model::expert_part(model, plan.expert->ep, plan.expert->etp, experts->coord.ep));
   EngineOptions eo = options;
-  eo.grad_scaling_dp = grid.shape().dp;  // Megatron's expert_gradient_scaling_factor: 1 / DP
+  eo.grad_scaling_dp = grid.dims().dp;  // Megatron's expert_gradient_scaling_factor: 1 / DP
   engines_.push_back(
       std::make_unique<Engine>(*experts->grid, part_->model, plan.expert->plan, eo, trace));
   Member expert{engines_[1].get(), experts->grid.get(), &part_->model, part_->source};

@@ -24,7 +24,7 @@ GradSync::GradSync(const RankContext& context, comm::Communicator& dp, ParamBuff
       ready_(buffers.layout().buckets.size(), 0),
       param_ready_(context.model.params.size(), 0),
       pending_(buffers.layout().buckets.size()),
-      give_back_(context.options.zero_stage == 3),
+      give_back_(context.options.zero_stage == ZeroStage::kThree),
       given_back_(buffers.layout().buckets.size(), 0) {}
 
 void GradSync::mark_ready(int p) {

@@ -11,12 +11,10 @@ ParamResidency::ParamResidency(const RankContext& context, comm::Communicator& d
       dp_(dp),
       buffers_(buffers),
       waits_(waits),
-      sharded_(context.options.zero_stage == 3),
+      sharded_(context.options.zero_stage == ZeroStage::kThree),
       // The client writes the initial (or loaded) params in place; init_main_params releases.
       state_(buffers.layout().buckets.size(), State::kGathered),
       pending_(buffers.layout().buckets.size()) {
-  CANZONA_CHECK(context.options.zero_stage == 1 || context.options.zero_stage == 3, "zero stage ",
-                context.options.zero_stage);
   CANZONA_CHECK(
       !sharded_ || (context.rank_plan.parts.dp_sync == plan::DpSync::kReduceScatter &&
                     context.rank_plan.parts.param_sync == plan::ParamSync::kBucketAllGather &&

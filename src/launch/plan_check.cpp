@@ -162,12 +162,12 @@ void check_tasks(const model::ModelSpec& model, const plan::StagePlan& stage, in
 }  // namespace
 
 void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
-                   const comm::GridShape& grid) {
+                   const ParallelDims& grid) {
   const plan::PlanOptions& o = plan.options;
-  require(o.pp == 1 && plan.stages.size() == 1,
-          "the runtime executes one stage, plan has pp=", o.pp);
-  require(o.dp == grid.dp && o.tp == grid.tp, "plan for dp ", o.dp, " x tp ", o.tp, " on a dp ",
-          grid.dp, " x tp ", grid.tp, " grid");
+  require(o.dims.pp == 1 && plan.stages.size() == 1,
+          "the runtime executes one stage, plan has pp=", o.dims.pp);
+  require(o.dims.dp == grid.dp && o.dims.tp == grid.tp, "plan for dp ", o.dims.dp, " x tp ",
+          o.dims.tp, " on a dp ", grid.dp, " x tp ", grid.tp, " grid");
   const plan::StagePlan& stage = plan.stages[0];
   // A MoE plan's stage holds every param but the experts (they are plan.expert's).
   std::size_t dense = model.params.size();
@@ -175,9 +175,9 @@ void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
     for (const model::ParamSpec& p : model.params) dense -= model::is_expert_param(p) ? 1 : 0;
   require(stage.params.size() == dense, "stage holds ", stage.params.size(), " of ", dense,
           plan.expert ? " params that are not experts" : " params");
-  check_layout(model, stage, o.tp);
-  check_owners(model, stage, o.strategy, o.layerwise_tp, o.dp);
-  check_tasks(model, stage, o.dp, o.tp);
+  check_layout(model, stage, o.dims.tp);
+  check_owners(model, stage, o.strategy, o.layerwise_tp, o.dims.dp);
+  check_tasks(model, stage, o.dims.dp, o.dims.tp);
 }
 
 void check_plan_agreement(comm::Communicator& world, const plan::Plan& plan) {

@@ -51,9 +51,10 @@ Layout build_layout(const model::ModelSpec& model, const std::vector<int>& param
   CANZONA_REQUIRE(options.param_align > 0, "param alignment must be positive (got ",
                   options.param_align, ")");
   require_in_range(options.param_align, 1, kMaxParamAlign, "param alignment", "kMaxParamAlign");
-  const std::int64_t bucket_size = options.zero_stage == 3 && options.bucket_size == 0
-                                       ? layer_bucket_size(model, params, options.tp)
-                                       : effective_bucket_size(options);
+  const std::int64_t bucket_size =
+      options.zero_stage == ZeroStage::kThree && options.bucket_size == 0
+          ? layer_bucket_size(model, params, options.tp)
+          : effective_bucket_size(options);
   const std::int64_t end_align = bucket_end_alignment(options);
 
   Layout layout;

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "bounds.h"
+#include "algorithms/bounds.h"
+#include "algorithms/dp.h"
 #include "canzona/common/error.h"
 #include "canzona/plan/rank_plan.h"
-#include "dp.h"
 
 namespace canzona::plan {
 namespace {
@@ -35,7 +35,7 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
                  LoadGrid& loads, Metrics& m, bool count_split) {
   const PlanOptions& o = plan.options;
   const cost::ElementwiseRates c = cost::elementwise_rates(o.cost);
-  std::vector<RankLoad> everyone(o.tp);
+  std::vector<RankLoad> everyone(o.dims.tp);
   m.buffer_elements += stage.layout.numel;
   for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b) {
     const auto& bucket = stage.layout.buckets[b];
@@ -46,42 +46,42 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
       if (p.is_matrix()) continue;
       // Who updates which part (rank_plan.h): every rank alike (sc) goes to `everyone`,
       // otherwise only the DP ranks holding part of the slot: O(ranks that hold it) per slot.
-      const RankRange ranks = slot_dp_ranks(stage, static_cast<int>(b), slot, o.dp);
+      const RankRange ranks = slot_dp_ranks(stage, static_cast<int>(b), slot, o.dims.dp);
       if (stage.owner[slot.param] == kEveryone) {
-        for (int t = 0; t < o.tp; ++t) add_adam(everyone[t], slot.numel, c);
+        for (int t = 0; t < o.dims.tp; ++t) add_adam(everyone[t], slot.numel, c);
         continue;
       }
       for (int d = ranks.begin; d < ranks.end; ++d) {
         const auto [first, last] = slot_part(stage, static_cast<int>(b), slot, d);
         if (first >= last) continue;
-        for (int t = 0; t < o.tp; ++t) add_adam(loads.at(d, t), last - first, c);
+        for (int t = 0; t < o.dims.tp; ++t) add_adam(loads.at(d, t), last - first, c);
       }
       if (stage.owner[slot.param] == kDivided) ++m.divided_params;
     }
     if (!stage.cuts.empty()) {
       const auto& cuts = stage.cuts[b];
       std::int64_t largest = 0;
-      for (int r = 0; r < o.dp; ++r) largest = std::max(largest, cuts[r + 1] - cuts[r]);
-      m.bucket_shard_ratio.push_back(static_cast<double>(largest) * o.dp /
+      for (int r = 0; r < o.dims.dp; ++r) largest = std::max(largest, cuts[r + 1] - cuts[r]);
+      m.bucket_shard_ratio.push_back(static_cast<double>(largest) * o.dims.dp /
                                      static_cast<double>(bucket.numel));
     }
   }
   // Counted on Megatron's own layout of the stage, whatever layout this plan re-laid.
   layout::LayoutOptions standard = o.layout;
-  standard.dp = o.dp;
-  standard.tp = o.tp;
+  standard.dp = o.dims.dp;
+  standard.tp = o.dims.tp;
   const layout::Layout megatron =
       count_split ? layout::build_layout(model, stage.params, standard) : layout::Layout{};
   for (const auto& bucket : megatron.buckets) {
-    const auto equal = equal_chunk_cuts(bucket.numel, o.dp);
+    const auto equal = equal_chunk_cuts(bucket.numel, o.dims.dp);
     for (const auto& slot : bucket.slots) {
       const auto cut = std::upper_bound(equal.begin(), equal.end(), slot.offset);
       if (cut != equal.end() && *cut < slot.end()) ++m.split_tensors;
     }
   }
   for (const Task& t : stage.tasks) {
-    const RankRange dps = task_dp_ranks(t, o.dp);
-    const RankRange tps = task_tp_ranks(t, o.tp);
+    const RankRange dps = task_dp_ranks(t, o.dims.dp);
+    const RankRange tps = task_tp_ranks(t, o.dims.tp);
     const bool all = t.dp_owner == kEveryone;
     for (int h = tps.begin; h < tps.end; ++h)
       for (int d = all ? 0 : dps.begin; d < (all ? 1 : dps.end); ++d) {
@@ -90,8 +90,8 @@ void stage_loads(const model::ModelSpec& model, const Plan& plan, const StagePla
         load.memory += t.state_bytes;
       }
   }
-  for (int d = 0; d < o.dp; ++d)
-    for (int t = 0; t < o.tp; ++t) {
+  for (int d = 0; d < o.dims.dp; ++d)
+    for (int t = 0; t < o.dims.tp; ++t) {
       loads.at(d, t).flops += everyone[t].flops;
       loads.at(d, t).memory += everyone[t].memory;
     }
@@ -134,8 +134,8 @@ void stage_bounds(const model::ModelSpec& model, const PlanOptions& o, const Sta
   std::vector<RankLoad> param_load(model.params.size());
   std::vector<std::int64_t> param_copies(model.params.size(), 0);
   for (const Task& t : stage.tasks) {
-    const std::int64_t dps = task_dp_ranks(t, o.dp).size();
-    const std::int64_t tps = task_tp_ranks(t, o.tp).size();
+    const std::int64_t dps = task_dp_ranks(t, o.dims.dp).size();
+    const std::int64_t tps = task_tp_ranks(t, o.dims.tp).size();
     param_load[t.param].flops += t.flops * static_cast<double>(tps);
     param_load[t.param].memory += t.state_bytes * static_cast<double>(tps);
     param_copies[t.param] = dps;  // every task of a param has the param's DP owner
@@ -145,9 +145,10 @@ void stage_bounds(const model::ModelSpec& model, const PlanOptions& o, const Sta
   for (std::size_t p = 0; p < param_load.size(); ++p)
     if (param_copies[p] > 0)
       dp_units.add(param_load[p].flops, param_load[p].memory, param_copies[p]);
-  const Ratio dp = axis_bound(std::move(dp_units), dp_mean, o.dp);
-  const Ratio tp = axis_bound(std::move(tp_units), tp_mean, o.tp);
-  Ratio grid = axis_bound(std::move(grid_units), grid_mean, static_cast<std::int64_t>(o.dp) * o.tp);
+  const Ratio dp = axis_bound(std::move(dp_units), dp_mean, o.dims.dp);
+  const Ratio tp = axis_bound(std::move(tp_units), tp_mean, o.dims.tp);
+  Ratio grid = axis_bound(std::move(grid_units), grid_mean,
+                          static_cast<std::int64_t>(o.dims.dp) * o.dims.tp);
   // grid >= DP and TP max/mean (metrics.h); rounded down like bounds.h's sums, as the grid
   // ratio is summed in another order than the DP and TP ratios.
   constexpr double kCrossSlack = 1.0 - 1e-12;
@@ -174,9 +175,9 @@ void add_expert(const Plan& plan, BoundsFrom from, Metrics& m) {
   const PlanOptions& o = plan.options;
   for (std::size_t s = 0; s < m.loads.size(); ++s) {
     MaxMean flops, memory;
-    for (int d = 0; d < o.dp; ++d)
-      for (int t = 0; t < o.tp; ++t) {
-        const ExpertCoord c = expert_coord(e, o.dp, o.tp, d, t);
+    for (int d = 0; d < o.dims.dp; ++d)
+      for (int t = 0; t < o.dims.tp; ++t) {
+        const ExpertCoord c = o.dims.expert_coord(d, t);
         const RankLoad& dense = m.loads[s].at(d, t);
         const RankLoad& local = expert->loads[s].at(c.edp, c.etp);
         flops.add(dense.flops + local.flops);
@@ -194,12 +195,12 @@ Metrics metrics_of(const model::ModelSpec& model, const Plan& plan, BoundsFrom f
   Metrics m;
   MaxMean grid_flops_all, grid_memory_all;
   for (const StagePlan& stage : plan.stages) {
-    LoadGrid& loads = m.loads.emplace_back(o.dp, o.tp);
+    LoadGrid& loads = m.loads.emplace_back(o.dims.dp, o.dims.tp);
     stage_loads(model, plan, stage, loads, m, from == BoundsFrom::kCompute);
     MaxMean dp_flops, dp_memory, grid_flops, grid_memory, tp_flops_all, tp_memory_all;
-    for (int t = 0; t < o.tp; ++t) {
+    for (int t = 0; t < o.dims.tp; ++t) {
       RankLoad sum;
-      for (int d = 0; d < o.dp; ++d) {
+      for (int d = 0; d < o.dims.dp; ++d) {
         sum.flops += loads.at(d, t).flops;
         sum.memory += loads.at(d, t).memory;
       }
@@ -208,10 +209,10 @@ Metrics metrics_of(const model::ModelSpec& model, const Plan& plan, BoundsFrom f
     }
     m.tp.flops = std::max(m.tp.flops, tp_flops_all.ratio());
     m.tp.memory = std::max(m.tp.memory, tp_memory_all.ratio());
-    for (int d = 0; d < o.dp; ++d) {
+    for (int d = 0; d < o.dims.dp; ++d) {
       MaxMean tp_flops, tp_memory;
       RankLoad sum;
-      for (int t = 0; t < o.tp; ++t) {
+      for (int t = 0; t < o.dims.tp; ++t) {
         const RankLoad& l = loads.at(d, t);
         tp_flops.add(l.flops);
         tp_memory.add(l.memory);

@@ -13,12 +13,6 @@ namespace {
 template <typename E, std::size_t N>
 using Names = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr Names<Strategy, 6> kStrategies{{{Strategy::kSc, "sc"},
-                                          {Strategy::kLayerwise, "layerwise"},
-                                          {Strategy::kLayerwisePaper, "layerwise-paper"},
-                                          {Strategy::kAsc, "asc"},
-                                          {Strategy::kLbAsc, "lb-asc"},
-                                          {Strategy::kFsdpA2a, "fsdp-a2a"}}};
 constexpr Names<PlannerVariant, 3> kVariants{
     {{PlannerVariant::kPaper, "paper"},
      {PlannerVariant::kMegatronCanzona, "megatron-canzona"},
@@ -45,34 +39,6 @@ const E* value_of(const Names<E, N>& names, const std::string& name) {
 }
 
 }  // namespace
-
-Strategy parse_strategy(const std::string& name) {
-  if (const Strategy* s = value_of(kStrategies, name)) return *s;
-  throw UsageError(str("unknown strategy '", name,
-                       "' (expected sc, layerwise, layerwise-paper, asc, lb-asc or fsdp-a2a)"));
-}
-
-std::vector<Strategy> parse_strategy_list(const std::string& text) {
-  std::vector<Strategy> out;
-  if (text == "all") {
-    for (const auto& entry : kStrategies) out.push_back(entry.first);
-    return out;
-  }
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', begin), text.size());
-    if (comma > begin) out.push_back(parse_strategy(text.substr(begin, comma - begin)));
-    begin = comma + 1;
-  }
-  CANZONA_REQUIRE(!out.empty(),
-                  "--strategy: give sc, layerwise, layerwise-paper, asc, lb-asc, fsdp-a2a, a comma "
-                  "list or all");
-  return out;
-}
-
-const char* to_string(Strategy strategy) {
-  return name_of(kStrategies, strategy);
-}
 
 PlannerVariant parse_variant(const std::string& name) {
   if (const PlannerVariant* v = value_of(kVariants, name)) return *v;

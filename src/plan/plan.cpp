@@ -6,14 +6,14 @@
 #include <map>
 #include <utility>
 
+#include "algorithms/stage_common.h"
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/common/fnv.h"
 #include "canzona/cost/cost.h"
 #include "canzona/model/load.h"
 #include "canzona/plan/rank_plan.h"
-#include "stage_common.h"
-#include "strategies.h"
+#include "strategies/strategies.h"
 
 namespace canzona::plan {
 
@@ -22,23 +22,7 @@ using detail::kMiB;
 // Each message names the flag the field maps to (CLI flags map one-to-one onto PlanOptions) and
 // the limit (plan.h). NaN fails every comparison, so each test is written to reject it.
 void validate_options(const PlanOptions& o) {
-  CANZONA_REQUIRE(o.dp > 0, "--dp must be positive (got ", o.dp, ")");
-  CANZONA_REQUIRE(o.tp > 0, "--tp must be positive (got ", o.tp, ")");
-  CANZONA_REQUIRE(o.pp > 0, "--pp must be positive (got ", o.pp, ")");
-  // Each factor is bounded first, so the product (<= 2^60) cannot overflow.
-  const bool grid_fits = o.dp <= kMaxRanks && o.tp <= kMaxRanks && o.pp <= kMaxRanks &&
-                         std::int64_t{o.dp} * o.tp * o.pp <= kMaxRanks;
-  CANZONA_REQUIRE(grid_fits, "--dp x --tp x --pp = ", o.dp, " x ", o.tp, " x ", o.pp,
-                  " ranks is more than ", kMaxRanks, " (kMaxRanks)");
-  CANZONA_REQUIRE(o.ep > 0 && o.ep <= kMaxRanks, "--ep must be in [1, ", kMaxRanks,
-                  "] (kMaxRanks; got ", o.ep, ")");
-  CANZONA_REQUIRE(o.etp > 0 && o.etp <= kMaxRanks, "--etp must be in [1, ", kMaxRanks,
-                  "] (kMaxRanks; got ", o.etp, ")");
-  const std::int64_t stage_ranks = std::int64_t{o.dp} * o.tp;
-  const std::int64_t expert_ranks = std::int64_t{o.ep} * o.etp;
-  CANZONA_REQUIRE(stage_ranks % expert_ranks == 0, "--ep ", o.ep, " x --etp ", o.etp, " = ",
-                  expert_ranks, " does not divide --dp ", o.dp, " x --tp ", o.tp, " = ",
-                  stage_ranks, " ranks (expert DP = DP x TP / (EP x ETP))");
+  o.dims.check();
   CANZONA_REQUIRE(std::isfinite(o.alpha) && o.alpha >= 0.0 && o.alpha <= 1.0,
                   "--alpha must be in [0, 1] and finite (got ", o.alpha, ")");
   CANZONA_REQUIRE(!std::isnan(o.cmax_mb) && o.cmax_mb > 0.0,
@@ -57,10 +41,10 @@ StagePlan plan_stage(const model::ModelSpec& model, StagePlan stage, const PlanO
   if (strategy_parts(o.strategy, o.layerwise_tp).dp_sync == DpSync::kReduceScatter) {
     const auto buckets = static_cast<std::int64_t>(stage.layout.buckets.size());
     // buckets <= params <= 2^20 and dp <= 2^20: the product fits int64.
-    CANZONA_REQUIRE((o.dp + std::int64_t{1}) * buckets <= kMaxCutPoints, "stage ", stage.stage,
-                    ": ", buckets, " buckets x (--dp ", o.dp,
-                    " + 1) = ", (o.dp + std::int64_t{1}) * buckets, " DP cut points is more than ",
-                    kMaxCutPoints,
+    CANZONA_REQUIRE((o.dims.dp + std::int64_t{1}) * buckets <= kMaxCutPoints, "stage ", stage.stage,
+                    ": ", buckets, " buckets x (--dp ", o.dims.dp,
+                    " + 1) = ", (o.dims.dp + std::int64_t{1}) * buckets,
+                    " DP cut points is more than ", kMaxCutPoints,
                     " (kMaxCutPoints); use a larger --bucket-size or fewer DP ranks");
   }
   StagePlanner planner = nullptr;
@@ -164,13 +148,13 @@ namespace {
 // The stages of the params `keep` selects, planned over options.dp x options.tp.
 Plan plan_buffer(const model::ModelSpec& model, const PlanOptions& options,
                  const std::vector<bool>& keep) {
-  const std::vector<int> stage_of = model::assign_stages(model, options.pp);
-  std::vector<std::vector<int>> stage_params(options.pp);
+  const std::vector<int> stage_of = model::assign_stages(model, options.dims.pp);
+  std::vector<std::vector<int>> stage_params(options.dims.pp);
   for (std::size_t p = 0; p < model.params.size(); ++p)
     if (keep[p]) stage_params[stage_of[p]].push_back(static_cast<int>(p));
   Plan plan;
   plan.options = options;
-  for (int s = 0; s < options.pp; ++s)
+  for (int s = 0; s < options.dims.pp; ++s)
     plan.stages.push_back(detail::plan_stage(
         model, stage_base(model, std::move(stage_params[s]), s, options), options));
   return plan;
@@ -178,37 +162,29 @@ Plan plan_buffer(const model::ModelSpec& model, const PlanOptions& options,
 
 }  // namespace
 
-ExpertCoord expert_coord(const ExpertPlan& expert, int dp, int tp, int dp_index, int tp_index) {
-  CANZONA_CHECK(dp_index >= 0 && dp_index < dp && tp_index >= 0 && tp_index < tp, "rank (",
-                dp_index, ", ", tp_index, ") of dp ", dp, " x tp ", tp);
-  const std::int64_t l = std::int64_t{dp_index} * tp + tp_index;
-  return {static_cast<int>(l / (std::int64_t{expert.etp} * expert.ep)),
-          static_cast<int>((l / expert.etp) % expert.ep), static_cast<int>(l % expert.etp)};
-}
-
 Plan make_plan(const model::ModelSpec& model, const PlanOptions& options) {
   validate_options(options);
-  model::validate(model, options.tp);
+  model::validate(model, options.dims.tp);
   if (!model::has_experts(model)) {
-    CANZONA_REQUIRE(options.ep == 1 && options.etp == 1, "--ep ", options.ep, " and --etp ",
-                    options.etp, " need a mixture-of-experts model (model '", model.name,
-                    "' has no experts)");
+    CANZONA_REQUIRE(options.dims.ep == 1 && options.dims.etp == 1, "--ep ", options.dims.ep,
+                    " and --etp ", options.dims.etp, " need a mixture-of-experts model (model '",
+                    model.name, "' has no experts)");
     return plan_buffer(model, options, std::vector<bool>(model.params.size(), true));
   }
   auto expert = std::make_shared<ExpertPlan>();
-  model::ExpertPart part = model::expert_part(model, options.ep, options.etp, 0);
-  expert->ep = options.ep;
-  expert->etp = options.etp;
-  expert->edp = static_cast<int>(std::int64_t{options.dp} * options.tp /
-                                 (std::int64_t{options.ep} * options.etp));
+  model::ExpertPart part = model::expert_part(model, options.dims.ep, options.dims.etp, 0);
+  expert->ep = options.dims.ep;
+  expert->etp = options.dims.etp;
+  expert->edp = static_cast<int>(std::int64_t{options.dims.dp} * options.dims.tp /
+                                 (std::int64_t{options.dims.ep} * options.dims.etp));
   expert->model = std::move(part.model);
   expert->source = std::move(part.source);
-  model::validate(expert->model, options.etp);
+  model::validate(expert->model, options.dims.etp);
   PlanOptions eo = options;
-  eo.dp = expert->edp;
-  eo.tp = expert->etp;
-  eo.ep = 1;
-  eo.etp = 1;
+  eo.dims.dp = expert->edp;
+  eo.dims.tp = expert->etp;
+  eo.dims.ep = 1;
+  eo.dims.etp = 1;
   expert->plan =
       plan_buffer(expert->model, eo, std::vector<bool>(expert->model.params.size(), true));
   std::vector<bool> dense(model.params.size());
@@ -222,11 +198,12 @@ Plan make_plan(const model::ModelSpec& model, const PlanOptions& options) {
 std::uint64_t plan_hash(const Plan& plan) {
   std::uint64_t h = kFnvOffset;
   const PlanOptions& o = plan.options;
-  for (int v : {static_cast<int>(o.strategy), static_cast<int>(o.variant), o.dp, o.tp, o.pp})
+  for (int v :
+       {static_cast<int>(o.strategy), static_cast<int>(o.variant), o.dims.dp, o.dims.tp, o.dims.pp})
     hash_value(h, v);
   // ep and etp are mixed in only when they are not 1, so dense plans keep their hashes.
-  if (o.ep != 1 || o.etp != 1)
-    for (int v : {o.ep, o.etp}) hash_value(h, v);
+  if (o.dims.ep != 1 || o.dims.etp != 1)
+    for (int v : {o.dims.ep, o.dims.etp}) hash_value(h, v);
   for (const StagePlan& stage : plan.stages) {
     for (int p : stage.params) hash_value(h, p);
     for (const auto& bucket : stage.layout.buckets)

@@ -167,10 +167,10 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
                                           "B used per token: ", model.arch.experts_per_token,
                                           " of ", model.arch.num_experts, " experts")
                                     : std::string())
-     << "), dp=" << o.dp << " tp=" << o.tp << " pp=" << o.pp
-     << (runs.front().plan.expert
-             ? str(" ep=", o.ep, " etp=", o.etp, " (expert DP ", runs.front().plan.expert->edp, ")")
-             : std::string())
+     << "), dp=" << o.dims.dp << " tp=" << o.dims.tp << " pp=" << o.dims.pp
+     << (runs.front().plan.expert ? str(" ep=", o.dims.ep, " etp=", o.dims.etp, " (expert DP ",
+                                        runs.front().plan.expert->edp, ")")
+                                  : std::string())
      << ", optimizer " << o.cost.matrix_optimizer << ", cost " << cost::to_string(o.cost.kind)
      << ", alpha " << o.alpha << ", C_max " << o.cmax_mb << " MiB\n\n";
   char line[256];
@@ -359,11 +359,11 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
   j["bucket_order"] = p.options.reorder_buckets ? "free" : "keep";
   j["optimizer"] = p.options.cost.matrix_optimizer;
   j["cost"] = cost::to_string(p.options.cost.kind);
-  j["dp"] = p.options.dp;
-  j["tp"] = p.options.tp;
-  j["pp"] = p.options.pp;
-  j["ep"] = p.options.ep;
-  j["etp"] = p.options.etp;
+  j["dp"] = p.options.dims.dp;
+  j["tp"] = p.options.dims.tp;
+  j["pp"] = p.options.dims.pp;
+  j["ep"] = p.options.dims.ep;
+  j["etp"] = p.options.dims.etp;
   j["alpha"] = p.options.alpha;
   j["cmax_mb"] = p.options.cmax_mb;
   // The remaining PlanOptions make_plan reads, so the plan can be re-made from this file

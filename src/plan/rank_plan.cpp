@@ -7,28 +7,6 @@
 
 namespace canzona::plan {
 
-StrategyParts strategy_parts(Strategy strategy, LayerwiseTp layerwise_tp) {
-  switch (strategy) {
-    case Strategy::kSc:
-      return {DpSync::kAllReduce, TpExchange::kRedundantGather, ParamSync::kNone};
-    case Strategy::kLayerwise:
-      return {DpSync::kReduceScatter,
-              layerwise_tp == LayerwiseTp::kDuplicated ? TpExchange::kRedundantGather
-                                                       : TpExchange::kMicroGroups,
-              ParamSync::kBucketAllGather};
-    case Strategy::kLayerwisePaper:
-      return {DpSync::kAllReduce, TpExchange::kRedundantGather, ParamSync::kLayerwiseAllGatherV};
-    case Strategy::kAsc:
-    case Strategy::kLbAsc:
-      return {DpSync::kReduceScatter, TpExchange::kMicroGroups, ParamSync::kBucketAllGather};
-    case Strategy::kFsdpA2a:
-      return {DpSync::kReduceScatter, TpExchange::kRedundantGather, ParamSync::kBucketAllGather,
-              DpExchange::kOwnerAllToAll};
-  }
-  CANZONA_CHECK(false, "unknown strategy");
-  return {};
-}
-
 RankRange task_dp_ranks(const Task& t, int dp) {
   if (t.dp_owner == kEveryone) return {0, dp};
   if (t.dp_owner >= 0 && t.dp_owner < dp) return {t.dp_owner, t.dp_owner + 1};
@@ -190,15 +168,16 @@ RankPlan decode_rank(const model::ModelSpec& model, const Plan& plan, int stage_
   const PlanOptions& o = plan.options;
   CANZONA_CHECK(stage_index >= 0 && static_cast<std::size_t>(stage_index) < plan.stages.size(),
                 "stage ", stage_index);
-  CANZONA_CHECK(dp_rank >= 0 && dp_rank < o.dp && tp_rank >= 0 && tp_rank < o.tp, "rank (dp ",
-                dp_rank, ", tp ", tp_rank, ") outside the ", o.dp, " x ", o.tp, " grid");
+  CANZONA_CHECK(dp_rank >= 0 && dp_rank < o.dims.dp && tp_rank >= 0 && tp_rank < o.dims.tp,
+                "rank (dp ", dp_rank, ", tp ", tp_rank, ") outside the ", o.dims.dp, " x ",
+                o.dims.tp, " grid");
   const StagePlan& stage = plan.stages[stage_index];
   RankPlan r;
   r.stage = stage_index;
   r.dp_rank = dp_rank;
   r.tp_rank = tp_rank;
-  r.dp = o.dp;
-  r.tp = o.tp;
+  r.dp = o.dims.dp;
+  r.tp = o.dims.tp;
   r.parts = strategy_parts(o.strategy, o.layerwise_tp);
   const bool sharded = r.parts.dp_sync == DpSync::kReduceScatter;
   CANZONA_CHECK(!sharded || stage.cuts.size() == stage.layout.buckets.size(),
@@ -210,21 +189,22 @@ RankPlan decode_rank(const model::ModelSpec& model, const Plan& plan, int stage_
     const SlotOf at = where[p];
     CANZONA_CHECK(at.bucket >= 0, "param '", model.params[p].name, "' has no slot");
     const layout::Slot& slot = stage.layout.buckets[at.bucket].slots[at.slot];
-    if (!slot_dp_ranks(stage, at.bucket, slot, o.dp).contains(dp_rank)) continue;
+    if (!slot_dp_ranks(stage, at.bucket, slot, o.dims.dp).contains(dp_rank)) continue;
     const auto [begin, end] = slot_part(stage, at.bucket, slot, dp_rank);
     if (begin < end) r.elementwise.push_back({p, begin, end});
   }
 
   for (std::size_t k = 0; k < stage.tasks.size(); ++k) {
     const Task& t = stage.tasks[k];
-    if (!task_dp_ranks(t, o.dp).contains(dp_rank) || !task_tp_ranks(t, o.tp).contains(tp_rank))
+    if (!task_dp_ranks(t, o.dims.dp).contains(dp_rank) ||
+        !task_tp_ranks(t, o.dims.tp).contains(tp_rank))
       continue;
     TaskRole role = TaskRole::kRedundantGather;
     if (r.parts.dp_exchange == DpExchange::kOwnerAllToAll)
       role = TaskRole::kOwnerGathered;
     else if (t.host >= 0)
       role = TaskRole::kHosted;
-    else if (o.tp == 1 || model.params[t.param].tp_split_dim < 0)
+    else if (o.dims.tp == 1 || model.params[t.param].tp_split_dim < 0)
       role = TaskRole::kLocal;
     r.tasks.push_back({static_cast<int>(k), role});
   }
@@ -233,13 +213,14 @@ RankPlan decode_rank(const model::ModelSpec& model, const Plan& plan, int stage_
       static_cast<std::size_t>(dp_rank) < stage.groups.size()) {
     const std::vector<MicroGroup>& mine = stage.groups[dp_rank];
     for (std::size_t k = 0; k < mine.size(); ++k)
-      r.groups.push_back(decode_group(model, stage, mine[k], static_cast<int>(k), o.tp, tp_rank));
+      r.groups.push_back(
+          decode_group(model, stage, mine[k], static_cast<int>(k), o.dims.tp, tp_rank));
   }
 
   if (sharded) {
     for (const std::vector<std::int64_t>& cuts : stage.cuts) {
       BucketShards s;
-      for (int d = 0; d < o.dp; ++d) {
+      for (int d = 0; d < o.dims.dp; ++d) {
         s.counts.push_back(cuts[d + 1] - cuts[d]);
         s.displs.push_back(cuts[d]);
       }
@@ -251,14 +232,14 @@ RankPlan decode_rank(const model::ModelSpec& model, const Plan& plan, int stage_
     CANZONA_CHECK(sharded, "the owner exchange needs DP shards");
     for (std::size_t k = 0; k < stage.owner_batches.size(); ++k)
       r.owner_batches.push_back(decode_owner_batch(stage, where, stage.owner_batches[k],
-                                                   static_cast<int>(k), o.dp, dp_rank));
+                                                   static_cast<int>(k), o.dims.dp, dp_rank));
   }
 
   if (r.parts.param_sync == ParamSync::kLayerwiseAllGatherV) {
-    r.owned.assign(o.dp, {});
+    r.owned.assign(o.dims.dp, {});
     for (int p : stage.params) {
       const int owner = stage.owner[p];
-      CANZONA_CHECK(owner >= 0 && owner < o.dp, "layerwise owner ", owner, " of ",
+      CANZONA_CHECK(owner >= 0 && owner < o.dims.dp, "layerwise owner ", owner, " of ",
                     model.params[p].name);
       r.owned[owner].push_back(p);
     }

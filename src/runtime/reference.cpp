@@ -37,9 +37,10 @@ void Reference::step(int step_number) {
   // Megatron's gradient_scaling_factor, written here independently of the runtime: 1/DP in fp32,
   // for the expert params of a MoE model too (expert_gradient_scaling_factor), whose gradients
   // come from the expert DP ranks: dp x tp / (ep x etp) of them.
-  const float scale = 1.0f / static_cast<float>(options_.dp);
+  const float scale = 1.0f / static_cast<float>(options_.dims.dp);
   const bool moe = model::has_experts(model_);
-  const int expert_dp = options_.dp * options_.tp / (options_.ep * options_.etp);
+  const int expert_dp =
+      options_.dims.dp * options_.dims.tp / (options_.dims.ep * options_.dims.etp);
   for (std::size_t p = 0; p < model_.params.size(); ++p) {
     const model::ParamSpec& spec = model_.params[p];
     std::vector<float>& sum = grads[p];
@@ -49,7 +50,7 @@ void Reference::step(int step_number) {
     local.resize(sum.size());
     // The reduced gradient: scaled local gradients summed in DP rank order, as kDeterministic
     // does: ((x_0 + x_1) + x_2) + ...
-    const int contributions = moe && model::is_expert_param(spec) ? expert_dp : options_.dp;
+    const int contributions = moe && model::is_expert_param(spec) ? expert_dp : options_.dims.dp;
     for (int d = 0; d < contributions; ++d) {
       fill_grad(spec, static_cast<int>(p), 1, 0, options_.seed, step_number, d, local);
       for (std::size_t i = 0; i < sum.size(); ++i) {

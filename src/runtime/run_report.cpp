@@ -54,8 +54,10 @@ std::string format_report(const CompareResult& r) {
   out += line(
       "canzona: %s (%.2fM params), dp %d x tp %d%s, %s + adamw, %d timed steps (+%d warmup), "
       "reduce %s, compute scale %g, %d bucket(s), %s\n",
-      r.model_name.c_str(), static_cast<double>(r.model_numel) / 1e6, o.dp, o.tp,
-      o.ep != 1 || o.etp != 1 ? str(" (experts: ep ", o.ep, " x etp ", o.etp, ")").c_str() : "",
+      r.model_name.c_str(), static_cast<double>(r.model_numel) / 1e6, o.dims.dp, o.dims.tp,
+      o.dims.ep != 1 || o.dims.etp != 1
+          ? str(" (experts: ep ", o.dims.ep, " x etp ", o.dims.etp, ")").c_str()
+          : "",
       o.optimizer.c_str(), o.steps, o.warmup, to_string(o.reduce_mode), o.compute_scale,
       r.strategies.empty() ? 0 : r.strategies[0].buckets,
       o.pipeline ? "TP pipeline on" : "TP pipeline off (groups one after another)");
@@ -135,10 +137,10 @@ nlohmann::json report_json(const CompareResult& r) {
   const RunOptions& o = r.options;
   nlohmann::json j;
   j["model"] = r.model_name;
-  j["dp"] = o.dp;
-  j["tp"] = o.tp;
-  j["ep"] = o.ep;
-  j["etp"] = o.etp;
+  j["dp"] = o.dims.dp;
+  j["tp"] = o.dims.tp;
+  j["ep"] = o.dims.ep;
+  j["etp"] = o.dims.etp;
   j["optimizer"] = o.optimizer;
   j["steps"] = o.steps;
   j["warmup"] = o.warmup;

@@ -65,8 +65,8 @@ StrategyRunner::StrategyRunner(comm::Grid& grid, const model::ModelSpec& model,
     const comm::Grid& g = *member.grid;
     for (int i : member.engine->stage().params)
       fill_init(member.model->params[static_cast<std::size_t>(i)],
-                member.source[static_cast<std::size_t>(i)], g.shape().tp, g.coord().tp,
-                options.seed, member.engine->param(i));
+                member.source[static_cast<std::size_t>(i)], g.dims().tp, g.coord().tp, options.seed,
+                member.engine->param(i));
   }
   engines_->init_main_params();
 }
@@ -124,7 +124,7 @@ engine::StepTimes StrategyRunner::step(int step_number) {
         const double t0 = wall_ms();
         for (const layout::Slot& slot : buckets[b].slots)
           fill_grad(member.model->params[static_cast<std::size_t>(slot.param)],
-                    member.source[static_cast<std::size_t>(slot.param)], g.shape().tp, g.coord().tp,
+                    member.source[static_cast<std::size_t>(slot.param)], g.dims().tp, g.coord().tp,
                     options_.seed, step_number, g.coord().dp, engine.grad(slot.param));
         compute.workload.run(compute.backward_flops[static_cast<std::size_t>(m)][b], drive);
         for (const layout::Slot& slot : buckets[b].slots) engine.grad_ready(slot.param);

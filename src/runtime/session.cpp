@@ -38,6 +38,7 @@ comm::CommBytes per_step(comm::CommBytes b, int steps) {
   b.all_gather /= steps;
   b.all_reduce /= steps;
   b.all_to_all /= steps;
+  b.p2p /= steps;
   return b;
 }
 
@@ -156,7 +157,7 @@ class Verifier {
         options_(options),
         session_(session),
         reference_model_(model::has_experts(model)
-                             ? model::executed_model(model, options.ep, options.etp)
+                             ? model::executed_model(model, options.dims.ep, options.dims.etp)
                              : model) {
     result_.ran = true;
     result_.expected_elements = model.total_numel();
@@ -181,7 +182,7 @@ class Verifier {
       std::memcpy(&x, &bits, sizeof(bits));
     }
     std::vector<Params> dense, experts;  // root: per replica
-    for (int d = 0; d < grid.shape().dp; ++d) {
+    for (int d = 0; d < grid.dims().dp; ++d) {
       Params got = gather_replica(grid, model_, layout, local, d);
       if (root) dense.push_back(std::move(got));
     }
@@ -192,7 +193,7 @@ class Verifier {
       comm::Grid& eg = *e->grid;
       const std::span<const float> params = e->engine->params();
       const std::vector<float> expert_local(params.begin(), params.end());
-      for (int r = 0; r < eg.shape().dp; ++r) {
+      for (int r = 0; r < eg.dims().dp; ++r) {
         const Params got =
             gather_replica(eg, *e->model, e->engine->stage().layout, expert_local, r);
         Params merged = to_world_root(grid, eg, *set.expert_part(), got);
@@ -226,7 +227,7 @@ class Verifier {
       const std::vector<Params> got = gather_reduced_grads(eg, *e->model, e->engine->stage().layout,
                                                            expert_ranges, expert_sharded);
       // Every EP slice holds as many views (1 sharded, else expert DP): the count is agreed.
-      const int count = expert_sharded ? 1 : eg.shape().dp;
+      const int count = expert_sharded ? 1 : eg.dims().dp;
       for (int v = 0; v < count; ++v) {
         Params merged =
             to_world_root(grid, eg, *set.expert_part(), eg.world().rank() == 0 ? got[v] : Params{});
@@ -302,7 +303,7 @@ class Verifier {
     Tolerance tolerance;
     if (options_.reduce_mode == comm::ReduceMode::kNative) {
       tolerance.scale = &reference_->grad_abs_sums();
-      tolerance.factor = native_sum_factor(options_.dp);
+      tolerance.factor = native_sum_factor(options_.dims.dp);
     }
     const Mismatch m = compare_params(model_, got, reference_->grads(), tolerance);
     result_.grad_elements =
@@ -413,13 +414,13 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
                               ? plan::PlannerVariant::kPaper
                               : plan::PlannerVariant::kCanzona;
     const plan::Plan plan = plan::make_plan(model, plan_opts);
-    launch::validate_plan(model, plan, grid.shape());
+    launch::validate_plan(model, plan, grid.dims());
     if (plan.expert) {
       CANZONA_REQUIRE(experts != nullptr && experts->grid, "model '", model.name,
                       "' is a mixture of experts: this launch has no expert groups");
       launch::validate_plan(
           model::expert_part(model, plan.expert->ep, plan.expert->etp, experts->coord.ep).model,
-          plan.expert->plan, experts->grid->shape());
+          plan.expert->plan, experts->grid->dims());
     }
     launch::check_plan_agreement(world, plan);
 

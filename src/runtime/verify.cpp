@@ -14,7 +14,7 @@ namespace canzona::runtime {
 std::vector<std::vector<float>> gather_replica(comm::Grid& grid, const model::ModelSpec& model,
                                                const layout::Layout& layout,
                                                std::span<const float> local, int replica) {
-  const comm::GridShape shape = grid.shape();
+  const ParallelDims shape = grid.dims();
   comm::Communicator& world = grid.world();
   const int size = world.size();
   CANZONA_CHECK_EQ(static_cast<std::int64_t>(local.size()), layout.numel);
@@ -26,7 +26,7 @@ std::vector<std::vector<float>> gather_replica(comm::Grid& grid, const model::Mo
   std::int64_t total = 0;
   if (world.rank() == 0) {
     for (int t = 0; t < shape.tp; ++t) {
-      const int q = comm::grid_rank(shape, comm::GridCoord{0, replica, t});
+      const int q = shape.rank(comm::GridCoord{0, replica, t});
       source[t] = q;
       recv_counts[q] = layout.numel;
     }
@@ -94,7 +94,7 @@ std::vector<std::vector<std::vector<float>>> gather_reduced_grads(
       comm::gather_bytes_to_root(grid.world(), pack_ranges(ranges));
   std::vector<std::vector<std::vector<float>>> views;
   if (blobs.empty()) return views;
-  const comm::GridShape shape = grid.shape();
+  const ParallelDims shape = grid.dims();
   const int num_views = sharded ? 1 : shape.dp;
   for (int v = 0; v < num_views; ++v) {
     std::vector<std::vector<float>>& global = views.emplace_back(model.params.size());
@@ -103,7 +103,7 @@ std::vector<std::vector<std::vector<float>>> gather_reduced_grads(
       local[t].assign(static_cast<std::size_t>(layout.numel), 0.0f);
       std::vector<int> held(static_cast<std::size_t>(layout.numel), 0);
       for (int d = sharded ? 0 : v; d < (sharded ? shape.dp : v + 1); ++d)
-        unpack_ranges(blobs[comm::grid_rank(shape, comm::GridCoord{0, d, t})], local[t], held);
+        unpack_ranges(blobs[shape.rank(comm::GridCoord{0, d, t})], local[t], held);
       for (const layout::Bucket& bucket : layout.buckets)
         for (const layout::Slot& slot : bucket.slots)
           for (std::int64_t i = 0; i < slot.numel; ++i)

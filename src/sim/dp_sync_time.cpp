@@ -96,7 +96,7 @@ DpSync zero3_sync(const plan::StagePlan& stage, int dp, const Link& link,
 
 DpSync dp_sync(const plan::StagePlan& stage, const plan::StrategyParts& parts, int dp,
                const Link& link, const StageCompute& compute, const Workload& workload,
-               int zero_stage, std::int64_t micro_batches) {
+               ZeroStage zero_stage, std::int64_t micro_batches) {
   const auto& buckets = stage.layout.buckets;
   const bool all_reduce = parts.dp_sync == plan::DpSync::kAllReduce;
   double total_numel = 0.0;
@@ -116,7 +116,7 @@ DpSync dp_sync(const plan::StagePlan& stage, const plan::StrategyParts& parts, i
     }
   }
   DpSync out;
-  if (zero_stage == 3 && !all_reduce)
+  if (zero_stage == ZeroStage::kThree && !all_reduce)
     return zero3_sync(stage, dp, link, compute, workload, micro_batches, grad_comm, total_numel);
   out.exposed_s = exposed_after_window(ready, grad_comm, compute.last_backward_s());
   out.total_s = std::accumulate(grad_comm.begin(), grad_comm.end(), 0.0);

@@ -48,7 +48,7 @@ GroupCost group_cost(const plan::StagePlan& stage, const plan::MicroGroup& group
 RankStep optimizer_step(const model::ModelSpec& model, const plan::StagePlan& stage,
                         const plan::PlanOptions& options, int dp_rank, const Cluster& cluster,
                         const Workload& workload, double elementwise_s) {
-  const int tp = options.tp;
+  const int tp = options.dims.tp;
   const Link link = tp_link(cluster, tp);
 
   RankStep out;
@@ -59,7 +59,7 @@ RankStep optimizer_step(const model::ModelSpec& model, const plan::StagePlan& st
   const bool exchanged = plan::strategy_parts(options.strategy, options.layerwise_tp).dp_exchange ==
                          plan::DpExchange::kOwnerAllToAll;
   for (const auto& t : stage.tasks) {
-    if (!plan::task_dp_ranks(t, options.dp).contains(dp_rank)) continue;
+    if (!plan::task_dp_ranks(t, options.dims.dp).contains(dp_rank)) continue;
     if (exchanged) {
       for (double& h : out.host_task_s) h += task_seconds(t, options.cost, cluster.device);
       continue;
@@ -103,7 +103,7 @@ RankStep optimizer_step(const model::ModelSpec& model, const plan::StagePlan& st
 OwnerExchangeTime owner_exchange(const model::ModelSpec& model, const plan::StagePlan& stage,
                                  const plan::PlanOptions& options, const Cluster& cluster,
                                  const Workload& workload) {
-  const int dp = options.dp, tp = options.tp;
+  const int dp = options.dims.dp, tp = options.dims.tp;
   const Link dp_net = dp_link(cluster, dp, tp);
   const Link tp_net = tp_link(cluster, tp);
   // Where each param lies: (bucket, slot).

@@ -97,14 +97,14 @@ BufferStep buffer_step(const BufferModel& b, const plan::StagePlan& stage, const
   const plan::PlanOptions& o = b.options;
   const plan::StrategyParts parts = plan::strategy_parts(o.strategy, o.layerwise_tp);
   BufferStep out;
-  out.sync = detail::dp_sync(stage, parts, o.dp, b.dp_net, compute, workload, o.layout.zero_stage,
-                             micro_batches);
+  out.sync = detail::dp_sync(stage, parts, o.dims.dp, b.dp_net, compute, workload,
+                             o.layout.zero_stage, micro_batches);
   if (parts.dp_exchange == plan::DpExchange::kOwnerAllToAll)
     out.exchange = detail::owner_exchange(b.model, stage, o, cluster, workload);
   if (parts.param_sync == plan::ParamSync::kLayerwiseAllGatherV)
-    out.param_sync_s = detail::layerwise_param_sync_s(stage, o.dp, b.dp_net, workload);
-  const std::vector<double> elementwise = detail::elementwise_numel(b.model, stage, o.dp);
-  for (int d = 0; d < o.dp; ++d)
+    out.param_sync_s = detail::layerwise_param_sync_s(stage, o.dims.dp, b.dp_net, workload);
+  const std::vector<double> elementwise = detail::elementwise_numel(b.model, stage, o.dims.dp);
+  for (int d = 0; d < o.dims.dp; ++d)
     out.ranks.push_back(
         detail::optimizer_step(b.model, stage, o, d, cluster, workload,
                                elementwise[d] * workload.adamw_bytes_per_element / hbm));
@@ -198,8 +198,8 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
                    const Workload& workload) {
   check_workload(workload);
   const plan::PlanOptions& options = plan.options;
-  const int dp = options.dp;
-  const int tp = options.tp;
+  const int dp = options.dims.dp;
+  const int tp = options.dims.tp;
   CANZONA_CHECK(!plan.stages.empty(), "plan without stages");
   tp_link(cluster, tp);  // rejects a TP group larger than a node
 
@@ -258,7 +258,7 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
       double total = a.total_s, compute_s = a.compute_s, host = a.host_task_s[t];
       double e_total = 0.0;
       if (expert) {
-        const plan::ExpertCoord c = plan::expert_coord(*expert, dp, tp, d, t);
+        const ExpertCoord c = options.dims.expert_coord(d, t);
         const detail::RankStep& b = e_step.ranks[c.edp];
         total += b.total_s;
         compute_s += b.compute_s;
@@ -298,7 +298,7 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
       out.expert_step_s = expert_total + e_step.exchange.compute_s +
                           e_step.exchange.exposed_comm_s + e_step.param_sync_s;
       if (expert) {
-        const int e = plan::expert_coord(*expert, dp, tp, slowest_l / tp, slowest_l % tp).edp;
+        const int e = options.dims.expert_coord(slowest_l / tp, slowest_l % tp).edp;
         out.tp_comm_sequential_s += e_step.ranks[e].tp_comm_sequential_s;
         out.tp_comm_pipelined_s += e_step.ranks[e].tp_comm_pipelined_s;
         out.micro_groups += e_step.ranks[e].micro_groups;

@@ -27,13 +27,14 @@ struct DpSync {
 };
 
 // DP gradient sync and param gathers of one stage (bucket by bucket, Megatron order). ZeRO-1:
-// one gather per bucket after the step, overlapped with the first forward. ZeRO-3 (zero_stage 3):
-// every micro batch gathers each bucket before its forward and again before its backward (but the
-// last bucket of the forward, still gathered), one bucket prefetched (run_prefetched_pass); the
-// gradient Reduce-Scatters follow the last micro batch's backward on the same stream.
+// one gather per bucket after the step, overlapped with the first forward. ZeRO-3
+// (ZeroStage::kThree): every micro batch gathers each bucket before its forward and again before
+// its backward (but the last bucket of the forward, still gathered), one bucket prefetched
+// (run_prefetched_pass); the gradient Reduce-Scatters follow the last micro batch's backward on the
+// same stream.
 DpSync dp_sync(const plan::StagePlan& stage, const plan::StrategyParts& parts, int dp,
                const Link& link, const StageCompute& compute, const Workload& workload,
-               int zero_stage, std::int64_t micro_batches);
+               ZeroStage zero_stage, std::int64_t micro_batches);
 
 // The optimizer step of one DP rank of one stage (all its TP ranks): `elementwise_s` of AdamW,
 // then the matrix tasks the rank computes (dp_owner == dp_rank, or every rank for negative

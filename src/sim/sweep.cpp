@@ -81,10 +81,10 @@ Scenario with_value(Scenario scenario, SweepKind kind, const std::string& value)
       scenario.model = value;
       break;
     case SweepKind::kDp:
-      scenario.plan.dp = parse_int(kind, value);
+      scenario.plan.dims.dp = parse_int(kind, value);
       break;
     case SweepKind::kTp:
-      scenario.plan.tp = parse_int(kind, value);
+      scenario.plan.dims.tp = parse_int(kind, value);
       break;
     case SweepKind::kAlpha:
       scenario.plan.alpha = parse_number(kind, value);
@@ -98,19 +98,17 @@ Scenario with_value(Scenario scenario, SweepKind kind, const std::string& value)
 
 void check_scenario(const Scenario& scenario) {
   const plan::PlanOptions& p = scenario.plan;
-  require_in_range(p.tp, 1, kMaxGridRanks, "--tp", "kMaxGridRanks");
-  require_in_range(p.pp, 1, kMaxGridRanks, "--pp", "kMaxGridRanks");
-  const std::int64_t per_replica = checked_mul(p.tp, p.pp, "tp x pp");
-  require_in_range(per_replica, 1, kMaxGridRanks, "tp x pp", "kMaxGridRanks");
+  ParallelDims dims = p.dims;
   if (scenario.gpus != 0) {
+    // --gpus fixes dp x tp x pp: tp and pp first (dp 1, no experts), then dp from them.
     require_in_range(scenario.gpus, 1, kMaxGridRanks, "--gpus", "kMaxGridRanks");
-    CANZONA_REQUIRE(scenario.gpus % per_replica == 0, "--gpus ", scenario.gpus,
-                    " is not a multiple of tp * pp = ", per_replica);
-  } else {
-    require_in_range(p.dp, 1, kMaxGridRanks, "--dp", "kMaxGridRanks");
-    require_in_range(checked_mul(p.dp, per_replica, "dp x tp x pp"), 1, kMaxGridRanks,
-                     "dp x tp x pp", "kMaxGridRanks");
+    const ParallelDims replica{1, dims.tp, dims.pp};
+    replica.check();
+    CANZONA_REQUIRE(scenario.gpus % replica.world() == 0, "--gpus ", scenario.gpus,
+                    " is not a multiple of tp * pp = ", replica.world());
+    dims.dp = static_cast<int>(scenario.gpus / replica.world());
   }
+  dims.check();
   check_workload(scenario.workload);
   cost::check_options(p.cost);
 }
@@ -119,9 +117,9 @@ std::vector<Breakdown> run_strategies(const Scenario& scenario, const Cluster& c
                                       const std::vector<plan::Strategy>& strategies) {
   check_scenario(scenario);
   plan::PlanOptions base = scenario.plan;
-  if (scenario.gpus > 0) base.dp = scenario.gpus / (base.tp * base.pp);
+  if (scenario.gpus > 0) base.dims.dp = scenario.gpus / (base.dims.tp * base.dims.pp);
   model::BuildOptions build = scenario.build;
-  build.tp = base.tp;
+  build.tp = base.dims.tp;
   const model::ModelSpec model = model::load_model(scenario.model, build);
   std::vector<Breakdown> results;
   for (plan::Strategy strategy : strategies) {

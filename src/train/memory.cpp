@@ -51,24 +51,6 @@ double activations(const model::TransformerConfig& c, const model::ModelSpec& sp
   return t * kFloat * ((c.num_layers + 1) * layer + 2 * n * s + 6 * v + 4 * h);
 }
 
-// How many ranks share the optimizer work of a strategy: every rank computes every update under
-// sc; layer-wise and fsdp-a2a TP gather whole matrices on every TP rank, so only DP shares them;
-// asc and lb-asc compute each matrix once on the grid (rank_plan.cpp, strategy_parts).
-double compute_share(plan::Strategy strategy, int dp, int tp) {
-  switch (strategy) {
-    case plan::Strategy::kSc:
-      return 1.0;
-    case plan::Strategy::kLayerwise:
-    case plan::Strategy::kLayerwisePaper:
-    case plan::Strategy::kFsdpA2a:
-      return dp;
-    case plan::Strategy::kAsc:
-    case plan::Strategy::kLbAsc:
-      break;
-  }
-  return static_cast<double>(dp) * tp;
-}
-
 MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSpec& spec,
                     const TrainOptions& o, int dp, int tp) {
   MemoryNeed need;
@@ -80,7 +62,7 @@ MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSp
   }
   need.params_bytes = local * kFloat;
   need.grads_bytes = local * kFloat;
-  if (o.job.zero_stage == 3 && dp > 1) {
+  if (o.job.zero_stage == ZeroStage::kThree && dp > 1) {
     // ZeRO-3: the DP shard (at most one param beyond the mean) and two gathered buckets (the one
     // in use and the prefetched one); gradients: two buckets in flight, or the whole buffer while
     // micro-batches accumulate (they are reduce-scattered in the last one only).
@@ -107,7 +89,8 @@ MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSp
   });
   // The strategies run one after another; the largest need of any of them counts.
   for (plan::Strategy strategy : o.strategies) {
-    const double share = compute_share(strategy, dp, tp);
+    // How many ranks share the optimizer work (the strategy table's compute share).
+    const auto share = static_cast<double>(plan::compute_ranks(strategy, dp, tp));
     const double extra = share > 1 ? 1.0 : 0.0;
     need.optimizer_state_bytes =
         std::max(need.optimizer_state_bytes, total_state / share + extra * largest);
@@ -115,7 +98,7 @@ MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSp
     // every task this rank computes, and under a reduce-scatter its DP shard of the gradient buffer
     // (the whole buffer at DP 1).
     const bool reduce_scatter =
-        strategy != plan::Strategy::kSc && strategy != plan::Strategy::kLayerwisePaper;
+        plan::strategy_parts(strategy).dp_sync == plan::DpSync::kReduceScatter;
     const double shard =
         reduce_scatter ? kFloat * (local / dp + (dp > 1 ? largest_local : 0.0)) : 0.0;
     need.buffer_bytes =
@@ -167,7 +150,7 @@ double MemoryNeed::total() const {
 
 MemoryNeed estimate_memory(const model::TransformerConfig& config, const model::ModelSpec& spec,
                            const TrainOptions& options) {
-  return estimate(config, spec, options, options.job.dp, options.job.tp);
+  return estimate(config, spec, options, options.job.dims.dp, options.job.dims.tp);
 }
 
 MemoryNeed estimate_reference_memory(const model::TransformerConfig& config,

@@ -32,9 +32,9 @@ struct View {
   comm::Grid& grid;
   engine::Engine& engine;
   std::vector<std::pair<int, int>> params;  // (engine param, model param)
-  int dp() const { return grid.shape().dp; }
+  int dp() const { return grid.dims().dp; }
   int dp_rank() const { return grid.coord().dp; }
-  int tp() const { return grid.shape().tp; }
+  int tp() const { return grid.dims().tp; }
   int tp_rank() const { return grid.coord().tp; }
 };
 
@@ -65,7 +65,7 @@ std::vector<HeldState> held_by(const std::vector<View>& views, const model::Mode
 // under ZeRO-3 those of its held elements (Engine::held_elements), in local offsets.
 std::vector<ElementRun> param_runs(const View& v, const HfLayout& hf, int e, int p) {
   std::vector<ElementRun> runs = hf.runs(p, v.tp(), v.tp_rank());
-  if (v.engine.zero_stage() != 3) return runs;
+  if (v.engine.zero_stage() != ZeroStage::kThree) return runs;
   const engine::ElementRange held = v.engine.held_elements(e);
   runs = clip(runs, held.begin, held.end);
   for (ElementRun& r : runs) r.local += held.begin;
@@ -211,7 +211,7 @@ std::string save_checkpoint(engine::EngineSet& engines, const SaveContext& conte
           if (!split && v.tp_rank() != 0) continue;
           // ZeRO-3: each DP rank writes the elements it holds; stage 1: every DP rank holds every
           // param, so params go round-robin over DP (an expert: over its expert DP group).
-          if (v.engine.zero_stage() != 3 && p % v.dp() != v.dp_rank()) continue;
+          if (v.engine.zero_stage() != ZeroStage::kThree && p % v.dp() != v.dp_rank()) continue;
           const std::span<const float> values = v.engine.param(e);
           for (const ElementRun& r : param_runs(v, hf, e, p)) {
             const ckpt::TensorEntry& t =

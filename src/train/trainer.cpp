@@ -137,7 +137,7 @@ std::vector<float> sum_over(comm::Communicator& comm, std::vector<float> values)
 std::string first_non_finite(const engine::EngineSet::Member& member) {
   engine::Engine& engine = *member.engine;
   const model::ModelSpec& spec = *member.model;
-  const bool sharded = engine.zero_stage() == 3;
+  const bool sharded = engine.zero_stage() == ZeroStage::kThree;
   for (const char* what : {"gradient", "param"}) {
     for (std::size_t p = 0; p < spec.params.size(); ++p) {
       const int param = static_cast<int>(p);
@@ -180,7 +180,7 @@ class EngineHooks {
       schedules_.push_back(std::make_unique<BucketSchedule>(*engines.member(m).engine, segments));
     }
     const comm::Grid& grid = *engines.member(0).grid;
-    const int tp = grid.shape().tp, tp_rank = grid.coord().tp;
+    const int tp = grid.dims().tp, tp_rank = grid.coord().tp;
     for (int p = 0; p < model.num_params(); ++p) {
       if (!model.holds(p)) continue;
       const engine::EngineSet::Slot slot = engines.slot(p);
@@ -193,7 +193,7 @@ class EngineHooks {
       // ZeRO-3 keeps only the held elements: a param of another rank's shard is not written.
       // An expert is unsplit (expert TP 1): its init is its tp = 1 value on every rank.
       const engine::ElementRange held = engine->held_elements(i);
-      if (options.job.zero_stage == 1 || held.begin < held.end)
+      if (options.job.zero_stage == ZeroStage::kOne || held.begin < held.end)
         init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.job.seed,
                    engine->param(i));
       auto accumulator = torch::autograd::impl::grad_accumulator(model.param(p));
@@ -268,7 +268,7 @@ struct Measurement {
     std::int64_t elements = 0;
     for (const model::ParamSpec& p : spec.params)  // an expert (expert TP 1): one copy
       elements +=
-          model::is_expert_param(p) ? p.numel() : p.local_numel(grid.shape().tp) * grid.shape().tp;
+          model::is_expert_param(p) ? p.numel() : p.local_numel(grid.dims().tp) * grid.dims().tp;
     return {most[0], most[1], most[2],
             most[3], most[4], most[5],
             most[6], most[7], state_total + 8 * elements};
@@ -318,6 +318,7 @@ struct Measurement {
     if (const model::ExpertPart* part = engines.expert_part()) {
       // Expert DP rank 0 of each EP rank sends its EP index, then its experts' values.
       const comm::ExpertGroups& groups = *engines.expert_groups();
+      const ParallelDims& dims = engines.member(0).grid->dims();
       std::vector<float> mine;
       if (groups.coord.edp == 0 && groups.coord.etp == 0) {
         mine.push_back(static_cast<float>(groups.coord.ep));
@@ -332,7 +333,7 @@ struct Measurement {
         std::vector<float> sent(bytes.size() / sizeof(float));
         std::memcpy(sent.data(), bytes.data(), sent.size() * sizeof(float));
         const model::ExpertPart theirs =
-            model::expert_part(spec, groups.shape.ep, groups.shape.etp, static_cast<int>(sent[0]));
+            model::expert_part(spec, dims.ep, dims.etp, static_cast<int>(sent[0]));
         std::size_t at = 1;
         for (std::size_t i = 0; i < theirs.source.size(); ++i) {
           const auto n = static_cast<std::size_t>(theirs.model.params[i].numel());
@@ -362,7 +363,7 @@ class Run {
         aux_coef_(static_cast<float>(config.router_aux_loss_coef)),
         sampler_(corpus.train, options.seq_len, options.micro_batch, options.job.seed),
         plan_(plan::make_plan(spec, launch::plan_options(options.job, strategy))) {
-    launch::validate_plan(spec, plan_, grid.shape());
+    launch::validate_plan(spec, plan_, grid.dims());
     launch::check_plan_agreement(grid.world(), plan_);
     result_.strategy = strategy;
     result_.plan_hash = plan::plan_hash(plan_);
@@ -370,13 +371,13 @@ class Run {
         grid, spec, plan_, launch::engine_options(options.job), trace, experts);
     EpGroup ep;
     if (experts != nullptr && plan_.expert)
-      ep = {experts->ep.get(), experts->shape.ep, experts->coord.ep};
+      ep = {experts->ep.get(), grid.dims().ep, experts->coord.ep};
     model_ = std::make_unique<Qwen3Model>(config, spec,
-                                          TpGroup{&grid.tp(), grid.shape().tp, grid.coord().tp},
+                                          TpGroup{&grid.tp(), grid.dims().tp, grid.coord().tp},
                                           Qwen3Model::Storage::kBound, ep);
     hooks_ = std::make_unique<EngineHooks>(*engines_, *model_, spec, config, options);
     validation_ = validation_batches(corpus.val, options.seq_len, options.micro_batch,
-                                     options.eval_windows, grid.shape().dp, grid.coord().dp);
+                                     options.eval_windows, grid.dims().dp, grid.coord().dp);
   }
 
   StrategyRun& result() { return result_; }
@@ -394,8 +395,8 @@ class Run {
     const auto [loss, aux] = forward_backward(step, record);
     record.grad_sync_ms = engines_->finish_grad_sync();
     const std::vector<float> sums = sum_over(grid_.dp(), {loss, aux});
-    record.loss = static_cast<double>(sums[0] / static_cast<float>(grid_.shape().dp));
-    record.aux_loss = static_cast<double>(sums[1] / static_cast<float>(grid_.shape().dp));
+    record.loss = static_cast<double>(sums[0] / static_cast<float>(grid_.dims().dp));
+    record.aux_loss = static_cast<double>(sums[1] / static_cast<float>(grid_.dims().dp));
     check_finite(step, record.loss);
     const std::int64_t dp0 = engines_->dp_bytes(), tp0 = engines_->tp_bytes();
     record.opt_ms = engines_->step().opt;
@@ -431,7 +432,7 @@ class Run {
 
   void finish() {
     Measurement::hashes(*engines_, result_);
-    if (options_.keep_final_params && grid_.shape().tp == 1)
+    if (options_.keep_final_params && grid_.dims().tp == 1)
       final_params_ = Measurement::final_params(*engines_, spec_);
   }
 
@@ -557,8 +558,8 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
   ckpt::Manifest m;
   m.step = step;
   m.strategy = plan::to_string(strategy);
-  m.dp = o.job.dp;
-  m.tp = o.job.tp;
+  m.dp = o.job.dims.dp;
+  m.tp = o.job.dims.tp;
   m.optimizer = checkpoint_optimizer(o);
   m.plan_hash = hex64(plan_hash);
   const double next_lr = step < o.schedule.total ? lr_factor(o.schedule, step + 1) : 0.0;
@@ -568,7 +569,7 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
            {"seq_len", o.seq_len},
            {"micro_batch", o.micro_batch},
            {"grad_accum", o.grad_accum},
-           {"zero_stage", o.job.zero_stage},  // informational: either stage resumes either
+           {"zero_stage", to_int(o.job.zero_stage)},  // informational: either stage resumes either
            {"data_position",
             {{"sampler", "counter(seed, step, dp_rank, micro, row)"}, {"next_step", step + 1}}},
            {"schedule",
@@ -584,7 +585,7 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
            {"adamw_options", optim::effective_options("adamw", o.job.adamw_options)},
            {"split_qkv", model::to_string(o.job.qkv_split)},
            {"split_fc1", o.job.split_fc1},
-           {"ep", o.job.ep},  // informational: a MoE checkpoint resumes under any EP
+           {"ep", o.job.dims.ep},  // informational: a MoE checkpoint resumes under any EP
            {"reduce_mode", comm::to_string(o.job.reduce_mode)}};
   return m;
 }
@@ -602,7 +603,7 @@ void prune_checkpoints(const CheckpointOptions& o) {
 }  // namespace
 
 std::int64_t TrainOptions::tokens_per_step() const {
-  return job.dp * grad_accum * micro_batch * seq_len;
+  return job.dims.dp * grad_accum * micro_batch * seq_len;
 }
 
 void validate(const TrainOptions& o) {
@@ -629,7 +630,7 @@ void validate(const TrainOptions& o) {
                   "--resume and --init-from exclude each other (a checkpoint has its weights)");
   CANZONA_REQUIRE(c.save_every == 0 || !c.save_dir.empty(), "--save-every needs --save-dir");
   CANZONA_REQUIRE(c.keep == 0 || !c.save_dir.empty(), "--keep needs --save-dir");
-  launch::check_zero_stage(o.job.zero_stage, o.strategies);
+  plan::check_zero_stage(o.job.zero_stage, o.strategies);
   launch::validate(o.job);
 }
 
@@ -643,12 +644,12 @@ model::ModelSpec training_spec(const model::TransformerConfig& config,
       p.pieces.clear();
     }
   }
-  model::validate(spec, job.tp);
-  if (config.is_moe() || job.ep != 1 || job.etp != 1) {
+  model::validate(spec, job.dims.tp);
+  if (config.is_moe() || job.dims.ep != 1 || job.dims.etp != 1) {
     // The expert grid's own checks: a MoE model, ep dividing the experts and ep x etp the grid.
-    model::expert_part(spec, job.ep, job.etp, 0);
-    comm::check_expert_shape({job.dp, job.tp, job.pp}, {job.ep, job.etp});
-    CANZONA_REQUIRE(job.etp == 1, "--etp ", job.etp,
+    model::expert_part(spec, job.dims.ep, job.dims.etp, 0);
+    job.dims.check();
+    CANZONA_REQUIRE(job.dims.etp == 1, "--etp ", job.dims.etp,
                     ": train keeps each expert whole on its EP rank (expert TP 1); plan, simulate, "
                     "run and compare take --etp");
   }

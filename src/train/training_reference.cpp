@@ -11,13 +11,13 @@ namespace canzona::train {
 ReferenceRun run_reference(const model::TransformerConfig& config, const model::ModelSpec& spec,
                            const TrainOptions& options, const Corpus& corpus) {
   TrainOptions single = options;
-  single.job.tp = 1;
+  single.job.dims.tp = 1;
   const model::ModelSpec whole = training_spec(config, single);
   CANZONA_REQUIRE(whole.arch.padded_vocab_size == spec.arch.padded_vocab_size,
                   "the single-process reference pads the vocabulary to ",
                   whole.arch.padded_vocab_size, ", the TP run to ", spec.arch.padded_vocab_size,
                   ": not comparable");
-  const int dp = options.job.dp;
+  const int dp = options.job.dims.dp;
   Qwen3Model model(config, whole, TpGroup{}, Qwen3Model::Storage::kBound);
   std::vector<std::vector<float>> params(whole.params.size()), grads(whole.params.size()),
       local(whole.params.size());

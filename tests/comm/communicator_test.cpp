@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <string>
 
 #include "canzona/common/error.h"
 
@@ -75,15 +76,22 @@ TEST(EvenSplit, FirstRemainderPartsGetOneMore) {
 }
 
 TEST(CommBytes, TotalSumsTheKindsAndArithmeticIsPerKind) {
-  CommBytes a{.reduce_scatter = 1, .all_gather = 20, .all_reduce = 300, .all_to_all = 4000};
-  EXPECT_EQ(a.total(), 4321);
-  const CommBytes b{.reduce_scatter = 1, .all_gather = 2, .all_reduce = 3, .all_to_all = 4};
-  EXPECT_EQ(
-      a - b,
-      (CommBytes{.reduce_scatter = 0, .all_gather = 18, .all_reduce = 297, .all_to_all = 3996}));
+  CommBytes a{
+      .reduce_scatter = 1, .all_gather = 20, .all_reduce = 300, .all_to_all = 4000, .p2p = 50000};
+  EXPECT_EQ(a.total(), 54321);
+  const CommBytes b{
+      .reduce_scatter = 1, .all_gather = 2, .all_reduce = 3, .all_to_all = 4, .p2p = 5};
+  EXPECT_EQ(a - b, (CommBytes{.reduce_scatter = 0,
+                              .all_gather = 18,
+                              .all_reduce = 297,
+                              .all_to_all = 3996,
+                              .p2p = 49995}));
   a += b;
-  EXPECT_EQ(
-      a, (CommBytes{.reduce_scatter = 2, .all_gather = 22, .all_reduce = 303, .all_to_all = 4004}));
+  EXPECT_EQ(a, (CommBytes{.reduce_scatter = 2,
+                          .all_gather = 22,
+                          .all_reduce = 303,
+                          .all_to_all = 4004,
+                          .p2p = 50005}));
 }
 
 // Counting belongs to the backend (it counts what it hands its transport); the public methods
@@ -124,6 +132,32 @@ TEST(CommunicatorValidation, BadArgumentsThrowBeforePosting) {
   EXPECT_THROW(comm.all_reduce(a, std::span<float>(b.data(), 5)), Error);
   EXPECT_EQ(comm.posted, 0);
   EXPECT_EQ(comm.bytes(), CommBytes{});
+}
+
+// A backend without point-to-point (the default do_isend / do_irecv) says so; bad peers and tags
+// are refused before the backend is reached.
+TEST(CommunicatorValidation, PointToPointArgumentsAndBackendsWithoutIt) {
+  FakeCommunicator comm(1, 3);
+  std::vector<std::byte> data(4);
+  EXPECT_THROW(comm.isend(data, 0, 0), Error);
+  EXPECT_THROW(comm.irecv(data, 2, Communicator::kMaxTag), Error);
+  try {
+    comm.isend(data, 3, 0);
+    ADD_FAILURE() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Communicator::isend: peer 3 is outside [0, 3)"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    comm.irecv(data, 0, -2);
+    ADD_FAILURE() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Communicator::irecv: tag -2 is outside [0, 32767]"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(comm.posted, 0);
 }
 
 TEST(CommunicatorValidation, InPlaceAllGatherAndAllReduceAreAccepted) {

@@ -29,8 +29,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    auto grid = make_mpi_grid(std::atoi(argv[1]), std::atoi(argv[2]), std::atoi(argv[3]),
-                              ReduceMode::kNative);
+    const ParallelDims dims{
+        .dp = std::atoi(argv[1]), .tp = std::atoi(argv[2]), .pp = std::atoi(argv[3])};
+    auto grid = make_mpi_grid(dims, ReduceMode::kNative);
     const GridCoord& c = grid->coord();
     std::printf("rank %d: pp %d dp %d tp %d\n", grid->world().rank(), c.pp, c.dp, c.tp);
   } catch (const canzona::UsageError& e) {

@@ -19,7 +19,7 @@
 namespace canzona::comm {
 namespace {
 
-const GridShape k2x3{/*dp=*/2, /*tp=*/3, /*pp=*/1};
+const ParallelDims k2x3{.dp = 2, .tp = 3, .pp = 1};
 const ReduceMode kModes[] = {ReduceMode::kNative, ReduceMode::kDeterministic};
 constexpr float kUntouched = -0.5f;
 
@@ -36,7 +36,7 @@ Communicator& on(Grid& grid, Axis axis) {
 
 // World ranks of the `axis` group of world rank w, in group-rank order (grid.h: world rank =
 // (pp * DP + dp) * TP + tp; DP groups share (pp, tp), TP groups share (pp, dp)).
-std::vector<int> members(const GridShape& s, int w, Axis axis) {
+std::vector<int> members(const ParallelDims& s, int w, Axis axis) {
   const int tp = w % s.tp;
   const int dp = (w / s.tp) % s.dp;
   const int pp = w / (s.tp * s.dp);
@@ -137,8 +137,9 @@ TEST(ThreadComm, InputsMakeSumOrderVisible) {
 }
 
 TEST(ThreadCommGrid, GroupsMatchMpiSplit) {
-  for (const GridShape& shape :
-       {k2x3, GridShape{3, 2, 2}, GridShape{1, 4, 1}, GridShape{4, 1, 2}, GridShape{1, 1, 1}}) {
+  for (const ParallelDims& shape :
+       {k2x3, ParallelDims{.dp = 3, .tp = 2, .pp = 2}, ParallelDims{.dp = 1, .tp = 4, .pp = 1},
+        ParallelDims{.dp = 4, .tp = 1, .pp = 2}, ParallelDims{}}) {
     run_on_thread_grid(shape, ReduceMode::kDeterministic, [&](Grid& grid) {
       const int w = grid.world().rank();
       EXPECT_EQ(grid.coord().dp, grid.dp().rank());
@@ -162,7 +163,9 @@ TEST(ThreadCommGrid, GroupsMatchMpiSplit) {
 // EP groups {l0, l1} and {l2, l3}. ETP 2, EP 1: expert TP groups {l0, l1} and {l2, l3}.
 TEST(ThreadCommGrid, ExpertGroupsMatchMegatronsExpertOrder) {
   struct Want {
-    ExpertShape expert;
+    struct {
+      int ep, etp;
+    } expert;
     int world;
     std::vector<std::uint64_t> edp, etp, ep, slice;
   };
@@ -172,10 +175,9 @@ TEST(ThreadCommGrid, ExpertGroupsMatchMegatronsExpertOrder) {
       {{1, 2}, 6, {4, 6}, {6, 7}, {6}, {0, 1, 2, 3, 4, 5, 6, 7}},
       {{2, 2}, 3, {3}, {2, 3}, {1, 3}, {2, 3, 6, 7}},
   };
-  const GridShape shape{2, 2, 2};
   for (const Want& c : cases) {
-    std::vector<ExpertGroups> groups =
-        make_thread_expert_groups(shape, c.expert, ReduceMode::kDeterministic);
+    const ParallelDims shape{.dp = 2, .tp = 2, .pp = 2, .ep = c.expert.ep, .etp = c.expert.etp};
+    std::vector<ExpertGroups> groups = make_thread_expert_groups(shape, ReduceMode::kDeterministic);
     std::vector<std::vector<std::uint64_t>> got(4);
     run_on_thread_grid(shape, ReduceMode::kDeterministic, [&](Grid& grid) {
       const int w = grid.world().rank();

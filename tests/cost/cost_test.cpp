@@ -58,7 +58,7 @@ TEST(Cost, MuonFlopsPinnedByHandForQwen3_32bFc2) {
 // Muon's state is its fp32 momentum (4 bytes per element), AdamW's exp_avg and exp_avg_sq (8).
 TEST(Cost, ZeroStageThreeCountsParamsGradientsAndMainWithTheState) {
   CostOptions one, three;
-  three.zero_stage = 3;
+  three.zero_stage = ZeroStage::kThree;
   EXPECT_EQ(state_bytes("muon", 10, 20, one), 4.0 * 200);
   EXPECT_EQ(state_bytes("muon", 10, 20, three), (4.0 + 12.0) * 200);
   EXPECT_EQ(state_bytes("adamw", 1, 300, one), 8.0 * 300);

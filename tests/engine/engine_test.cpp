@@ -29,8 +29,8 @@ using plan::Strategy;
 RunOptions quick(int dp, int tp, const std::string& optimizer) {
   RunOptions o;
   o.model = "qwen3-tiny";
-  o.dp = dp;
-  o.tp = tp;
+  o.dims.dp = dp;
+  o.dims.tp = tp;
   o.optimizer = optimizer;
   o.qkv_split = model::QkvSplit::kQkv;
   o.split_fc1 = true;

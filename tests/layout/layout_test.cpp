@@ -58,7 +58,7 @@ TEST(Layout, ZeroStageThreeBucketsHoldOneLayer) {
   EXPECT_EQ(layer_bucket_size(m, {0, 1, 2, 3, 4}, 1), 130);
   LayoutOptions o;
   o.dp = 2;
-  o.zero_stage = 3;
+  o.zero_stage = ZeroStage::kThree;
   const Layout l = build_layout(m, {0, 1, 2, 3, 4}, o);
   ASSERT_EQ(l.buckets.size(), 3u);
   const std::vector<std::vector<int>> want = {{4, 3}, {2, 1}, {0}};
@@ -69,7 +69,7 @@ TEST(Layout, ZeroStageThreeBucketsHoldOneLayer) {
     EXPECT_EQ(l.buckets[b].numel, 256);
   }
   // Stage 1 keeps Megatron's default (40M elements): one bucket.
-  o.zero_stage = 1;
+  o.zero_stage = ZeroStage::kOne;
   EXPECT_EQ(build_layout(m, {0, 1, 2, 3, 4}, o).buckets.size(), 1u);
 }
 

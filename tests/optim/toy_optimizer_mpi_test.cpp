@@ -17,13 +17,13 @@ void expect_bitwise(int dp, int tp) {
   optim::toy::register_sign_sgd();
   std::unique_ptr<comm::Grid> grid;
   try {
-    grid = comm::make_mpi_grid(dp, tp, 1, comm::ReduceMode::kDeterministic);
+    grid = comm::make_mpi_grid({dp, tp, 1}, comm::ReduceMode::kDeterministic);
   } catch (const UsageError& e) {
     FAIL() << "needs " << dp * tp << " ranks: " << e.what();
   }
   RunOptions o;
-  o.dp = dp;
-  o.tp = tp;
+  o.dims.dp = dp;
+  o.dims.tp = tp;
   o.optimizer = optim::toy::kSignSgd;
   o.optimizer_options = {{"lr", 0.125}};
   o.steps = 2;

@@ -78,7 +78,7 @@ TEST(ToyOptimizer, PlannerPricesTasksWithItsFormulas) {
   toy::register_sign_sgd();
   plan::PlanOptions o;
   o.strategy = plan::Strategy::kLbAsc;
-  o.dp = 2;
+  o.dims.dp = 2;
   o.cost.kind = cost::CostKind::kFlops;
   o.cost.matrix_optimizer = toy::kSignSgd;
   const plan::Plan p = plan::make_plan(small_model(), o);
@@ -104,7 +104,7 @@ TEST(ToyOptimizer, ReferenceStepsMatchAPlainLoopBitwise) {
   toy::register_sign_sgd();
   const model::ModelSpec model = small_model();
   runtime::RunOptions o;
-  o.dp = 2;
+  o.dims.dp = 2;
   o.optimizer = toy::kSignSgd;
   o.optimizer_options = {{"lr", 0.125}};
   const float lr = 0.125f;

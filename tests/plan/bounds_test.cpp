@@ -1,6 +1,6 @@
-// Makespan lower bounds (src/plan/bounds.h) against hand-derived cases and a brute-force optimum, and
-// the bounds and padding compute_metrics reports on tiny models.
-#include "bounds.h"
+// Makespan lower bounds (src/plan/algorithms/bounds.h) against hand-derived cases and a brute-force
+// optimum, and the bounds and padding compute_metrics reports on tiny models.
+#include "algorithms/bounds.h"
 
 #include <gtest/gtest.h>
 
@@ -158,7 +158,7 @@ TEST(PlanMetrics, DpBoundUsesThePigeonholeOfWholeParams) {
     o.variant = c.variant;
     o.layerwise_tp = c.layerwise_tp;
     o.reorder_buckets = c.reorder_buckets;
-    o.dp = 2;
+    o.dims.dp = 2;
     const Metrics metrics = compute_metrics(m, make_plan(m, o));
     if (c.strategy == Strategy::kSc) {  // every rank computes everything: perfect
       EXPECT_DOUBLE_EQ(metrics.lower_bound_dp.flops, 1.0);
@@ -181,7 +181,7 @@ TEST(PlanMetrics, TpAndGridBoundsFromTasks) {
     m.params.back().tp_split_dim = 0;
   }
   PlanOptions o;
-  o.tp = 2;
+  o.dims.tp = 2;
   const Plan plan = make_plan(m, o);
   for (const Task& t : plan.stages[0].tasks) ASSERT_GE(t.host, 0);
   const Metrics metrics = compute_metrics(m, plan);
@@ -202,8 +202,8 @@ TEST(PlanMetrics, BoundsNeverExceedTheRatiosOfRandomPlans) {
       o.variant = c.variant;
       o.layerwise_tp = c.layerwise_tp;
       o.reorder_buckets = c.reorder_buckets;
-      o.dp = 1 + trial % 5;
-      o.tp = tp;
+      o.dims.dp = 1 + trial % 5;
+      o.dims.tp = tp;
       const Metrics x = compute_metrics(m, make_plan(m, o));
       const auto where = testing::Message() << "trial " << trial << " " << to_string(c.strategy);
       for (auto [ratio, bound] :
@@ -234,7 +234,7 @@ TEST(PlanMetrics, PaddingIsBucketSizeMinusSlots) {
   EXPECT_EQ(metrics.padding_elements, 84);
   EXPECT_EQ(metrics.buffer_elements, 384);
   // Stages sum: the same model split over pp 3 (one vector each) pads each to 128.
-  o.pp = 3;
+  o.dims.pp = 3;
   for (auto& p : m.params) p.stage = static_cast<int>(&p - m.params.data());
   const Metrics staged = compute_metrics(m, make_plan(m, o));
   EXPECT_EQ(staged.padding_elements, 3 * 28);

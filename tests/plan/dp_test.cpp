@@ -1,6 +1,6 @@
 // Hand-worked cases of the DP planners: the start-index rule, paper Algorithm 1, the layerwise
 // ping-pong deal, equal chunks, and our balanced planner on small inputs.
-#include "dp.h"
+#include "algorithms/dp.h"
 
 #include <gtest/gtest.h>
 

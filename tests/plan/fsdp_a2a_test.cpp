@@ -1,7 +1,8 @@
-// The fsdp-a2a baseline's plan (src/plan/strategy_fsdp_a2a.cpp) against hand derivations: FSDP's
-// equal flat shards of each bucket, owners by Dion's published rule (dion/opt_utils.py
-// create_param_batches: matrices grouped by shape in order of first appearance, batches of dp
-// consecutive matrices, the k-th of a batch on rank k) and the owner exchange each rank decodes.
+// The fsdp-a2a baseline's plan (src/plan/strategies/strategy_fsdp_a2a.cpp) against hand
+// derivations: FSDP's equal flat shards of each bucket, owners by Dion's published rule
+// (dion/opt_utils.py create_param_batches: matrices grouped by shape in order of first appearance,
+// batches of dp consecutive matrices, the k-th of a batch on rank k) and the owner exchange each
+// rank decodes.
 #include <gtest/gtest.h>
 
 #include "canzona/plan/plan.h"
@@ -23,7 +24,7 @@ model::ParamSpec vec(const std::string& name, std::int64_t n) {
 PlanOptions fsdp(int dp) {
   PlanOptions o;
   o.strategy = Strategy::kFsdpA2a;
-  o.dp = dp;
+  o.dims.dp = dp;
   return o;
 }
 

@@ -1,9 +1,9 @@
-// The Megatron-Canzona reproduction (src/plan/megatron_canzona.h) against hand derivations and
-// against plain-loop references that follow the published Python line by line: the whole
+// The Megatron-Canzona reproduction (src/plan/variants/megatron_canzona.h) against hand derivations
+// and against plain-loop references that follow the published Python line by line: the whole
 // buffer's params offered to every bucket (at positions relative to it), the boundary scan with
 // its break, the original slicing by virtual ranges and carried real ends, and the TP candidate
 // group re-solved from zero loads for every added task.
-#include "megatron_canzona.h"
+#include "variants/megatron_canzona.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <numeric>
 #include <random>
 
-#include "dp.h"
-#include "tp.h"
+#include "algorithms/dp.h"
+#include "algorithms/tp.h"
 
 namespace canzona::plan {
 namespace {

@@ -1,15 +1,16 @@
-// Megatron-LM's layer-wise layout (src/plan/megatron_layerwise.h) against hand derivations of
-// upstream's rules (layer_wise_optimizer.py at d98e8a64dd), and the layerwise strategy's plan.
-#include "megatron_layerwise.h"
+// Megatron-LM's layer-wise layout (src/plan/strategies/megatron_layerwise.h) against hand
+// derivations of upstream's rules (layer_wise_optimizer.py at d98e8a64dd), and the layerwise
+// strategy's plan.
+#include "strategies/megatron_layerwise.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 
+#include "algorithms/dp.h"
 #include "canzona/model/load.h"
 #include "canzona/plan/plan.h"
-#include "dp.h"
 
 namespace canzona::plan {
 namespace {
@@ -121,8 +122,8 @@ TEST(LayerwisePlan, MuonParamsAndTheRestLiveInSeparateBuckets) {
   const model::ModelSpec model = model::build_transformer(model::preset("qwen3-mini"), build);
   PlanOptions o;
   o.strategy = Strategy::kLayerwise;
-  o.dp = 4;
-  o.tp = 2;
+  o.dims.dp = 4;
+  o.dims.tp = 2;
   o.layout.bucket_size = 200'000;
   const Plan plan = make_plan(model, o);
   const StagePlan& stage = plan.stages.at(0);
@@ -138,15 +139,15 @@ TEST(LayerwisePlan, MuonParamsAndTheRestLiveInSeparateBuckets) {
       ASSERT_EQ(model.params[slot.param].is_matrix(), matrix) << "bucket " << b;
       done = std::max(done, backprop[slot.param]);
       if (matrix) {  // whole inside one of the dp equal shards
-        const std::int64_t shard = bucket.numel / o.dp;
+        const std::int64_t shard = bucket.numel / o.dims.dp;
         EXPECT_EQ(slot.offset / shard, (slot.end() - 1) / shard) << model.params[slot.param].name;
         EXPECT_EQ(stage.owner[slot.param], slot.offset / shard);
       }
     }
     EXPECT_GT(done, last_done) << "bucket " << b << " completes before the one before it";
     last_done = done;
-    EXPECT_EQ(bucket.numel % std::lcm(o.dp, 128), 0);
-    EXPECT_EQ(stage.cuts[b], equal_chunk_cuts(bucket.numel, o.dp));
+    EXPECT_EQ(bucket.numel % std::lcm(o.dims.dp, 128), 0);
+    EXPECT_EQ(stage.cuts[b], equal_chunk_cuts(bucket.numel, o.dims.dp));
     (matrix ? managed : others)++;
   }
   EXPECT_GT(managed, 0);

@@ -39,8 +39,8 @@ TEST_P(NeverBehind, OursIsAtMostEveryPeerOnEveryComparableMetric) {
   build.tp = g.tp;
   const auto m = model::build_transformer(model::preset(g.preset), build);
   PlanOptions o;
-  o.dp = g.dp;
-  o.tp = g.tp;
+  o.dims.dp = g.dp;
+  o.dims.tp = g.tp;
   o.cost.kind = cost::CostKind::kFlops;
   o.layout.bucket_size = g.bucket;
   auto metrics = [&](const PlanOptions& p) { return compute_metrics(m, make_plan(m, p)); };
@@ -88,8 +88,8 @@ TEST(CandidateBounds, AreTheSameForEveryPlanOfOneStrategy) {
   build.tp = 4;
   const auto m = model::build_transformer(model::preset("qwen3-8b"), build);
   PlanOptions o;
-  o.dp = 32;
-  o.tp = 4;
+  o.dims.dp = 32;
+  o.dims.tp = 4;
   o.cost.kind = cost::CostKind::kFlops;
   const Plan a = make_plan(m, o);
   o.reorder_buckets = false;

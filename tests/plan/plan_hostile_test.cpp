@@ -45,19 +45,19 @@ struct BadOptions {
 TEST(PlanHostile, OptionsOutOfRangeOrNotFiniteNameTheFlagAndLimit) {
   const int big = std::numeric_limits<int>::max();
   const std::vector<BadOptions> cases{
-      {"dp 0", [](PlanOptions& o) { o.dp = 0; }, {"--dp", "positive"}},
-      {"tp negative", [](PlanOptions& o) { o.tp = -8; }, {"--tp", "positive"}},
-      {"pp INT_MIN", [](PlanOptions& o) { o.pp = std::numeric_limits<int>::min(); }, {"--pp"}},
-      {"dp over limit", [](PlanOptions& o) { o.dp = (1 << 20) + 1; }, {"--dp", "kMaxRanks"}},
+      {"dp 0", [](PlanOptions& o) { o.dims.dp = 0; }, {"--dp", "positive"}},
+      {"tp negative", [](PlanOptions& o) { o.dims.tp = -8; }, {"--tp", "positive"}},
+      {"pp INT_MIN", [](PlanOptions& o) { o.dims.pp = std::numeric_limits<int>::min(); }, {"--pp"}},
+      {"dp over limit", [](PlanOptions& o) { o.dims.dp = (1 << 20) + 1; }, {"--dp", "kMaxRanks"}},
       {"grid over limit",
        [](PlanOptions& o) {
-         o.dp = 1 << 11;
-         o.tp = 1 << 10;
-         o.pp = 2;
+         o.dims.dp = 1 << 11;
+         o.dims.tp = 1 << 10;
+         o.dims.pp = 2;
        },
        {"--dp x --tp x --pp", "kMaxRanks"}},
       {"grid would overflow int64",
-       [big](PlanOptions& o) { o.dp = o.tp = o.pp = big; },
+       [big](PlanOptions& o) { o.dims.dp = o.dims.tp = o.dims.pp = big; },
        {"--dp", "kMaxRanks"}},
       {"alpha nan", [](PlanOptions& o) { o.alpha = kNan; }, {"--alpha", "finite"}},
       {"alpha inf", [](PlanOptions& o) { o.alpha = kInf; }, {"--alpha", "[0, 1]"}},
@@ -74,8 +74,8 @@ TEST(PlanHostile, OptionsOutOfRangeOrNotFiniteNameTheFlagAndLimit) {
   const model::ModelSpec m = tiny(2);
   for (const BadOptions& c : cases) {
     PlanOptions o;
-    o.dp = 2;
-    o.tp = 2;
+    o.dims.dp = 2;
+    o.dims.tp = 2;
     c.set(o);
     const std::string message = usage_error(m, o);
     ASSERT_FALSE(message.empty()) << c.name << ": accepted";
@@ -92,7 +92,7 @@ TEST(PlanHostile, LimitsThemselvesAreAccepted) {
   EXPECT_EQ(usage_error(tiny(1), o), "");
   o.alpha = 1.0;
   o.cmax_mb = 1.0 / (1024.0 * 1024.0);  // one byte
-  o.tp = 2;
+  o.dims.tp = 2;
   EXPECT_EQ(usage_error(tiny(2), o), "");
 }
 
@@ -110,12 +110,12 @@ TEST(PlanHostile, CutPointsAreBoundedPerStage) {
   }
   PlanOptions o;
   o.layout.bucket_size = 1;  // every param closes its bucket
-  o.dp = (1 << 18) - 1;
+  o.dims.dp = (1 << 18) - 1;
   const Plan plan = make_plan(m, o);
   ASSERT_EQ(plan.stages[0].layout.buckets.size(), 16u);
   ASSERT_EQ(plan.stages[0].cuts.size(), 16u);
   EXPECT_EQ(plan.stages[0].cuts[0].size(), std::size_t{1} << 18);
-  o.dp = 1 << 18;
+  o.dims.dp = 1 << 18;
   const std::string message = usage_error(m, o);
   EXPECT_NE(message.find("kMaxCutPoints"), std::string::npos) << message;
   EXPECT_NE(message.find("16 buckets x (--dp 262144 + 1) = 4194320"), std::string::npos) << message;
@@ -149,8 +149,8 @@ TEST(PlanHostile, ShapesWhoseCountsOverflowAreUsageErrors) {
     m.params = models[k];
     for (PlannerVariant v : {PlannerVariant::kPaper, PlannerVariant::kCanzona}) {
       PlanOptions o;
-      o.dp = 2;
-      o.tp = 2;
+      o.dims.dp = 2;
+      o.dims.tp = 2;
       o.variant = v;
       const std::string message = usage_error(m, o);
       EXPECT_FALSE(message.empty()) << "model " << k << ": a plan was made";
@@ -169,8 +169,8 @@ TEST(PlanHostile, CapacityRuleHoldsAtTheLargestShapes) {
   for (int k = 0; k < 6; ++k) m.params.push_back(matrix("small" + std::to_string(k), 256, 256));
   for (PlannerVariant v : {PlannerVariant::kPaper, PlannerVariant::kCanzona}) {
     PlanOptions o;
-    o.dp = 1;
-    o.tp = 2;
+    o.dims.dp = 1;
+    o.dims.tp = 2;
     o.cmax_mb = 1.0;
     o.variant = v;
     const Plan plan = make_plan(m, o);
@@ -178,15 +178,15 @@ TEST(PlanHostile, CapacityRuleHoldsAtTheLargestShapes) {
     for (const StagePlan& stage : plan.stages)
       for (const auto& groups : stage.groups)
         for (const MicroGroup& g : groups) {
-          std::vector<std::int64_t> bytes(o.tp, 0);
-          std::vector<int> count(o.tp, 0);
+          std::vector<std::int64_t> bytes(o.dims.tp, 0);
+          std::vector<int> count(o.dims.tp, 0);
           for (int t : g.tasks) {
             const Task& task = stage.tasks[t];
             EXPECT_EQ(task.gather_bytes, task.rows * task.cols * 4);
             bytes[task.host] += task.gather_bytes;
             ++count[task.host];
           }
-          for (int h = 0; h < o.tp; ++h)
+          for (int h = 0; h < o.dims.tp; ++h)
             EXPECT_TRUE(bytes[h] <= capacity || count[h] == 1)
                 << to_string(v) << ": host " << h << " has " << bytes[h] << " bytes in " << count[h]
                 << " tasks";

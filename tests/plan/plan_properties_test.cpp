@@ -27,13 +27,14 @@ double expected_total_flops(const model::ModelSpec& m, const Plan& plan) {
   double total = 0.0;
   for (const auto& stage : plan.stages) {
     for (const Task& t : stage.tasks)
-      total += t.flops * (t.host == kAllTp ? o.tp : 1) * (t.dp_owner == kEveryone ? o.dp : 1);
+      total +=
+          t.flops * (t.host == kAllTp ? o.dims.tp : 1) * (t.dp_owner == kEveryone ? o.dims.dp : 1);
     for (int p : stage.params) {
       const auto& spec = m.params[p];
       if (spec.is_matrix()) continue;
-      const double per_rank =
-          cost::optimizer_flops(cost::kElementwiseOptimizer, spec.local_numel(o.tp), 1, o.cost);
-      total += per_rank * o.tp * (stage.owner[p] == kEveryone ? o.dp : 1);
+      const double per_rank = cost::optimizer_flops(cost::kElementwiseOptimizer,
+                                                    spec.local_numel(o.dims.tp), 1, o.cost);
+      total += per_rank * o.dims.tp * (stage.owner[p] == kEveryone ? o.dims.dp : 1);
     }
   }
   return total;
@@ -64,7 +65,7 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
           EXPECT_EQ(o.variant, PlannerVariant::kCanzona);
         } else {
           ASSERT_GE(owner, 0);
-          ASSERT_LT(owner, o.dp);
+          ASSERT_LT(owner, o.dims.dp);
         }
         if (!has_cuts) continue;
         const auto& cuts = stage.cuts[b];
@@ -75,13 +76,13 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
       }
       if (!has_cuts) continue;
       const auto& cuts = stage.cuts[b];
-      ASSERT_EQ(cuts.size(), static_cast<std::size_t>(o.dp) + 1);
+      ASSERT_EQ(cuts.size(), static_cast<std::size_t>(o.dims.dp) + 1);
       EXPECT_EQ(cuts.front(), 0);
       EXPECT_EQ(cuts.back(), bucket.numel);
-      for (int r = 0; r < o.dp; ++r) EXPECT_LE(cuts[r], cuts[r + 1]);
+      for (int r = 0; r < o.dims.dp; ++r) EXPECT_LE(cuts[r], cuts[r + 1]);
       if (o.strategy == Strategy::kLayerwise || exchanged) {  // equal shards: standard RS / AG
-        EXPECT_EQ(bucket.numel % o.dp, 0);
-        for (int r = 0; r <= o.dp; ++r) EXPECT_EQ(cuts[r], bucket.numel / o.dp * r);
+        EXPECT_EQ(bucket.numel % o.dims.dp, 0);
+        for (int r = 0; r <= o.dims.dp; ++r) EXPECT_EQ(cuts[r], bucket.numel / o.dims.dp * r);
       }
       for (const auto& slot : bucket.slots)
         if (m.params[slot.param].is_matrix() && !exchanged) {
@@ -93,11 +94,11 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
       for (std::size_t g = 0; g < stage.groups[d].size(); ++g) {
         const auto& group = stage.groups[d][g];
         // Within capacity per host, unless the host has a single (over-capacity) task there.
-        std::vector<std::int64_t> bytes(o.tp, 0);
-        std::vector<int> count(o.tp, 0);
+        std::vector<std::int64_t> bytes(o.dims.tp, 0);
+        std::vector<int> count(o.dims.tp, 0);
         for (int t : group.tasks) {
           const int h = stage.tasks[t].host;
-          if (h < 0 || h >= o.tp) continue;
+          if (h < 0 || h >= o.dims.tp) continue;
           bytes[h] += stage.tasks[t].gather_bytes;
           ++count[h];
         }
@@ -105,7 +106,7 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
         // elements instead, and layerwise's layer-sharded mode is one group per DP rank.
         const bool capped =
             o.strategy == Strategy::kLbAsc && o.variant != PlannerVariant::kMegatronCanzona;
-        for (int h = 0; h < o.tp && capped; ++h) {
+        for (int h = 0; h < o.dims.tp && capped; ++h) {
           if (count[h] > 1) {
             EXPECT_LE(bytes[h], capacity);
           }
@@ -117,13 +118,13 @@ void check_plan(const model::ModelSpec& m, const Plan& plan) {
           EXPECT_EQ(stage.tasks[t].dp_owner, static_cast<int>(d));
           EXPECT_EQ(stage.tasks[t].group, static_cast<int>(g));
           EXPECT_GE(stage.tasks[t].host, 0);
-          EXPECT_LT(stage.tasks[t].host, o.tp);
+          EXPECT_LT(stage.tasks[t].host, o.dims.tp);
         }
       }
     }
     for (const Task& t : stage.tasks) {
       const bool hosted =
-          o.tp > 1 && m.params[t.param].tp_split_dim >= 0 &&
+          o.dims.tp > 1 && m.params[t.param].tp_split_dim >= 0 &&
           (o.strategy == Strategy::kAsc || o.strategy == Strategy::kLbAsc ||
            (o.strategy == Strategy::kLayerwise && o.layerwise_tp == LayerwiseTp::kLayerSharded));
       EXPECT_EQ(t.host == kAllTp, !hosted);
@@ -153,15 +154,15 @@ TEST(PlanProperties, RandomModelsAndRankCounts) {
       o.variant = c.variant;
       o.layerwise_tp = c.layerwise_tp;
       o.reorder_buckets = c.reorder_buckets;
-      o.dp = 1 + static_cast<int>(rng() % 9);
-      o.tp = tp;
+      o.dims.dp = 1 + static_cast<int>(rng() % 9);
+      o.dims.tp = tp;
       o.alpha = (rng() % 5) / 4.0;
       o.cmax_mb = 0.001 + (rng() % 4) * 0.004;  // small: many groups, some tasks over capacity
       o.layout.bucket_size = 64 + static_cast<std::int64_t>(rng() % 4000);
       o.cost.kind = rng() % 2 ? cost::CostKind::kFlops : cost::CostKind::kNumel;
       SCOPED_TRACE(testing::Message()
                    << "trial " << trial << " strategy " << to_string(c.strategy) << " "
-                   << to_string(c.variant) << " dp " << o.dp << " tp " << tp);
+                   << to_string(c.variant) << " dp " << o.dims.dp << " tp " << tp);
       const Plan plan = make_plan(m, o);
       check_plan(m, plan);
       EXPECT_EQ(plan_hash(plan), plan_hash(make_plan(m, o))) << "plan not deterministic";
@@ -177,9 +178,9 @@ TEST(PlanProperties, PipelineStagesPartitionTheParams) {
     m.params.push_back(
         {"l" + std::to_string(layer), {64, 64}, 0, OptimizerClass::kMatrix, layer, -1, {}});
   PlanOptions o;
-  o.dp = 2;
-  o.tp = 2;
-  o.pp = 2;
+  o.dims.dp = 2;
+  o.dims.tp = 2;
+  o.dims.pp = 2;
   const Plan plan = make_plan(m, o);
   ASSERT_EQ(plan.stages.size(), 2u);
   EXPECT_EQ(plan.stages[0].params, (std::vector<int>{0, 1}));
@@ -196,14 +197,14 @@ TEST(PlanOptionsErrors, BadOptionsAreUsageErrors) {
     mutate(o);
     EXPECT_THROW(make_plan(m, o), UsageError);
   };
-  expect_usage([](PlanOptions& o) { o.dp = 0; });
-  expect_usage([](PlanOptions& o) { o.tp = -1; });
-  expect_usage([](PlanOptions& o) { o.pp = 0; });
+  expect_usage([](PlanOptions& o) { o.dims.dp = 0; });
+  expect_usage([](PlanOptions& o) { o.dims.tp = -1; });
+  expect_usage([](PlanOptions& o) { o.dims.pp = 0; });
   expect_usage([](PlanOptions& o) { o.alpha = 1.5; });
   expect_usage([](PlanOptions& o) { o.alpha = -0.1; });
   expect_usage([](PlanOptions& o) { o.cmax_mb = 0; });
-  expect_usage([](PlanOptions& o) { o.dp = 1 << 14, o.tp = 1 << 8; });
-  expect_usage([](PlanOptions& o) { o.tp = 3; });  // 64 rows not divisible by 3
+  expect_usage([](PlanOptions& o) { o.dims.dp = 1 << 14, o.dims.tp = 1 << 8; });
+  expect_usage([](PlanOptions& o) { o.dims.tp = 3; });  // 64 rows not divisible by 3
   expect_usage([](PlanOptions& o) { o.cost.kind = cost::CostKind::kCalibrated; });
 }
 
@@ -216,7 +217,7 @@ TEST(PlanMetrics, LowerBoundsArePerStage) {
   m.params.push_back({"big", {512, 512}, 0, OptimizerClass::kMatrix, 0, -1, {}});
   m.params.push_back({"tiny", {8, 8}, 0, OptimizerClass::kMatrix, 1, -1, {}});
   PlanOptions o;
-  o.pp = 2;
+  o.dims.pp = 2;
   const Metrics metrics = compute_metrics(m, make_plan(m, o));
   EXPECT_DOUBLE_EQ(metrics.lower_bound_grid.flops, 1.0);
   EXPECT_DOUBLE_EQ(metrics.lower_bound_grid.memory, 1.0);
@@ -236,9 +237,9 @@ TEST(PlanMetrics, CountsTensorsAnEqualChunkShardWouldSplit) {
                         -1,
                         {}});
   PlanOptions o;
-  o.dp = 2;
+  o.dims.dp = 2;
   EXPECT_EQ(compute_metrics(m, make_plan(m, o)).split_tensors, 1);
-  o.dp = 3;  // bucket padded to lcm(3, 128) = 384: cuts 128, 256
+  o.dims.dp = 3;  // bucket padded to lcm(3, 128) = 384: cuts 128, 256
   EXPECT_EQ(compute_metrics(m, make_plan(m, o)).split_tensors, 0);
 }
 
@@ -268,7 +269,7 @@ TEST(PlanOptionsErrors, MoreRanksThanTasksIsLegal) {
   m.name = "one";
   m.params.push_back({"w", {64, 64}, 0, OptimizerClass::kMatrix, -1, -1, {}});
   PlanOptions o;
-  o.dp = 8;
+  o.dims.dp = 8;
   const Plan plan = make_plan(m, o);
   const Metrics metrics = compute_metrics(m, plan);
   EXPECT_EQ(metrics.idle_ranks, 7);

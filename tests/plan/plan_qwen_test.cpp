@@ -23,8 +23,8 @@ Metrics plan_metrics(const std::string& preset, int dp, int tp, Strategy strateg
   build.tp = tp;
   const auto m = model::build_transformer(model::preset(preset), build);
   PlanOptions o;
-  o.dp = dp;
-  o.tp = tp;
+  o.dims.dp = dp;
+  o.dims.tp = tp;
   o.strategy = strategy;
   o.variant = variant;
   o.cost.kind = cost::CostKind::kFlops;
@@ -39,9 +39,9 @@ TEST(PlanDefaults, AreThePapersAndMegatrons) {
   EXPECT_EQ(o.cmax_mb, 512.0);
   EXPECT_EQ(o.strategy, Strategy::kLbAsc);
   EXPECT_EQ(o.variant, PlannerVariant::kCanzona);
-  EXPECT_EQ(o.dp, 1);
-  EXPECT_EQ(o.tp, 1);
-  EXPECT_EQ(o.pp, 1);
+  EXPECT_EQ(o.dims.dp, 1);
+  EXPECT_EQ(o.dims.tp, 1);
+  EXPECT_EQ(o.dims.pp, 1);
   EXPECT_EQ(o.asc_group_tasks, 0);
   EXPECT_EQ(o.cost.kind, cost::CostKind::kNumel);
   EXPECT_EQ(o.cost.matrix_optimizer, "muon");
@@ -58,8 +58,8 @@ TEST(PlanDefaults, AreThePapersAndMegatrons) {
 TEST(QwenPlans, DefaultPlanUsesMegatronBuckets) {
   const auto m = model::build_transformer(model::preset("qwen3-32b"), model::BuildOptions{.tp = 8});
   PlanOptions o;
-  o.dp = 32;
-  o.tp = 8;
+  o.dims.dp = 32;
+  o.dims.tp = 8;
   const Plan plan = make_plan(m, o);
   ASSERT_EQ(plan.stages.size(), 1u);
   const layout::Layout& l = plan.stages[0].layout;
@@ -114,8 +114,8 @@ TEST(PlanFreeOrder, ReachesTheDpBoundOnQwen3_32bAtDp128) {
   const auto m = model::build_transformer(model::preset("qwen3-32b"), build);
   for (std::int64_t bucket : {std::int64_t{0}, std::int64_t{400'000'000}}) {
     PlanOptions o;
-    o.dp = 128;
-    o.tp = 8;
+    o.dims.dp = 128;
+    o.dims.tp = 8;
     o.cost.kind = cost::CostKind::kFlops;
     o.layout.bucket_size = bucket;
     const Plan free_plan = make_plan(m, o);
@@ -168,7 +168,7 @@ TEST(MoePlans, ExpertCoordinatesFollowMegatronsOrder) {
   e.edp = 2;
   const int want[4][3] = {{0, 0, 0}, {0, 1, 0}, {1, 0, 0}, {1, 1, 0}};
   for (int l = 0; l < 4; ++l) {
-    const ExpertCoord c = expert_coord(e, 2, 2, l / 2, l % 2);
+    const ExpertCoord c = ParallelDims{2, 2, 1, e.ep, e.etp}.expert_coord(l / 2, l % 2);
     EXPECT_EQ(c.edp, want[l][0]) << l;
     EXPECT_EQ(c.ep, want[l][1]) << l;
     EXPECT_EQ(c.etp, want[l][2]) << l;
@@ -177,7 +177,7 @@ TEST(MoePlans, ExpertCoordinatesFollowMegatronsOrder) {
   e.etp = 2;
   const int etp2[4][3] = {{0, 0, 0}, {0, 0, 1}, {1, 0, 0}, {1, 0, 1}};
   for (int l = 0; l < 4; ++l) {
-    const ExpertCoord c = expert_coord(e, 4, 1, l, 0);
+    const ExpertCoord c = ParallelDims{4, 1, 1, e.ep, e.etp}.expert_coord(l, 0);
     EXPECT_EQ(c.edp, etp2[l][0]) << l;
     EXPECT_EQ(c.ep, etp2[l][1]) << l;
     EXPECT_EQ(c.etp, etp2[l][2]) << l;
@@ -189,15 +189,15 @@ TEST(MoePlans, ExpertCoordinatesFollowMegatronsOrder) {
 TEST(MoePlans, DenseAndExpertBuffersSplitTheModel) {
   const model::ModelSpec m = moe_cpu();
   PlanOptions o;
-  o.dp = 2;
-  o.tp = 2;
-  o.ep = 2;
+  o.dims.dp = 2;
+  o.dims.tp = 2;
+  o.dims.ep = 2;
   const Plan p = make_plan(m, o);
   ASSERT_TRUE(p.expert);
   const ExpertPlan& e = *p.expert;
   EXPECT_EQ(e.edp, 2);
-  EXPECT_EQ(e.plan.options.dp, 2);
-  EXPECT_EQ(e.plan.options.tp, 1);
+  EXPECT_EQ(e.plan.options.dims.dp, 2);
+  EXPECT_EQ(e.plan.options.dims.tp, 1);
   ASSERT_EQ(e.model.params.size(), 4u * 4 * 2);
   std::vector<int> seen(m.params.size(), 0);
   for (int q : p.stages[0].params) {
@@ -215,7 +215,7 @@ TEST(MoePlans, DenseAndExpertBuffersSplitTheModel) {
   EXPECT_EQ(e.plan.stages[0].tasks.size(), 4u * 4 * 3);  // fc1 gate, fc1 up, fc2
   // The hash sees the experts' grid.
   PlanOptions o4 = o;
-  o4.ep = 4;
+  o4.dims.ep = 4;
   EXPECT_NE(plan_hash(p), plan_hash(make_plan(m, o4)));
   // Metrics: the expert buffer's and the whole grid's exist, within [1, ranks].
   const Metrics metrics = compute_metrics(m, p);
@@ -242,9 +242,9 @@ TEST(MoePlans, DenseAndExpertBuffersSplitTheModel) {
 TEST(MoePlans, MovementCountsTheExpertBufferOncePerEpRank) {
   const model::ModelSpec m = moe_cpu();
   PlanOptions o;
-  o.dp = 2;
-  o.tp = 2;
-  o.ep = 2;
+  o.dims.dp = 2;
+  o.dims.tp = 2;
+  o.dims.ep = 2;
   const Plan p = make_plan(m, o);
   const auto without_experts = [](Plan plan) {
     plan.expert.reset();
@@ -258,13 +258,13 @@ TEST(MoePlans, MovementCountsTheExpertBufferOncePerEpRank) {
   // 2 EP ranks x 4 layers x 4 experts x (fc1 gate, fc1 up, fc2).
   EXPECT_EQ(self.kept_tasks - dense_self.kept_tasks, 2 * 4 * 4 * 3);
   PlanOptions o4 = o;
-  o4.ep = 4;
+  o4.dims.ep = 4;
   const Plan q = make_plan(m, o4);
   const double expert_moved = state_movement(m, p, q).moved_state_bytes -
                               state_movement(m, pd, without_experts(q)).moved_state_bytes;
   EXPECT_DOUBLE_EQ(expert_moved, 50'331'648.0);
   PlanOptions wide = o;
-  wide.dp = 4;
+  wide.dims.dp = 4;
   const Plan r = make_plan(m, wide);
   const double some = state_movement(m, p, r).moved_state_bytes -
                       state_movement(m, pd, without_experts(r)).moved_state_bytes;
@@ -275,30 +275,30 @@ TEST(MoePlans, MovementCountsTheExpertBufferOncePerEpRank) {
 TEST(MoePlans, BadGroupsAreUsageErrorsNamingTheFlags) {
   const model::ModelSpec m = moe_cpu();
   PlanOptions o;
-  o.dp = 2;
-  o.tp = 2;
-  o.ep = 3;
+  o.dims.dp = 2;
+  o.dims.tp = 2;
+  o.dims.ep = 3;
   EXPECT_NE(moe_plan_error(m, o).find("--ep 3 x --etp 1 = 3 does not divide --dp 2 x --tp 2 = 4 "
                                       "ranks (expert DP = DP x TP / (EP x ETP))"),
             std::string::npos)
       << moe_plan_error(m, o);
-  o.dp = 8;
-  o.ep = 16;
+  o.dims.dp = 8;
+  o.dims.ep = 16;
   EXPECT_NE(moe_plan_error(m, o).find("--ep 16 does not divide the 8 experts"), std::string::npos)
       << moe_plan_error(m, o);
-  o.ep = 0;
+  o.dims.ep = 0;
   EXPECT_NE(moe_plan_error(m, o).find("--ep must be in [1, "), std::string::npos);
-  o.ep = 1;
-  o.etp = 3;
-  o.dp = 3;
-  o.tp = 1;
+  o.dims.ep = 1;
+  o.dims.etp = 3;
+  o.dims.dp = 3;
+  o.dims.tp = 1;
   EXPECT_NE(moe_plan_error(m, o).find("--etp 3 does not divide its expert FFN width 512"),
             std::string::npos)
       << moe_plan_error(m, o);
   const auto dense = model::build_transformer(model::preset("qwen3-tiny"), {.tp = 1});
   PlanOptions d;
-  d.dp = 2;
-  d.ep = 2;
+  d.dims.dp = 2;
+  d.dims.ep = 2;
   EXPECT_NE(moe_plan_error(dense, d).find("need a mixture-of-experts model (model 'qwen3-tiny' has "
                                           "no experts)"),
             std::string::npos)
@@ -311,9 +311,9 @@ TEST(MoePlans, BadGroupsAreUsageErrorsNamingTheFlags) {
 TEST(MoePlans, Qwen3_235bExpertBufferIsBalanced) {
   const auto m = model::build_transformer(model::preset("qwen3-235b-a22b"), {.tp = 4});
   PlanOptions o;
-  o.dp = 64;
-  o.tp = 4;
-  o.ep = 8;
+  o.dims.dp = 64;
+  o.dims.tp = 4;
+  o.dims.ep = 8;
   o.cost.kind = cost::CostKind::kFlops;
   const Metrics ours = compute_metrics(m, make_plan(m, o));
   o.strategy = Strategy::kLayerwise;

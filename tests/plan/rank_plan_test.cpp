@@ -32,7 +32,7 @@ void cover(const ShardMap& map, std::vector<int>& count) {
 }
 
 void check_writes_once(const model::ModelSpec& m, const Plan& plan) {
-  const int dp = plan.options.dp, tp = plan.options.tp;
+  const int dp = plan.options.dims.dp, tp = plan.options.dims.tp;
   const StagePlan& stage = plan.stages[0];
   std::vector<std::int64_t> local_numel(m.params.size(), 0);
   for (const layout::Bucket& b : stage.layout.buckets)
@@ -91,7 +91,7 @@ void check_writes_once(const model::ModelSpec& m, const Plan& plan) {
 // Every micro group's gather All-to-All: what rank q sends to host h is what h expects from q,
 // and the hosted tasks are the group's tasks with that host.
 void check_groups_match(const model::ModelSpec& m, const Plan& plan) {
-  const int dp = plan.options.dp, tp = plan.options.tp;
+  const int dp = plan.options.dims.dp, tp = plan.options.dims.tp;
   for (int d = 0; d < dp; ++d) {
     std::vector<RankPlan> ranks;
     for (int t = 0; t < tp; ++t) ranks.push_back(decode_rank(m, plan, 0, d, t));
@@ -112,7 +112,7 @@ void check_groups_match(const model::ModelSpec& m, const Plan& plan) {
 // Every owner-exchange batch: what DP rank q sends to owner o is what o expects from q, each piece
 // lies in the sender's shard, and an owner's pieces of a param cover its local elements once.
 void check_owner_batches(const model::ModelSpec& m, const Plan& plan) {
-  const int dp = plan.options.dp;
+  const int dp = plan.options.dims.dp;
   const StagePlan& stage = plan.stages[0];
   std::vector<RankPlan> ranks;
   for (int d = 0; d < dp; ++d) ranks.push_back(decode_rank(m, plan, 0, d, 0));
@@ -135,7 +135,7 @@ void check_owner_batches(const model::ModelSpec& m, const Plan& plan) {
       std::map<int, std::vector<int>> seen;
       for (int p : ranks[o].owner_batches[k].owned) {
         EXPECT_EQ(stage.owner[p], o);
-        seen[p].assign(static_cast<std::size_t>(m.params[p].local_numel(plan.options.tp)), 0);
+        seen[p].assign(static_cast<std::size_t>(m.params[p].local_numel(plan.options.dims.tp)), 0);
       }
       for (const OwnerPiece& piece : ranks[o].owner_batches[k].receives)
         for (std::int64_t e = piece.begin; e < piece.begin + piece.numel; ++e)
@@ -157,7 +157,7 @@ void check_shards(const model::ModelSpec& m, const Plan& plan) {
   ASSERT_EQ(r.shards.size(), buckets.size());
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     std::int64_t next = 0;
-    for (int d = 0; d < plan.options.dp; ++d) {
+    for (int d = 0; d < plan.options.dims.dp; ++d) {
       EXPECT_EQ(r.shards[b].displs[d], next);
       EXPECT_GE(r.shards[b].counts[d], 0);
       next += r.shards[b].counts[d];
@@ -177,12 +177,13 @@ TEST(RankPlan, EveryElementOfEveryReplicaIsWrittenOnce) {
       o.variant = c.variant;
       o.layerwise_tp = c.layerwise_tp;
       o.reorder_buckets = c.reorder_buckets;
-      o.dp = 1 + static_cast<int>(rng() % 6);
-      o.tp = tp;
+      o.dims.dp = 1 + static_cast<int>(rng() % 6);
+      o.dims.tp = tp;
       o.cmax_mb = 0.001 + (rng() % 4) * 0.004;  // many micro groups
       o.layout.bucket_size = 64 + static_cast<std::int64_t>(rng() % 4000);
-      SCOPED_TRACE(::testing::Message() << "trial " << trial << " " << to_string(c.strategy) << " "
-                                        << to_string(c.variant) << " dp " << o.dp << " tp " << tp);
+      SCOPED_TRACE(::testing::Message()
+                   << "trial " << trial << " " << to_string(c.strategy) << " "
+                   << to_string(c.variant) << " dp " << o.dims.dp << " tp " << tp);
       const Plan plan = make_plan(m, o);
       check_writes_once(m, plan);
       check_groups_match(m, plan);
@@ -202,8 +203,8 @@ TEST(RankPlan, DecodesAHandBuiltPlan) {
   m.params.push_back({"b", {8}, -1, model::OptimizerClass::kElementwise, -1, -1, {}});
   Plan plan;
   plan.options.strategy = Strategy::kLbAsc;
-  plan.options.dp = 3;
-  plan.options.tp = 2;
+  plan.options.dims.dp = 3;
+  plan.options.dims.tp = 2;
   StagePlan s;
   s.params = {0, 1};
   s.layout.buckets = {{0, 24, {{0, 0, 16}, {1, 16, 8}}}};

@@ -45,8 +45,8 @@ PlanOptions options(Strategy s, PlannerVariant v, int dp, int tp) {
   PlanOptions o;
   o.strategy = s;
   o.variant = v;
-  o.dp = dp;
-  o.tp = tp;
+  o.dims.dp = dp;
+  o.dims.tp = tp;
   o.cost.kind = cost::CostKind::kFlops;
   return o;
 }
@@ -57,7 +57,7 @@ double muon_state(std::int64_t rows, std::int64_t cols) {
 
 void expect_valid(const model::ModelSpec& m, const Plan& plan) {
   EXPECT_NO_THROW(
-      launch::validate_plan(m, plan, comm::GridShape{plan.options.dp, plan.options.tp, 1}));
+      launch::validate_plan(m, plan, ParallelDims{plan.options.dims.dp, plan.options.dims.tp, 1}));
 }
 
 // Same grid and options: nothing moves, and (ours and asc) the plan is the old one.
@@ -114,7 +114,7 @@ TEST(Replan, HandDerivedDp3To2) {
   for (int k = 0; k < 6; ++k) old.stages[0].owner[slots[k].param] = old_owner[k];
   for (Task& t : old.stages[0].tasks) t.dp_owner = old.stages[0].owner[t.param];
 
-  o.dp = 2;
+  o.dims.dp = 2;
   const Plan star = make_plan(m, o);
   ASSERT_EQ(star.stages[0].cuts[0][1], 512);  // after a b c
   const double unit = muon_state(8, 8);       // state of one 64-element unit
@@ -218,8 +218,8 @@ TEST(Replan, BruteForceMinimumOverAllCutSets) {
     }
     auto loads_of = [&](const std::vector<int>& owner, std::vector<double>& l,
                         std::vector<double>& mem) {
-      l.assign(o.dp, 0.0);
-      mem.assign(o.dp, 0.0);
+      l.assign(o.dims.dp, 0.0);
+      mem.assign(o.dims.dp, 0.0);
       for (int k = 0; k < n; ++k) {
         l[owner[k]] += load[k];
         mem[owner[k]] += memory[k];
@@ -247,7 +247,7 @@ TEST(Replan, BruteForceMinimumOverAllCutSets) {
           best = std::min(best, moved(owner));
         return;
       }
-      for (int r = lo; r < o.dp; ++r) {
+      for (int r = lo; r < o.dims.dp; ++r) {
         owner[k] = r;
         walk(k + 1, r);
       }
@@ -272,14 +272,17 @@ void expect_balanced(const model::ModelSpec& m, const PlanOptions& o, const Plan
   const Plan got = replan(m, o, old, ReplanOptions{tol});
   const Metrics ms = compute_metrics(m, star), mg = compute_metrics(m, got);
   const double slack = (1 + tol) * (1 + 1e-9);
-  EXPECT_LE(mg.dp.flops, ms.dp.flops * slack) << m.name << " dp " << o.dp << " tp " << o.tp;
-  EXPECT_LE(mg.dp.memory, ms.dp.memory * slack) << m.name << " dp " << o.dp << " tp " << o.tp;
+  EXPECT_LE(mg.dp.flops, ms.dp.flops * slack)
+      << m.name << " dp " << o.dims.dp << " tp " << o.dims.tp;
+  EXPECT_LE(mg.dp.memory, ms.dp.memory * slack)
+      << m.name << " dp " << o.dims.dp << " tp " << o.dims.tp;
   if (o.strategy == Strategy::kLbAsc) {
-    EXPECT_LE(mg.tp.flops, ms.tp.flops * slack) << m.name << " dp " << o.dp << " tp " << o.tp;
+    EXPECT_LE(mg.tp.flops, ms.tp.flops * slack)
+        << m.name << " dp " << o.dims.dp << " tp " << o.dims.tp;
   }
   EXPECT_LE(state_movement(m, old, got).moved_state_bytes,
             state_movement(m, old, star).moved_state_bytes * (1 + 1e-9) + 1e-6)
-      << m.name << " dp " << o.dp << " tp " << o.tp;
+      << m.name << " dp " << o.dims.dp << " tp " << o.dims.tp;
   expect_valid(m, got);
   EXPECT_EQ(plan_hash(replan(m, o, old, ReplanOptions{tol})), plan_hash(got));  // deterministic
 }
@@ -304,12 +307,12 @@ TEST(Replan, BalanceWithinToleranceOnQwen3) {
     const model::ModelSpec m4 = model::build_transformer(model::preset(name), {new_tp});
     const PlanOptions o8 = options(Strategy::kLbAsc, PlannerVariant::kCanzona, 8, 2);
     PlanOptions o6 = o8;
-    o6.dp = 6;
+    o6.dims.dp = 6;
     const Plan p8 = make_plan(m2, o8);
     expect_balanced(m2, o6, p8, 0.05);                      // DP 8 -> 6
     expect_balanced(m2, o8, replan(m2, o6, p8, {}), 0.05);  // and back
     PlanOptions o8t4 = o8;
-    o8t4.tp = new_tp;
+    o8t4.dims.tp = new_tp;
     expect_balanced(m4, o8t4, p8, 0.05);  // TP 2 -> 1 or 4 (the old plan's sizes are its own)
   }
 }

@@ -1,9 +1,9 @@
-// The TP planners (src/plan/tp_planners.cpp) against plain reference implementations written
-// here as the paper and docs/design.md state them, without the incremental shortcuts: Algorithm 2
-// re-solves the whole candidate group with LPT from zero loads for every added task, and first
-// fit scans the groups from the first for every task. Random inputs with fixed seeds, including
-// ties in cost, zero bytes, tasks over capacity and more hosts than tasks; the results must be
-// identical (tasks, hosts, makespan bit for bit, bytes).
+// The TP planners (src/plan/algorithms/tp_planners.cpp) against plain reference implementations
+// written here as the paper and docs/design.md state them, without the incremental shortcuts:
+// Algorithm 2 re-solves the whole candidate group with LPT from zero loads for every added task,
+// and first fit scans the groups from the first for every task. Random inputs with fixed seeds,
+// including ties in cost, zero bytes, tasks over capacity and more hosts than tasks; the results
+// must be identical (tasks, hosts, makespan bit for bit, bytes).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include <queue>
 #include <random>
 
-#include "tp.h"
+#include "algorithms/tp.h"
 
 namespace canzona::plan {
 namespace {

@@ -1,6 +1,6 @@
 // Hand-worked cases of the TP planners: the MinHeap LPT solver, paper Algorithm 2 (greedy
 // rollback), asc round robin and our carried-load variant; capacity edge cases.
-#include "tp.h"
+#include "algorithms/tp.h"
 
 #include <gtest/gtest.h>
 

@@ -149,8 +149,8 @@ const std::vector<Change> kChanges = {
     {"--model", [](RunOptions& o, SessionOptions&) { o.model = "qwen3-mini"; }},
     {"--split-qkv", [](RunOptions& o, SessionOptions&) { o.qkv_split = model::QkvSplit::kQkv; }},
     {"--split-fc1", [](RunOptions& o, SessionOptions&) { o.split_fc1 = true; }},
-    {"--dp", [](RunOptions& o, SessionOptions&) { o.dp = 2; }},
-    {"--tp", [](RunOptions& o, SessionOptions&) { o.tp = 2; }},
+    {"--dp", [](RunOptions& o, SessionOptions&) { o.dims.dp = 2; }},
+    {"--tp", [](RunOptions& o, SessionOptions&) { o.dims.tp = 2; }},
     {"--optimizer-options lr",
      [](RunOptions& o, SessionOptions&) {
        o.optimizer_options = {{"lr", 0.5}};

@@ -31,9 +31,9 @@ std::string message_of(auto&& run) {
 
 TEST(Errors, PlanHashDisagreementThrowsOnEveryRank) {
   ASSERT_GE(world_size(), 2) << "needs 2 ranks (ctest runs it with -np 2)";
-  auto grid = comm::make_mpi_grid(world_size(), 1, 1, comm::ReduceMode::kDeterministic);
+  auto grid = comm::make_mpi_grid({world_size(), 1, 1}, comm::ReduceMode::kDeterministic);
   RunOptions o;
-  o.dp = world_size();
+  o.dims.dp = world_size();
   o.steps = 1;
   o.warmup = 0;
   const faults::Scoped perturb(faults::Fault::kPerturbPlan, {1});
@@ -47,20 +47,20 @@ TEST(Errors, PlanHashDisagreementThrowsOnEveryRank) {
 }
 
 TEST(Errors, PlanForAnotherModelThrowsOnEveryRank) {
-  auto grid = comm::make_mpi_grid(world_size(), 1, 1, comm::ReduceMode::kDeterministic);
+  auto grid = comm::make_mpi_grid({world_size(), 1, 1}, comm::ReduceMode::kDeterministic);
   RunOptions o;
-  o.dp = world_size();
+  o.dims.dp = world_size();
   o.model = "qwen3-tiny";
   const model::ModelSpec tiny = load_model(o);
   const plan::Plan plan =
       plan::make_plan(testing::toy_model(), plan_options(o, plan::Strategy::kAsc));
-  const std::string message = message_of([&] { validate_plan(tiny, plan, grid->shape()); });
+  const std::string message = message_of([&] { validate_plan(tiny, plan, grid->dims()); });
   EXPECT_NE(message.find("plan does not match the model"), std::string::npos) << message;
   grid->world().barrier();
 }
 
 TEST(Errors, WorldSizeMismatchThrowsUsageErrorOnEveryRank) {
-  EXPECT_THROW(comm::make_mpi_grid(world_size() + 1, 1, 1, comm::ReduceMode::kDeterministic),
+  EXPECT_THROW(comm::make_mpi_grid({world_size() + 1, 1, 1}, comm::ReduceMode::kDeterministic),
                UsageError);
 }
 

@@ -20,25 +20,25 @@ TEST(RunOptions, DefaultsAreThePapersAndMegatrons) {
   EXPECT_EQ(o.planner, plan::PlannerVariant::kCanzona);
   EXPECT_EQ(o.reduce_mode, comm::ReduceMode::kDeterministic);
   EXPECT_TRUE(o.pipeline);
-  EXPECT_EQ(o.dp, 1);
-  EXPECT_EQ(o.tp, 1);
-  EXPECT_EQ(o.pp, 1);
+  EXPECT_EQ(o.dims.dp, 1);
+  EXPECT_EQ(o.dims.tp, 1);
+  EXPECT_EQ(o.dims.pp, 1);
   EXPECT_EQ(faults::site(faults::Fault::kPerturbPlan).rank, -1);  // no fault armed by default
   EXPECT_EQ(faults::site(faults::Fault::kCorruptParams).rank, -1);
 }
 
 TEST(RunOptions, PlanOptionsCarryTheGridAndPlannerKnobs) {
   RunOptions o;
-  o.dp = 3;
-  o.tp = 2;
+  o.dims.dp = 3;
+  o.dims.tp = 2;
   o.alpha = 0.25;
   o.cmax_mb = 7.5;
   o.bucket_size = 12345;
   const plan::PlanOptions p = plan_options(o, plan::Strategy::kAsc);
   EXPECT_EQ(p.strategy, plan::Strategy::kAsc);
-  EXPECT_EQ(p.dp, 3);
-  EXPECT_EQ(p.tp, 2);
-  EXPECT_EQ(p.pp, 1);
+  EXPECT_EQ(p.dims.dp, 3);
+  EXPECT_EQ(p.dims.tp, 2);
+  EXPECT_EQ(p.dims.pp, 1);
   EXPECT_EQ(p.alpha, 0.25);
   EXPECT_EQ(p.cmax_mb, 7.5);
   EXPECT_EQ(p.layout.bucket_size, 12345);

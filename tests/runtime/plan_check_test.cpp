@@ -20,13 +20,13 @@ constexpr Strategy kAll[] = {Strategy::kSc,  Strategy::kLayerwise, Strategy::kLa
 
 plan::Plan toy_plan(Strategy s, int dp, int tp) {
   RunOptions o;
-  o.dp = dp;
-  o.tp = tp;
+  o.dims.dp = dp;
+  o.dims.tp = tp;
   o.bucket_size = 2048;
   return plan::make_plan(testing::toy_model(), plan_options(o, s));
 }
 
-std::string rejection(const model::ModelSpec& m, const plan::Plan& p, comm::GridShape g) {
+std::string rejection(const model::ModelSpec& m, const plan::Plan& p, ParallelDims g) {
   try {
     validate_plan(m, p, g);
   } catch (const PlanAgreementError& e) {
@@ -47,8 +47,8 @@ TEST(ValidatePlan, AcceptsQwenWithPieces) {
   for (Strategy s : kAll) {
     RunOptions o;
     o.model = "qwen3-tiny";
-    o.dp = 2;
-    o.tp = 2;
+    o.dims.dp = 2;
+    o.dims.tp = 2;
     o.qkv_split = model::QkvSplit::kQkv;
     o.split_fc1 = true;
     const model::ModelSpec m = load_model(o);
@@ -67,7 +67,7 @@ TEST(ValidatePlan, RejectsAPlanForAnotherTpDegree) {
   // sizes no longer fit the model.
   const model::ModelSpec m = testing::toy_model();
   plan::Plan p = toy_plan(Strategy::kAsc, 2, 2);
-  p.options.tp = 1;
+  p.options.dims.tp = 1;
   EXPECT_NE(rejection(m, p, {2, 1, 1}).find("elements in the layout"), std::string::npos);
 }
 
@@ -120,7 +120,7 @@ TEST(ValidatePlan, RejectsPipelineStages) {
   const model::ModelSpec m = model::build_transformer(model::preset("qwen3-tiny"), build);
   RunOptions o;
   plan::PlanOptions po = plan_options(o, Strategy::kLbAsc);
-  po.pp = 2;
+  po.dims.pp = 2;
   EXPECT_NE(rejection(m, plan::make_plan(m, po), {1, 1, 2}).find("one stage"), std::string::npos);
 }
 
@@ -131,8 +131,8 @@ TEST(ValidatePlan, AcceptsAMixtureOfExpertsBufferByBuffer) {
   const model::ModelSpec m =
       model::build_transformer(model::preset("qwen3-moe-cpu"), model::BuildOptions{});
   RunOptions o;
-  o.dp = 2;
-  o.ep = 2;
+  o.dims.dp = 2;
+  o.dims.ep = 2;
   const plan::Plan p = plan::make_plan(m, plan_options(o, Strategy::kLbAsc));
   ASSERT_TRUE(p.expert);
   EXPECT_EQ(rejection(m, p, {2, 1, 1}), "");
@@ -154,7 +154,7 @@ TEST(RunOptionsValidate, RejectsBadFlagsBeforeMpi) {
     }
     return std::string();
   };
-  EXPECT_NE(message([](RunOptions& o) { o.pp = 2; }).find("--pp 2"), std::string::npos);
+  EXPECT_NE(message([](RunOptions& o) { o.dims.pp = 2; }).find("--pp 2"), std::string::npos);
   EXPECT_NE(message([](RunOptions& o) { o.steps = 0; }).find("--steps"), std::string::npos);
   EXPECT_NE(message([](RunOptions& o) { o.optimizer = "adamw"; }).find("matrix optimizer"),
             std::string::npos);

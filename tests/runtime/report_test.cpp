@@ -13,7 +13,7 @@ namespace {
 CompareResult sample() {
   CompareResult r;
   r.model_name = "qwen3-tiny";
-  r.options.dp = 2;
+  r.options.dims.dp = 2;
   for (plan::Strategy s : {plan::Strategy::kSc, plan::Strategy::kLbAsc}) {
     StrategyResult sr;
     sr.strategy = s;

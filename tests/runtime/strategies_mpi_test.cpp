@@ -24,8 +24,8 @@ const std::vector<Strategy> kAll = {Strategy::kSc,  Strategy::kLayerwise, Strate
 // Small steps: 1 warmup + 2 timed, no simulated compute, several buckets.
 RunOptions quick_options(int dp, int tp, const std::string& optimizer) {
   RunOptions o;
-  o.dp = dp;
-  o.tp = tp;
+  o.dims.dp = dp;
+  o.dims.tp = tp;
   o.optimizer = optimizer;
   o.steps = 2;
   o.warmup = 1;
@@ -53,7 +53,7 @@ CompareResult run_all(comm::Grid& grid, const model::ModelSpec& model, const Run
 std::unique_ptr<comm::Grid> make_grid(int dp, int tp,
                                       comm::ReduceMode mode = comm::ReduceMode::kDeterministic) {
   try {
-    return comm::make_mpi_grid(dp, tp, 1, mode);
+    return comm::make_mpi_grid({dp, tp, 1}, mode);
   } catch (const UsageError& e) {
     ADD_FAILURE() << "needs " << dp * tp << " ranks: " << e.what();
     return nullptr;
@@ -253,7 +253,7 @@ void expect_corruption_found(int dp, int tp) {
   EXPECT_FALSE(r.verify.bitwise);
   EXPECT_FALSE(r.verify.passed);
   if (g->world().rank() != 0) return;
-  const int replica = comm::grid_coord(g->shape(), corrupt_rank).dp;
+  const int replica = g->dims().coord(corrupt_rank).dp;
   EXPECT_NE(r.verify.first_mismatch.find(
                 str("lb-asc, DP replica ", replica, " vs the single-process reference: param '")),
             std::string::npos)

@@ -95,8 +95,8 @@ Workload two_micro_batches(int dp) {
 plan::Plan make(plan::Strategy strategy, int dp, int tp) {
   plan::PlanOptions options;
   options.strategy = strategy;
-  options.dp = dp;
-  options.tp = tp;
+  options.dims.dp = dp;
+  options.dims.tp = tp;
   return plan::make_plan(four_matrices(), options);
 }
 

@@ -45,15 +45,15 @@ cluster_file() { printf '%s\n' "$2" >"$work/$1.json"; }
 
 case "$class" in
 grid)
-  bad "tp x pp = 4294967296 must lie in [1, 1048576] (kMaxGridRanks)" --tp 65536 --pp 65536 \
-    --gpus 1024
-  bad "tp x pp = 4294967296 must lie in [1, 1048576]" --tp 65536 --pp 65536
-  bad "dp x tp x pp = 8388608 must lie in [1, 1048576]" --dp 1048576 --tp 8
-  bad "--dp = 2147483647 must lie in [1, 1048576]" --dp 2147483647 --tp 8
-  bad "--dp = 0 must lie in [1, 1048576]" --dp 0
+  bad "--dp x --tp x --pp = 1 x 65536 x 65536 ranks is more than 1048576 (kMaxRanks)" \
+    --tp 65536 --pp 65536 --gpus 1024
+  bad "--dp x --tp x --pp = 32 x 65536 x 65536 ranks is more than 1048576" --tp 65536 --pp 65536
+  bad "--dp x --tp x --pp = 1048576 x 8 x 1 ranks is more than 1048576" --dp 1048576 --tp 8
+  bad "--dp x --tp x --pp = 2147483647 x 8 x 1 ranks is more than 1048576" --dp 2147483647 --tp 8
+  bad "--dp must be positive (got 0)" --dp 0
   bad "--gpus = -5 must lie in [1, 1048576]" --gpus -5
   bad "--gpus = 2147483647 must lie in [1, 1048576]" --gpus 2147483647 --tp 1
-  bad "--pp = -2 must lie in [1, 1048576]" --pp -2
+  bad "--pp must be positive (got -2)" --pp -2
   ;;
 workload)
   bad "--tokens = 9223372036854775807 must lie in [1, 1099511627776] (kMaxTokens)" \
@@ -135,7 +135,8 @@ sweep)
   bad "--sweep dp: value '2.5' is not an integer" --sweep dp --sweep-values 2.5
   many=$(printf "2,%.0s" $(seq 33))
   bad "--sweep-values: 33 values, more than 32 (kMaxSweepValues)" --sweep dp --sweep-values "$many"
-  bad "tp x pp = 4294967296 must lie in [1, 1048576]" --pp 65536 --sweep tp --sweep-values 65536
+  bad "--dp x --tp x --pp = 32 x 65536 x 65536 ranks is more than 1048576" --pp 65536 --sweep tp \
+    --sweep-values 65536
   ;;
 outputs)
   expect_usage_error "--json" bounded simulate --json ""

@@ -13,8 +13,8 @@ const std::vector<plan::Strategy> kAll = {
 Scenario scenario(const std::string& model, int dp, int tp) {
   Scenario s;
   s.model = model;
-  s.plan.dp = dp;
-  s.plan.tp = tp;
+  s.plan.dims.dp = dp;
+  s.plan.dims.tp = tp;
   s.workload.tokens = 4096LL * dp * 2;
   return s;
 }

@@ -56,8 +56,8 @@ plan::Task task(int param, double flops, int dp_owner, int host, std::int64_t ga
 plan::Plan tiny_plan(plan::Strategy strategy, int dp, int tp) {
   plan::Plan p;
   p.options.strategy = strategy;
-  p.options.dp = dp;
-  p.options.tp = tp;
+  p.options.dims.dp = dp;
+  p.options.dims.tp = tp;
   plan::StagePlan s;
   s.params = {0, 1, 2};
   layout::Bucket b;
@@ -197,7 +197,7 @@ TEST(Simulate, RejectsBadWorkloadAndOversizedTp) {
   Workload w = two_micro_batches(1);
   w.tokens = 0;
   EXPECT_THROW(simulate(tiny_model(), p, round_cluster(), w), UsageError);
-  p.options.tp = 16;
+  p.options.dims.tp = 16;
   EXPECT_THROW(simulate(tiny_model(), p, round_cluster(), two_micro_batches(1)), UsageError);
 }
 
@@ -395,9 +395,9 @@ TEST(Simulate, MoeFlopsAndTheEpTokenExchangeByHand) {
   w.tokens = 512;  // 2 micro batches of 128 tokens per DP rank
   const double per_token = 6.0 * 4857856 + 6.0 * 128 * 256 * 4;
   plan::PlanOptions o;
-  o.dp = 2;
+  o.dims.dp = 2;
   for (int ep : {1, 2}) {
-    o.ep = ep;
+    o.dims.ep = ep;
     const plan::Plan p = plan::make_plan(m, o);
     ASSERT_TRUE(p.expert);
     EXPECT_DOUBLE_EQ(stage_flops_per_token(m, p, w)[0], per_token) << "ep " << ep;

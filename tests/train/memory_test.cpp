@@ -33,7 +33,7 @@ Sizes sizes(const model::ModelSpec& spec) {
 MemoryNeed need_of(plan::Strategy strategy, int dp, Sizes* out) {
   TrainOptions o;
   o.job.model = "qwen3-tiny";
-  o.job.dp = dp;
+  o.job.dims.dp = dp;
   o.all_adamw = true;
   o.strategies = {strategy};
   const model::TransformerConfig config = model::preset(o.job.model);

@@ -284,7 +284,7 @@ TEST_F(Qwen3ModelTest, MoeAtTp2Ep2MatchesOneProcess) {
   Qwen3Model reference(config, spec1, TpGroup{});
   const RunResult want = run(reference, spec1, 1, 0);
   std::vector<comm::ExpertGroups> experts =
-      comm::make_thread_expert_groups({1, 2, 1}, {2, 1}, comm::ReduceMode::kDeterministic);
+      comm::make_thread_expert_groups({1, 2, 1, 2, 1}, comm::ReduceMode::kDeterministic);
   std::vector<RunResult> got(2);
   comm::run_on_thread_grid({1, 2, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
     const int t = grid.tp().rank();

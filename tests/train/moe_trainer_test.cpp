@@ -44,9 +44,9 @@ model::TransformerConfig tiny_moe(int experts, int top_k) {
 TrainOptions moe_options(int dp, int tp, int ep) {
   TrainOptions o;
   o.job.model = "tiny-moe";
-  o.job.dp = dp;
-  o.job.tp = tp;
-  o.job.ep = ep;
+  o.job.dims.dp = dp;
+  o.job.dims.tp = tp;
+  o.job.dims.ep = ep;
   o.steps = 3;
   o.seq_len = 16;
   o.micro_batch = 2;
@@ -176,7 +176,7 @@ TEST(TrainMoe, Zero3IsBitwiseStageOneAtDp4Ep2) {
   TrainOptions one = moe_options(4, 1, 2);
   one.strategies = {plan::Strategy::kAsc, plan::Strategy::kLbAsc, plan::Strategy::kFsdpA2a};
   TrainOptions three = one;
-  three.job.zero_stage = 3;
+  three.job.zero_stage = ZeroStage::kThree;
   const Corpus corpus = moe_corpus(one.seq_len);
   const std::vector<StrategyRun> a = test_util::train_threaded(config, one, corpus);
   const std::vector<StrategyRun> b = test_util::train_threaded(config, three, corpus);
@@ -207,7 +207,7 @@ std::string training_spec_error(const model::TransformerConfig& config, const Tr
 TEST(TrainMoe, RefusesWhatMoeTrainingDoesNotRun) {
   const model::TransformerConfig moe = tiny_moe(4, 2);
   TrainOptions o = moe_options(4, 1, 2);
-  o.job.etp = 2;
+  o.job.dims.etp = 2;
   EXPECT_THAT(training_spec_error(moe, o), HasSubstr("--etp 2: train keeps each expert whole"));
   o = moe_options(4, 1, 3);
   EXPECT_THAT(training_spec_error(moe, o), HasSubstr("--ep 3 does not divide the 4 experts"));

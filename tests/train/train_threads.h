@@ -36,11 +36,10 @@ inline Corpus write_corpus(const std::string& name, const std::vector<std::strin
 inline std::vector<StrategyRun> train_threaded(const model::TransformerConfig& config,
                                                const TrainOptions& o, const Corpus& corpus) {
   const model::ModelSpec spec = training_spec(config, o);
-  const comm::GridShape shape{o.job.dp, o.job.tp, 1};
+  const ParallelDims shape{o.job.dims.dp, o.job.dims.tp, 1, o.job.dims.ep, o.job.dims.etp};
   std::vector<comm::ExpertGroups> groups;
   if (config.is_moe())
-    groups = comm::make_thread_expert_groups(shape, {o.job.ep, o.job.etp},
-                                             comm::ReduceMode::kDeterministic);
+    groups = comm::make_thread_expert_groups(shape, comm::ReduceMode::kDeterministic);
   std::vector<StrategyRun> rank0;
   std::mutex mutex;
   comm::run_on_thread_grid(shape, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {

@@ -40,8 +40,8 @@ Corpus test_corpus(std::int64_t seq_len) {
 TrainOptions tiny_options(int dp, int tp) {
   TrainOptions o;
   o.job.model = "qwen3-tiny";
-  o.job.dp = dp;
-  o.job.tp = tp;
+  o.job.dims.dp = dp;
+  o.job.dims.tp = tp;
   o.steps = 3;
   o.seq_len = 16;
   o.micro_batch = 2;
@@ -183,7 +183,7 @@ TEST(TrainThreads, ANonFiniteGradientStopsEveryRankBeforeTheOptimizer) {
 // buckets of about one layer around their use. Small buckets so the model spans several.
 TrainOptions zero3_options(int dp, int tp) {
   TrainOptions o = tiny_options(dp, tp);
-  o.job.zero_stage = 3;
+  o.job.zero_stage = ZeroStage::kThree;
   o.job.bucket_size = 16384;
   o.strategies = {plan::Strategy::kAsc, plan::Strategy::kLbAsc, plan::Strategy::kFsdpA2a};
   return o;
@@ -228,7 +228,7 @@ void expect_stage_three_is_stage_one(int dp, int tp) {
   SCOPED_TRACE(::testing::Message() << "dp " << dp << " tp " << tp);
   TrainOptions three = zero3_options(dp, tp);
   TrainOptions one = three;
-  one.job.zero_stage = 1;
+  one.job.zero_stage = ZeroStage::kOne;
   ASSERT_EQ(three.grad_accum, 2);
   const Corpus corpus = test_corpus(three.seq_len);
   const std::vector<StrategyRun> a = train_on_threads(one, corpus);
@@ -296,10 +296,10 @@ TEST(TrainZero3, RefusesStrategiesThatCannotShardParams) {
       EXPECT_THAT(e.what(), HasSubstr(plan::to_string(st)));
     }
   }
+  // A stage other than 1 or 3 cannot be spelled (ZeroStage; parse_zero_stage refuses 2).
+  EXPECT_THROW(parse_zero_stage(2), UsageError);
   TrainOptions o = zero3_options(2, 1);
-  o.job.zero_stage = 2;
-  EXPECT_THROW(validate(o), UsageError);
-  o.job.zero_stage = 3;
+  o.job.zero_stage = ZeroStage::kThree;
   EXPECT_NO_THROW(validate(o));
 }
 

@@ -1,4 +1,5 @@
-// The collectives the runtime needs, over one group of ranks (docs/design.md sections 2 and 4).
+// The collectives and point-to-point messages the runtime needs, over one group of ranks
+// (docs/design.md sections 2 and 4).
 //
 // Terms. A Communicator spans `size()` ranks; this process is `rank()` in 0..size()-1. Buffers are
 // fp32 spans; *counts* and *displacements* (displs) are in elements, one entry per rank of this
@@ -10,28 +11,40 @@
 // summed in rank order, ((x_0 + x_1) + x_2) + ... + x_{P-1}, so reduce_scatter and all_reduce give
 // bitwise identical results for the same inputs (docs/design.md section 5).
 //
+// Point-to-point. isend/irecv move bytes between two ranks of one communicator: `peer` is the
+// other rank (0 <= peer < size(); this rank itself is allowed), `tag` a number in [0, kMaxTag]
+// chosen by the caller. The k-th irecv this rank posts for (peer, tag) receives the k-th isend
+// that peer posted to this rank with that tag (messages between one pair with one tag are matched
+// in posting order, as MPI guarantees; different tags and different peers are independent), and
+// its buffer must have exactly the size that isend sent. Point-to-point traffic never matches a
+// collective of the same communicator, and p2p calls need not be posted in the same order on every
+// rank. Requests follow request.h: the send buffer must not be written, the receive buffer not be
+// read, until wait() returns.
+//
 // Argument errors the calling rank can see (a count array of the wrong length, a negative count,
-// a buffer of the wrong size, overlapping send and receive buffers) throw canzona::Error before
-// anything is posted. Backend failures throw canzona::Error naming the backend call.
+// a buffer of the wrong size, overlapping send and receive buffers, a peer or tag out of range)
+// throw canzona::Error before anything is posted. Backend failures throw canzona::Error naming the
+// backend call.
 //
 // Byte counters (CommBytes) are kept per Communicator-level operation kind (reduce_scatter,
-// all_gather, all_reduce, all_to_all) and counted by the backend from what it actually hands its
-// transport, not from the public call's arguments: when the backend makes each transport call, it
-// adds the bytes of this rank's send arguments destined to other ranks (4 bytes per float) to the
-// counter of the operation that call serves; an operation built from several transport calls (a
+// all_gather, all_reduce, all_to_all, p2p) and counted by the backend from what it actually hands
+// its transport, not from the public call's arguments: when the backend makes each transport call,
+// it adds the bytes of this rank's send arguments destined to other ranks (4 bytes per float) to
+// the counter of the operation that call serves; an operation built from several transport calls (a
 // deterministic all-reduce) counts each. MpiCommunicator states its exact definition per MPI
 // call (src/comm/mpi/mpi_communicator.h); for its reduce_scatter, all_gather and all_to_all it
 // comes to, with P = size() and me = rank():
 //   reduce_scatter(counts)  4 * (sum(counts) - counts[me])   every other rank's block, once
 //   all_gather(counts)      4 * (P - 1) * counts[me]         own block to every other rank
 //   all_to_all(send_counts) 4 * sum over r != me of send_counts[r]
+//   isend(data, peer)       data.size() when peer != me, 0 to itself (irecv counts nothing)
 // and for all_reduce(n) to 4 * ((n - c[me]) + (P - 1) * c[me]), c = even_split(n, P), summed over
 // ranks 2(P-1)n * 4 bytes against (P-1)n * 4 for a reduce-scatter. The blocking byte gather
 // all_gather_bytes(bytes) counts into all_gather, (P - 1) * bytes.size(); the sizes it exchanges
 // first, barrier() and all_gather_u64() are control traffic and are not counted. A counter grows
 // when its transport call is made (for most operations when posted; phase 2 of a deterministic
 // all-reduce when test() or wait() posts it), so read counters after waiting the requests of
-// interest.
+// interest. total() sums every kind, p2p included.
 #pragma once
 
 #include <cstddef>
@@ -54,14 +67,15 @@ enum class ReduceMode {
 ReduceMode parse_reduce_mode(const std::string& name);
 const char* to_string(ReduceMode mode);
 
-// Bytes per collective kind, as defined above.
+// Bytes per operation kind, as defined above.
 struct CommBytes {
   std::int64_t reduce_scatter = 0;
   std::int64_t all_gather = 0;
   std::int64_t all_reduce = 0;
   std::int64_t all_to_all = 0;
+  std::int64_t p2p = 0;  // isend
 
-  std::int64_t total() const { return reduce_scatter + all_gather + all_reduce + all_to_all; }
+  std::int64_t total() const { return reduce_scatter + all_gather + all_reduce + all_to_all + p2p; }
   CommBytes& operator+=(const CommBytes& other);
   friend CommBytes operator-(CommBytes a, const CommBytes& b);
   friend bool operator==(const CommBytes&, const CommBytes&) = default;
@@ -109,6 +123,16 @@ class Communicator {
   // same size; they are either the same span (in place) or do not overlap.
   Request all_reduce(std::span<const float> send, std::span<float> recv);
 
+  // The largest tag isend and irecv accept: MPI guarantees tags up to 32767 (MPI_TAG_UB).
+  static constexpr int kMaxTag = 32767;
+
+  // Nonblocking point-to-point (see above): sends `data` to rank `peer`, or receives into `data`
+  // the matching message from rank `peer`. Throws canzona::Error (CANZONA_CHECK) when peer is
+  // outside [0, size()) or tag outside [0, kMaxTag]. A receive whose buffer size differs from the
+  // size sent fails in its wait() (canzona::Error naming both sizes where the backend knows them).
+  Request isend(std::span<const std::byte> data, int peer, int tag);
+  Request irecv(std::span<std::byte> data, int peer, int tag);
+
   // Blocks until every rank of the communicator has called barrier().
   virtual void barrier() = 0;
 
@@ -145,6 +169,10 @@ class Communicator {
                                 std::span<const std::int64_t> recv_counts,
                                 std::span<const std::int64_t> recv_displs) = 0;
   virtual Request do_all_reduce(std::span<const float> send, std::span<float> recv) = 0;
+  // Point-to-point, arguments already checked. The defaults throw canzona::Error (a backend
+  // without point-to-point, such as a test double); both backends override them.
+  virtual Request do_isend(std::span<const std::byte> data, int peer, int tag);
+  virtual Request do_irecv(std::span<std::byte> data, int peer, int tag);
 
  private:
   CommBytes bytes_;

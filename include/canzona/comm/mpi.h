@@ -72,13 +72,16 @@ int launched_world_size();
 // the world; throws canzona::Error when MPI is not initialized or fails.
 std::unique_ptr<Communicator> make_mpi_control_world();
 
-// Builds the DP x TP x PP grid over MPI_COMM_WORLD with MPI_Comm_split; collective over the world.
-// Throws canzona::UsageError (before any communication, identically on every rank) when a degree
-// is < 1 or dp * tp * pp != world size; canzona::Error when MPI is not initialized or fails.
-std::unique_ptr<Grid> make_mpi_grid(int dp, int tp, int pp, ReduceMode mode);
+// Builds the DP x TP x PP grid of `dims` (its ep and etp too: Grid::dims()) over MPI_COMM_WORLD
+// with MPI_Comm_split: the DP, TP, PP and embedding groups of grid.h; collective over the world
+// (ranks of middle stages take part in the embedding groups' split without joining one). Throws
+// canzona::UsageError (before any communication, identically on every rank) as
+// ParallelDims::check_world(world size), e.g. "world size 6 != dp 2 x tp 2 x pp 1 (launch with
+// mpirun -np 4)"; canzona::Error when MPI is not initialized or fails.
+std::unique_ptr<Grid> make_mpi_grid(const ParallelDims& dims, ReduceMode mode);
 
-// The expert groups (grid.h) of this rank of `dense` (a grid of make_mpi_grid); collective over
-// the world. Throws as check_expert_shape.
-ExpertGroups make_mpi_expert_groups(const Grid& dense, const ExpertShape& expert, ReduceMode mode);
+// The expert groups (grid.h) of this rank of `dense` (a grid of make_mpi_grid), with ep and etp
+// from dense.dims(); collective over the world. Throws as ParallelDims::check().
+ExpertGroups make_mpi_expert_groups(const Grid& dense, ReduceMode mode);
 
 }  // namespace canzona::comm

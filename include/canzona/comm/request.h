@@ -1,13 +1,14 @@
-// Handle to one nonblocking collective (docs/design.md section 4).
+// Handle to one nonblocking collective or point-to-point message (docs/design.md section 4).
 //
-// Terms. A collective is *posted* when a Communicator call returns its Request; it is *pending*
-// until wait() returns. While pending, the caller may compute, but must not write the call's send
-// buffer, nor read or write its receive buffer. A Request is move-only and owns whatever the
-// operation needs until completion (count arrays, scratch buffers). An *empty* Request
-// (default-constructed, moved-from or already waited) is not pending; wait() on it returns at once.
-// Abandoning a pending Request (destroying it, or move-assigning over it) waits for it: that never
-// throws; a failure during that wait is reported as one line on stderr. Every Request must finish
-// before the Communicator that posted it is destroyed.
+// Terms. An operation (a collective, an isend or an irecv) is *posted* when a Communicator call
+// returns its Request; it is *pending* until wait() returns. While pending, the caller may
+// compute, but must not write the call's send buffer, nor read or write its receive buffer. A
+// Request is move-only and owns whatever the operation needs until completion (count arrays,
+// scratch buffers). An *empty* Request (default-constructed, moved-from or already waited) is not
+// pending; wait() on it returns at once. Abandoning a pending Request (destroying it, or
+// move-assigning over it) waits for it: that never throws; a failure during that wait is reported
+// as one line on stderr. Every Request must finish before the Communicator that posted it is
+// destroyed.
 #pragma once
 
 #include <memory>

@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 
+#include "canzona/common/parallel_dims.h"
+
 namespace canzona::cost {
 
 enum class CostKind { kNumel, kFlops, kMemory, kCalibrated };
@@ -37,10 +39,10 @@ struct CostOptions {
   // optimizer's documented defaults.
   nlohmann::json optimizer_options = nlohmann::json::object();
   const Calibration* calibration = nullptr;  // required for kCalibrated, borrowed
-  // The memory model (state_bytes): 1 counts optimizer state only (ZeRO-1: every rank holds every
-  // param and gradient alike); 3 adds what ZeRO-3 shards with the state: the fp32 param and
+  // The memory model (state_bytes): ZeRO-1 counts optimizer state only (every rank holds every
+  // param and gradient alike); ZeRO-3 adds what it shards with the state: the fp32 param and
   // gradient (8 bytes per element), and for a matrix task its fp32 main copy (4 more).
-  int zero_stage = 1;
+  ZeroStage zero_stage = ZeroStage::kOne;
 };
 
 // Throws UsageError unless matrix_optimizer names a registered matrix optimizer ("... must be a

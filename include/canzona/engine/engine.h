@@ -21,9 +21,9 @@
 // strategy picks one variant of the three that differ (plan::StrategyParts: grad_sync.cpp,
 // tp_exchange.cpp, param_sync.cpp).
 //
-// ZeRO-3 (EngineOptions::zero_stage = 3). Both buffers stay at fixed addresses, but between
-// uses a rank keeps only its DP shard of the params (the elements [cuts[d], cuts[d+1]) of each
-// bucket: whole matrices on Canzona's cuts) and of the reduced gradients; every other page is
+// ZeRO-3 (EngineOptions::zero_stage = ZeroStage::kThree). Both buffers stay at fixed addresses, but
+// between uses a rank keeps only its DP shard of the params (the elements [cuts[d], cuts[d+1]) of
+// each bucket: whole matrices on Canzona's cuts) and of the reduced gradients; every other page is
 // given back to the system (page_buffer.h). The client gathers a bucket before using it
 // (prefetch_params posts its All-Gather, wait_param_sync completes it) and release_params gives it
 // back after its last use, in the forward and again in the backward. A bucket's gradients are given
@@ -63,7 +63,7 @@ struct EngineOptions {
   // 1: every rank keeps the whole param and gradient buffers (ZeRO-1: only optimizer state is
   // sharded). 3: each rank keeps only its DP shard of both between uses (ZeRO-3, below); needs a
   // strategy with Reduce-Scatter and bucket All-Gather (asc, lb-asc).
-  int zero_stage = 1;
+  ZeroStage zero_stage = ZeroStage::kOne;
   // The DP degree whose 1/DP scales each bucket before its collective; 0: the grid's. A MoE
   // model's expert buffer, synced over expert DP, is scaled by the dense DP as Megatron's
   // expert_gradient_scaling_factor is.
@@ -150,7 +150,7 @@ class Engine {
   std::span<float> param(int p);
   std::span<float> grad(int p);
   int bucket_of(int p) const;
-  int zero_stage() const;
+  ZeroStage zero_stage() const;
   // The local elements of p inside this rank's DP shard (the whole param for strategies without
   // cuts; empty when the shard holds none of it): what ZeRO-3 keeps of p between uses.
   ElementRange held_elements(int p) const;

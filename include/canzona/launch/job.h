@@ -23,11 +23,7 @@ struct JobOptions {
   std::string model = "qwen3-tiny";  // preset, HF config.json or param list (model::load_model)
   model::QkvSplit qkv_split = model::QkvSplit::kNone;  // QKV -> q/k/v or per-head tasks
   bool split_fc1 = false;                              // fc1 -> gate/up tasks
-  int dp = 1;
-  int tp = 1;
-  int pp = 1;   // only 1 is executed (pipeline stages are planned, not run)
-  int ep = 1;   // MoE: expert parallelism; expert DP = dp x tp / (ep x etp)
-  int etp = 1;  // MoE: expert tensor parallelism
+  ParallelDims dims;  // the grid; pp: only 1 is executed (pipeline stages are planned, not run)
 
   std::string optimizer = "muon";  // matrix optimizer: muon | shampoo | soap
   nlohmann::json optimizer_options = nlohmann::json::object();  // its options (registry keys)
@@ -41,9 +37,8 @@ struct JobOptions {
   double cmax_mb = 512.0;       // micro-group capacity, MiB per host
   cost::CostKind cost = cost::CostKind::kFlops;  // the unit the planners balance
   std::int64_t bucket_size = 0;                  // elements; 0 = Megatron default (ZeRO-3: a layer)
-  // 1: ZeRO-1; 3: ZeRO-3 (engine/engine.h), whose default buckets hold one transformer layer
-  // each (layout.h). `canzona train` executes it; `plan` and `simulate` plan for it.
-  int zero_stage = 1;
+  // ZeRO-3 (engine/engine.h): default buckets hold one transformer layer each (layout.h).
+  ZeroStage zero_stage = ZeroStage::kOne;
 
   std::uint64_t seed = 1;  // init and data (synthetic or sampled)
   bool pipeline = true;    // TP micro groups: post group k+1's gather before computing k
@@ -54,11 +49,7 @@ struct JobOptions {
 // (their names, strings and defaults; apps/planning_flags.h declares the flags, python/ the
 // keywords), with one mapping onto the job options: apply_planning_args.
 struct PlanningArgs {
-  int dp = 1;   // data-parallel degree
-  int tp = 1;   // tensor-parallel degree
-  int pp = 1;   // pipeline stages
-  int ep = 1;   // expert parallelism (MoE models)
-  int etp = 1;  // expert tensor parallelism (MoE models)
+  ParallelDims dims;  // --dp, --tp, --pp, --ep, --etp
   std::string planner = "canzona";
   std::string optimizer = "muon";  // matrix optimizer
   std::string cost = "flops";      // the planners' unit
@@ -66,7 +57,7 @@ struct PlanningArgs {
   double alpha = 1.0;              // Algorithm 1 blend
   double cmax_mb = 512.0;          // micro-group capacity, MiB per host
   std::int64_t bucket_size = 0;    // elements; 0 = Megatron default
-  int zero_stage = 1;              // 1 | 3 (JobOptions::zero_stage)
+  int zero_stage = 1;              // 1 | 3 as typed (parse_zero_stage)
   std::string split_qkv = "none";
   bool split_fc1 = false;
   std::string layerwise_tp = "duplicated";     // layerwise: duplicated | layer-sharded
@@ -76,33 +67,22 @@ struct PlanningArgs {
 
 // Copies `args` into `options`: grid, planner and its knobs, optimizer, cost unit, bucket size,
 // ZeRO stage, task splits. Throws UsageError for an unknown planner, layerwise mode, bucket order,
-// cost or split name; ranges are checked where the options are consumed (validate,
-// plan::validate_options). The calibration file is the caller's to read.
+// cost or split name, a ZeRO stage other than 1 or 3; ranges are checked where the options are
+// consumed (validate, plan::validate_options). The calibration file is the caller's to read.
 void apply_planning_args(const PlanningArgs& args, JobOptions& options);
 
-// Limits of validate(), each named in its error message: the planner's grid and C_max limits,
-// 2^40 elements per DP bucket (4 TiB of fp32).
-inline constexpr std::int64_t kMaxRanks = plan::kMaxRanks;
+// Limits of validate(), each named in its error message: the grid's (kMaxRanks) and the planner's
+// C_max limits, 2^40 elements per DP bucket (4 TiB of fp32).
 inline constexpr double kMaxCmaxMb = plan::kMaxCmaxMb;
 inline constexpr std::int64_t kMaxBucketSize = std::int64_t{1} << 40;
 
-// Throws UsageError naming the flag (and the limit above) for: dp, tp outside [1, kMaxRanks] or
-// dp x tp > kMaxRanks; pp != 1 (not executed); zero_stage not 1 or 3; bucket_size outside [0,
+// Throws UsageError naming the flag (and the limit above) for: the grid (ParallelDims::check);
+// pp != 1 (not executed); bucket_size outside [0,
 // kMaxBucketSize]; alpha not finite or outside [0, 1]; cmax_mb not finite or outside (0,
 // kMaxCmaxMb]; an optimizer that is not a registered matrix optimizer (optim/registry.h; "adamw" is
 // element-wise); non-object option JSON, unknown option keys and option values out of range (the
 // optimizers' own checks).
 void validate(const JobOptions& options);
-
-// Whether a strategy can keep only its DP shard of params and gradients (ZeRO-3): a
-// Reduce-Scatter and a bucket All-Gather of its cuts, and not Megatron-LM's layer-wise optimizer,
-// which has none (asc, lb-asc, fsdp-a2a).
-bool shards_params(plan::Strategy strategy);
-// The strategies of --strategy/--strategies under `zero_stage`: plan::parse_strategy_list, where
-// under stage 3 "all" means every strategy that shards params. Throws UsageError naming the first
-// one that cannot ("--zero-stage 3: strategy sc All-Reduces gradients, ...").
-std::vector<plan::Strategy> strategies_for_stage(const std::string& list, int zero_stage);
-void check_zero_stage(int zero_stage, const std::vector<plan::Strategy>& strategies);
 
 // The model build options (TP padding, task splits) and the model they give (model::load_model).
 model::BuildOptions build_options(const JobOptions& options);

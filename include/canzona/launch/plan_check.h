@@ -24,8 +24,7 @@ class PlanAgreementError : public UsageError {
 // params without tasks, micro groups that do not list exactly the hosted tasks. A MoE plan's
 // stage holds every param but the experts; check plan.expert->plan against its EP rank's expert
 // model (model::expert_part) and the expert grid with another call.
-void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
-                   const comm::GridShape& grid);
+void validate_plan(const model::ModelSpec& model, const plan::Plan& plan, const ParallelDims& grid);
 
 // Collective over `world` (control traffic only): every rank contributes plan_hash(plan).
 // Throws PlanAgreementError "ranks disagree on the plan: rank R has plan hash H1, rank 0 has H0

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "canzona/common/parallel_dims.h"
 #include "canzona/model/limits.h"
 #include "canzona/model/spec.h"
 
@@ -28,10 +29,10 @@ struct LayoutOptions {
   std::int64_t bucket_size = 0;   // elements; 0 = Megatron default max(40,000,000, 1,000,000 dp)
   std::int64_t param_align = 64;  // param starts are rounded up to this many elements
   bool pad_bucket_end = true;     // round bucket ends up to lcm(dp, 128)
-  // 3 (ZeRO-3): bucket_size 0 means the elements of the largest transformer layer (TP-local), so a
-  // bucket is about one layer, the unit ZeRO-3 gathers (FSDP wraps one block per unit); 1 keeps
-  // Megatron's default.
-  int zero_stage = 1;
+  // ZeRO-3: bucket_size 0 means the elements of the largest transformer layer (TP-local), so a
+  // bucket is about one layer, the unit ZeRO-3 gathers (FSDP wraps one block per unit); ZeRO-1
+  // keeps Megatron's default.
+  ZeroStage zero_stage = ZeroStage::kOne;
 };
 
 // One param inside a bucket.

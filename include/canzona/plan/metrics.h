@@ -9,15 +9,15 @@
 // the TP ranks of one DP rank, worst (stage, DP rank) with work. Grid: max/mean over the DP x TP
 // ranks of a stage, worst stage.
 //
-// Lower bounds (src/plan/bounds.h), per stage relative to that stage's mean, worst stage, at least
-// 1: what no plan of this strategy's kind can beat. Atomic units: a whole matrix param (all its
-// tasks, with their TP copies) on the DP axis; a task on the TP axis (summed over the DP ranks that
-// compute it); a task on the grid. Element-wise work is divisible. A unit computed on several
-// ranks (kAllTp, kEveryone) counts as that many independent copies, a relaxation. Each axis:
-// makespan_lower_bound of those units plus the divisible rest on dp, tp or dp x tp bins. The grid
-// also takes the DP and TP bounds: a grid rank's load is at least its DP row's load / tp (its TP
-// column's / dp), and the grid mean is the DP (TP) mean / tp (/ dp), so grid max/mean >= DP
-// max/mean and >= TP max/mean on every stage.
+// Lower bounds (src/plan/algorithms/bounds.h), per stage relative to that stage's mean, worst
+// stage, at least 1: what no plan of this strategy's kind can beat. Atomic units: a whole matrix
+// param (all its tasks, with their TP copies) on the DP axis; a task on the TP axis (summed over
+// the DP ranks that compute it); a task on the grid. Element-wise work is divisible. A unit
+// computed on several ranks (kAllTp, kEveryone) counts as that many independent copies, a
+// relaxation. Each axis: makespan_lower_bound of those units plus the divisible rest on dp, tp or
+// dp x tp bins. The grid also takes the DP and TP bounds: a grid rank's load is at least its DP
+// row's load / tp (its TP column's / dp), and the grid mean is the DP (TP) mean / tp (/ dp), so
+// grid max/mean >= DP max/mean and >= TP max/mean on every stage.
 #pragma once
 
 #include <cstddef>

@@ -16,41 +16,24 @@
 #include <string>
 #include <vector>
 
+#include "canzona/common/parallel_dims.h"
 #include "canzona/cost/cost.h"
 #include "canzona/layout/layout.h"
 #include "canzona/model/spec.h"
+#include "canzona/plan/strategy.h"
 
 namespace canzona::plan {
 
-// docs/design.md section 1: the strategies that run side by side. kLayerwise is NVIDIA
-// Megatron-LM's layer-wise optimizer as it ships today
-// (megatron/core/optimizer/layer_wise_optimizer.py: each bucket re-laid by LPT, padded equal
-// shards, standard Reduce-Scatter / All-Gather); kLayerwisePaper is the paper-era baseline
-// (ping-pong owners, All-Reduce, All-Gather-v). kFsdpA2a is the equal-shard baseline of fully
-// sharded matrix optimizers (Microsoft's Dion, torchtitan's FlexShard, the authors' FSDP-Canzona):
-// FSDP's equal flat shards, each matrix's gradient moved to one owner DP rank by All-to-All,
-// updated there and sent back (strategy_fsdp_a2a.cpp). (New strategies go last so the older
-// values, which plan_hash mixes in, keep their numbers.)
-enum class Strategy { kSc, kLayerwise, kAsc, kLbAsc, kLayerwisePaper, kFsdpA2a };
 // lb-asc's planners. kPaper: Algorithms 1 and 2 as the paper's text states them.
 // kMegatronCanzona: the authors' published code as it behaves (liangyuwang/Megatron-Canzona,
 // megatron/core/optimizer/matrix_based_optimizer/). kCanzona: ours (docs/design.md section 3).
 enum class PlannerVariant { kPaper, kCanzona, kMegatronCanzona };
-// Megatron layer-wise TP modes: kDuplicated (its default: every TP rank gathers the shards and
-// runs the full update) and kLayerSharded (each weight has one home TP rank; one fused
-// All-to-All each way per DP rank).
-enum class LayerwiseTp { kDuplicated, kLayerSharded };
 // Megatron layer-wise buckets: kSoftMinimum (upstream today, NVIDIA/Megatron-LM #5415 and #4771:
 // Muon params in soft-minimum shard-aligned buckets, the rest in the distributed optimizer's
 // buffer) or kFixed (the earlier rule: one buffer of Megatron's fixed buckets, re-laid in padded
 // shards).
 enum class LayerwiseBuckets { kSoftMinimum, kFixed };
 
-// "sc" | "layerwise" | "layerwise-paper" | "asc" | "lb-asc" | "fsdp-a2a"
-Strategy parse_strategy(const std::string& name);
-// "all" (the six in design order) or a comma list of names; throws UsageError when empty or bad.
-std::vector<Strategy> parse_strategy_list(const std::string& text);
-const char* to_string(Strategy strategy);
 PlannerVariant parse_variant(const std::string& name);  // "paper" | "megatron-canzona" | "canzona"
 const char* to_string(PlannerVariant variant);
 LayerwiseTp parse_layerwise_tp(const std::string& name);  // "duplicated" | "layer-sharded"
@@ -59,10 +42,10 @@ const char* to_string(LayerwiseBuckets mode);
 const char* to_string(LayerwiseTp mode);
 bool parse_bucket_order(const std::string& name);  // "free" -> true | "keep" -> false
 
-// Limits make_plan enforces, each named in its error message. 2^20 ranks (DP x TP x PP) is far
-// beyond any cluster; C_max up to 1 PiB per host per group (x 2^20 B/MiB = 2^50 bytes, so the
-// capacity in bytes always fits int64). The same values as the runtime's (runtime/options.h).
-inline constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;
+// Limits make_plan enforces, each named in its error message: the grid's (kMaxRanks,
+// common/parallel_dims.h); C_max up to 1 PiB per host per group (x 2^20 B/MiB = 2^50 bytes, so the
+// capacity in bytes always fits int64).
+using canzona::kMaxRanks;
 inline constexpr double kMaxCmaxMb = 1024.0 * 1024.0 * 1024.0;
 // asc and lb-asc store dp + 1 cut points per bucket, so a stage's plan (and its JSON) grows with
 // buckets x dp, and so does planning (several candidates, each O(cut points)). 2^22 cut points
@@ -74,13 +57,9 @@ inline constexpr std::int64_t kMaxCutPoints = std::int64_t{1} << 22;
 struct PlanOptions {
   Strategy strategy = Strategy::kLbAsc;
   PlannerVariant variant = PlannerVariant::kCanzona;
-  int dp = 1;
-  int tp = 1;
-  int pp = 1;
-  // Mixture of experts (Megatron's expert groups): expert parallelism and expert TP. The expert
-  // buffer is planned over expert DP = dp x tp / (ep x etp) ranks and etp TP ranks (ExpertPlan).
-  int ep = 1;
-  int etp = 1;
+  // The grid. A mixture-of-experts model's expert buffer is planned over expert DP =
+  // dp x tp / (ep x etp) ranks and etp TP ranks (ExpertPlan).
+  ParallelDims dims;
   double alpha = 1.0;       // Algorithm 1 blend of even split (0) and deficit fill (1)
   double cmax_mb = 512.0;   // fused All-to-All capacity, MiB received per host per group
   int asc_group_tasks = 0;  // asc: tasks per fixed-count group; 0 = tp
@@ -148,11 +127,9 @@ struct Plan {
 // The expert buffer of a MoE model: the expert params of one EP rank (model::expert_part of EP
 // rank 0; every EP rank holds experts of the same shapes in the same order, so one plan serves
 // all, with expert e + k E/ep in place of e on EP rank k), planned like a dense model by the same
-// strategy over expert DP x expert TP: plan.options.dp = edp, plan.options.tp = etp.
+// strategy over expert DP x expert TP: plan.options.dims.dp = edp, plan.options.dims.tp = etp.
 //
-// Ranks (Megatron's expert grid): inside a pipeline stage the dp x tp ranks are numbered
-// l = dp_index x tp + tp_index; the same rank's expert coordinates are etp_index = l % etp,
-// ep_index = (l / etp) % ep, edp_index = l / (etp x ep).
+// Ranks: Megatron's expert grid (ParallelDims::expert_coord).
 struct ExpertPlan {
   int ep = 1, etp = 1, edp = 1;
   model::ModelSpec model;   // model::expert_part(model, ep, etp, 0).model
@@ -160,13 +137,8 @@ struct ExpertPlan {
   Plan plan;
 };
 
-struct ExpertCoord {
-  int edp = 0, ep = 0, etp = 0;
-};
-// The expert coordinates of the rank at (dp_index, tp_index) of a stage (above).
-ExpertCoord expert_coord(const ExpertPlan& expert, int dp, int tp, int dp_index, int tp_index);
-
-// The checks of make_plan on the options alone (no model): dp, tp, pp, alpha, cmax_mb, the matrix
+// The checks of make_plan on the options alone (no model): the grid (ParallelDims::check),
+// alpha, cmax_mb, the matrix
 // optimizer and cost counts, as listed below. Lets a command report a bad flag before it loads a
 // model. Throws UsageError.
 void validate_options(const PlanOptions& options);

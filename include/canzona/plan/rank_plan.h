@@ -6,14 +6,8 @@
 // which elements of an element-wise param, and decode_rank() lists everything one (DP, TP) rank
 // of a stage does in a step. Metrics, the simulator, plan checks and the runtime all use them.
 //
-// Terms. A strategy is a combination of three parts (StrategyParts): the DP gradient sync
-// (All-Reduce of each bucket, or a variable Reduce-Scatter with the plan's cuts), the TP exchange
-// of TP-split matrices (every TP rank gathers the whole gradient and computes redundantly, or the
-// micro-group pipeline where one host per task computes) and the parameter sync (none, the
-// layer-wise All-Gather-v over DP, or one variable All-Gather per bucket). fsdp-a2a adds a fourth,
-// the DP owner exchange: every matrix's reduced gradient moves from the DP shards that hold it to
-// its owner by All-to-All, and the updated values move back. Elements are TP-local: a param's
-// local elements are its TP shard in the Megatron layout (layout.h).
+// Terms. The strategies' parts are in strategy.h. Elements are TP-local: a param's local elements
+// are its TP shard in the Megatron layout (layout.h).
 #pragma once
 
 #include <cstdint>
@@ -24,27 +18,6 @@
 #include "canzona/plan/shard_map.h"
 
 namespace canzona::plan {
-
-enum class DpSync { kAllReduce, kReduceScatter };
-enum class TpExchange { kRedundantGather, kMicroGroups };
-enum class ParamSync { kNone, kLayerwiseAllGatherV, kBucketAllGather };
-enum class DpExchange { kNone, kOwnerAllToAll };
-
-struct StrategyParts {
-  DpSync dp_sync = DpSync::kAllReduce;
-  TpExchange tp_exchange = TpExchange::kRedundantGather;
-  ParamSync param_sync = ParamSync::kNone;
-  DpExchange dp_exchange = DpExchange::kNone;
-};
-
-// sc: All-Reduce, redundant TP gather, no param sync. layerwise: Reduce-Scatter and bucket
-// All-Gather of its padded equal shards; redundant TP gather (kDuplicated) or micro groups
-// (kLayerSharded: one group per DP rank). layerwise-paper: All-Reduce, redundant TP gather,
-// layer-wise All-Gather-v. asc / lb-asc: Reduce-Scatter, micro groups, bucket All-Gather.
-// fsdp-a2a: Reduce-Scatter and bucket All-Gather of equal shards, the owner All-to-All over DP,
-// redundant TP gather.
-StrategyParts strategy_parts(Strategy strategy,
-                             LayerwiseTp layerwise_tp = LayerwiseTp::kDuplicated);
 
 // A half-open range of ranks [begin, end).
 struct RankRange {

@@ -14,10 +14,10 @@
 
 namespace canzona::sim {
 
-// Limits of a simulated point (check_scenario). kMaxGridRanks matches the planner's bound on
-// dp x tp x pp (2^20 GPUs, beyond any cluster built); kMaxSweepValues bounds the work of one
+// Limits of a simulated point (check_scenario). kMaxGridRanks is the grid's bound on dp x tp x pp
+// (kMaxRanks, 2^20 GPUs, beyond any cluster built); kMaxSweepValues bounds the work of one
 // --sweep (each value plans and simulates every strategy).
-inline constexpr std::int64_t kMaxGridRanks = std::int64_t{1} << 20;
+inline constexpr std::int64_t kMaxGridRanks = kMaxRanks;
 inline constexpr std::size_t kMaxSweepValues = 32;
 
 // Everything one simulated point needs except the strategy, which each run overrides.
@@ -37,10 +37,10 @@ const char* to_string(SweepKind kind);
 // tp 2, 4, 8; alpha 0, 0.25, 0.5, 0.75, 1; cmax (MiB) 1, 64, 128, 256, 512, 1024, 2048.
 std::vector<std::string> default_sweep_values(SweepKind kind);
 
-// Throws UsageError naming the flag and the limit unless dp, tp and pp lie in [1, kMaxGridRanks],
-// dp x tp x pp <= kMaxGridRanks (with gpus > 0: gpus in [1, kMaxGridRanks], a multiple of
-// tp x pp, and dp = gpus / (tp x pp)), the workload is valid (check_workload) and the cost
-// options are (cost::check_options). Uses checked arithmetic: no product can overflow.
+// Throws UsageError naming the flag and the limit unless the grid passes ParallelDims::check
+// (with gpus > 0: gpus in [1, kMaxGridRanks], a multiple of tp x pp, and the grid checked with
+// dp = gpus / (tp x pp)), the workload is valid (check_workload) and the cost options are
+// (cost::check_options). No product can overflow.
 void check_scenario(const Scenario& scenario);
 
 // Loads the model, plans it under each strategy and simulates each plan. Results in the order of

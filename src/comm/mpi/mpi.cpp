@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "canzona/common/error.h"
@@ -26,10 +27,12 @@ bool mpi_usable() {
   return initialized && !finalized;
 }
 
-// Splits the world by `color`, ordered by `key`, into a communicator of this rank's group.
+// Splits the world by `color`, ordered by `key`, into a communicator of this rank's group; null
+// when color is MPI_UNDEFINED (the rank is in no group; the split is still collective).
 std::unique_ptr<Communicator> split_world(int color, int key, ReduceMode mode) {
   MPI_Comm group = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, &group), "MPI_Comm_split");
+  if (group == MPI_COMM_NULL) return nullptr;
   std::unique_ptr<Communicator> communicator;
   try {
     communicator = std::make_unique<MpiCommunicator>(group, mode);
@@ -164,42 +167,56 @@ std::unique_ptr<Communicator> make_mpi_control_world() {
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, ReduceMode::kNative);
 }
 
-std::unique_ptr<Grid> make_mpi_grid(int dp, int tp, int pp, ReduceMode mode) {
+// The PP group and the embedding group of the rank at `coord` of `dims`, split from the world with
+// colors `line` (unique per (dp, tp) coordinates over the world) and keys the pp index (grid.h).
+// Collective over the world: middle stages pass MPI_UNDEFINED for the embedding group.
+std::pair<std::unique_ptr<Communicator>, std::unique_ptr<Communicator>> split_pipeline(
+    const ParallelDims& dims, const GridCoord& coord, int line, ReduceMode mode) {
+  auto pp_group = split_world(line, coord.pp, mode);
+  auto embedding =
+      split_world(is_embedding_stage(coord.pp, dims.pp) ? line : MPI_UNDEFINED, coord.pp, mode);
+  return {std::move(pp_group), std::move(embedding)};
+}
+
+std::unique_ptr<Grid> make_mpi_grid(const ParallelDims& dims, ReduceMode mode) {
   if (!mpi_usable()) throw Error("make_mpi_grid: MPI is not initialized (create an MpiSession)");
-  const GridShape shape{dp, tp, pp};
   int world_size = 0;
   int world_rank = 0;
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "MPI_Comm_size");
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), "MPI_Comm_rank");
-  check_grid_shape(shape, world_size);
-  const GridCoord coord = grid_coord(shape, world_rank);
+  dims.check_world(world_size);
+  const GridCoord coord = dims.coord(world_rank);
   auto world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, mode);
-  auto dp_group = split_world(/*color=*/coord.pp * tp + coord.tp, /*key=*/coord.dp, mode);
-  auto tp_group = split_world(/*color=*/coord.pp * dp + coord.dp, /*key=*/coord.tp, mode);
-  return std::make_unique<Grid>(shape, coord, std::move(world), std::move(dp_group),
-                                std::move(tp_group));
+  auto dp_group = split_world(/*color=*/coord.pp * dims.tp + coord.tp, /*key=*/coord.dp, mode);
+  auto tp_group = split_world(/*color=*/coord.pp * dims.dp + coord.dp, /*key=*/coord.tp, mode);
+  auto [pp_group, embedding] =
+      split_pipeline(dims, coord, /*line=*/coord.dp * dims.tp + coord.tp, mode);
+  return std::make_unique<Grid>(dims, coord, std::move(world), std::move(dp_group),
+                                std::move(tp_group), std::move(pp_group), std::move(embedding));
 }
 
-ExpertGroups make_mpi_expert_groups(const Grid& dense, const ExpertShape& expert, ReduceMode mode) {
+ExpertGroups make_mpi_expert_groups(const Grid& dense, ReduceMode mode) {
   if (!mpi_usable())
     throw Error("make_mpi_expert_groups: MPI is not initialized (create an MpiSession)");
-  const GridShape& s = dense.shape();
-  check_expert_shape(s, expert);
-  const int ep = expert.ep, etp = expert.etp, edp = s.dp * s.tp / (ep * etp);
+  const ParallelDims& s = dense.dims();
+  s.check();
+  const int ep = s.ep, etp = s.etp, edp = s.edp();
   const GridCoord g = dense.coord();
   ExpertGroups out;
-  out.shape = expert;
-  out.coord = expert_coord(s, expert, g);
+  out.coord = s.expert_coord(g.dp, g.tp);
   const ExpertCoord& c = out.coord;
-  const GridShape shape{edp, etp, s.pp};
+  const ParallelDims dims{.dp = edp, .tp = etp, .pp = s.pp};
   const GridCoord coord{g.pp, c.edp, c.etp};
   // Colors unique per group over the world; keys order each group as grid.h says.
-  auto slice = split_world(c.ep, grid_rank(shape, coord), mode);  // every stage of this EP rank
+  auto slice = split_world(c.ep, dims.rank(coord), mode);  // every stage of this EP rank
   auto edp_group = split_world((g.pp * ep + c.ep) * etp + c.etp, c.edp, mode);
   auto etp_group = split_world((g.pp * edp + c.edp) * ep + c.ep, c.etp, mode);
   out.ep = split_world((g.pp * edp + c.edp) * etp + c.etp, c.ep, mode);
-  out.grid = std::make_unique<Grid>(shape, coord, std::move(slice), std::move(edp_group),
-                                    std::move(etp_group));
+  auto [pp_group, embedding] =
+      split_pipeline(dims, coord, /*line=*/(c.ep * edp + c.edp) * etp + c.etp, mode);
+  out.grid =
+      std::make_unique<Grid>(dims, coord, std::move(slice), std::move(edp_group),
+                             std::move(etp_group), std::move(pp_group), std::move(embedding));
   return out;
 }
 

@@ -40,6 +40,10 @@ std::int64_t allreduce_bytes(int count, int size, int rank) {
   return kFloatBytes * ((count - own) + (size - 1) * own);
 }
 
+std::int64_t isend_bytes(int count, int dest, int rank) {
+  return dest == rank ? 0 : count;
+}
+
 void post_ialltoallv(const MpiGroup& group, const void* send, std::span<const int> send_counts,
                      std::span<const int> send_displs, void* recv, std::span<const int> recv_counts,
                      std::span<const int> recv_displs, MPI_Request* request, std::int64_t& counter,
@@ -81,6 +85,17 @@ void post_iallreduce(const MpiGroup& group, const void* send, void* recv, int co
                      MPI_Request* request, std::int64_t& counter, const char* call) {
   check_mpi(MPI_Iallreduce(send, recv, count, MPI_FLOAT, MPI_SUM, group.comm, request), call);
   counter += allreduce_bytes(count, group.size, group.rank);
+}
+
+void post_isend(const MpiGroup& group, const void* send, int count, int dest, int tag,
+                MPI_Request* request, std::int64_t& counter, const char* call) {
+  check_mpi(MPI_Isend(send, count, MPI_BYTE, dest, tag, group.comm, request), call);
+  counter += isend_bytes(count, dest, group.rank);
+}
+
+void post_irecv(const MpiGroup& group, void* recv, int count, int source, int tag,
+                MPI_Request* request, const char* call) {
+  check_mpi(MPI_Irecv(recv, count, MPI_BYTE, source, tag, group.comm, request), call);
 }
 
 }  // namespace canzona::comm::detail

@@ -16,6 +16,8 @@
 //                        reduce-scatter then an all-gather over the even split). Summed over ranks
 //                        it is 2 (P - 1) n, the least any all-reduce algorithm must send.
 //   MPI_Allgatherv       (blocking, MPI_BYTE: 1 byte per element) (P - 1) * recvcounts[me]
+//   MPI_Isend            (MPI_BYTE) count when dest != me, 0 when a rank sends to itself
+//   MPI_Irecv            0 (the sender counts)
 // Every wrapper makes its MPI call, converts the return code (canzona::Error naming `call`) and,
 // once MPI accepted the call, adds the call's bytes to `counter`: the counter of the Communicator
 // operation the call belongs to (CommBytes in communicator.h).
@@ -40,6 +42,7 @@ std::int64_t allgatherv_bytes(std::span<const int> recv_counts, int rank);
 std::int64_t byte_allgatherv_bytes(std::span<const int> recv_counts, int rank);  // MPI_BYTE
 std::int64_t reduce_scatter_bytes(std::span<const int> recv_counts, int rank);
 std::int64_t allreduce_bytes(int count, int size, int rank);
+std::int64_t isend_bytes(int count, int dest, int rank);  // MPI_BYTE
 
 // MPI_Ialltoallv of MPI_FLOAT; each span has group.size entries.
 void post_ialltoallv(const MpiGroup& group, const void* send, std::span<const int> send_counts,
@@ -66,5 +69,13 @@ void post_ireduce_scatter(const MpiGroup& group, const void* send, void* recv,
 // MPI_Iallreduce of `count` MPI_FLOATs with MPI_SUM; `send` may be MPI_IN_PLACE.
 void post_iallreduce(const MpiGroup& group, const void* send, void* recv, int count,
                      MPI_Request* request, std::int64_t& counter, const char* call);
+
+// MPI_Isend of `count` MPI_BYTEs to rank `dest` of group.comm with `tag`.
+void post_isend(const MpiGroup& group, const void* send, int count, int dest, int tag,
+                MPI_Request* request, std::int64_t& counter, const char* call);
+
+// MPI_Irecv of `count` MPI_BYTEs from rank `source` of group.comm with `tag`; counts nothing.
+void post_irecv(const MpiGroup& group, void* recv, int count, int source, int tag,
+                MPI_Request* request, const char* call);
 
 }  // namespace canzona::comm::detail

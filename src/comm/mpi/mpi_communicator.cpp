@@ -53,6 +53,54 @@ void MpiRequest::wait() {
   if (finish) finish();
 }
 
+MpiRecvRequest::MpiRecvRequest(std::span<std::byte> data, int source, int tag, bool self)
+    : data_(data), source_(source), tag_(tag), self_(self) {
+  if (self_) scratch_.resize(data_.size() + 1);
+}
+
+void* MpiRecvRequest::buffer() {
+  static std::byte empty_recv{};
+  if (self_) return scratch_.data();
+  return data_.empty() ? &empty_recv : data_.data();
+}
+
+void MpiRecvRequest::throw_larger() {
+  throw Error(str("irecv from rank ", source_, " with tag ", tag_,
+                  ": the message is larger than the receive buffer of ", data_.size(),
+                  " bytes (MPI_ERR_TRUNCATE)"));
+}
+
+void MpiRecvRequest::check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  int error_class = rc;
+  MPI_Error_class(rc, &error_class);
+  if (error_class == MPI_ERR_TRUNCATE) throw_larger();
+  check_mpi(rc, call);
+}
+
+bool MpiRecvRequest::test() {
+  if (done_) return true;
+  int flag = 0;
+  check(MPI_Test(&request, &flag, &status_), "MPI_Test(MPI_Irecv)");
+  done_ = flag != 0;
+  return done_;
+}
+
+void MpiRecvRequest::wait() {
+  if (!done_) {
+    check(MPI_Wait(&request, &status_), "MPI_Wait(MPI_Irecv)");
+    done_ = true;
+  }
+  int count = 0;
+  check_mpi(MPI_Get_count(&status_, MPI_BYTE, &count), "MPI_Get_count");
+  const std::int64_t size = std::ssize(data_);
+  if (count > size) throw_larger();
+  if (count != size)
+    throw Error(str("irecv from rank ", source_, " with tag ", tag_, ": receive buffer has ", size,
+                    " bytes, the matching isend sent ", count));
+  if (self_) std::copy(scratch_.begin(), scratch_.begin() + count, data_.begin());
+}
+
 }  // namespace detail
 
 using detail::check_mpi;
@@ -177,6 +225,25 @@ Request MpiCommunicator::do_all_reduce(std::span<const float> send, std::span<fl
   detail::post_iallreduce({comm_, rank_, size_}, in_place ? MPI_IN_PLACE : detail::send_ptr(send),
                           detail::recv_ptr(recv), detail::to_mpi_int(std::ssize(recv), call),
                           &request->request, mutable_bytes().all_reduce, call);
+  return Request(std::move(request));
+}
+
+Request MpiCommunicator::do_isend(std::span<const std::byte> data, int peer, int tag) {
+  const char* call = "MPI_Isend";
+  static const std::byte kEmptySend{};
+  auto request = std::make_unique<detail::MpiRequest>(call);
+  detail::post_isend({comm_, rank_, size_}, data.empty() ? &kEmptySend : data.data(),
+                     detail::to_mpi_int(std::ssize(data), call), peer, tag, &request->request,
+                     mutable_bytes().p2p, call);
+  return Request(std::move(request));
+}
+
+Request MpiCommunicator::do_irecv(std::span<std::byte> data, int peer, int tag) {
+  const char* call = "MPI_Irecv";
+  detail::to_mpi_int(std::ssize(data) + 1, call);  // the count handed MPI fits
+  auto request = std::make_unique<detail::MpiRecvRequest>(data, peer, tag, peer == rank_);
+  detail::post_irecv({comm_, rank_, size_}, request->buffer(), request->count(), peer, tag,
+                     &request->request, call);
   return Request(std::move(request));
 }
 

@@ -18,8 +18,14 @@
 //     earlier one has, and test() or wait() on a later one advances the earlier ones first (test()
 //     only as far as their phase 1 has completed, never blocking). Ranks may therefore test and
 //     wait in any order without mismatching collectives.
-// all_gather and all_to_all involve no sums and are the same in both modes. Counts and
-// displacements must fit MPI's int (canzona::Error otherwise). Not thread-safe: one thread per
+// all_gather and all_to_all involve no sums and are the same in both modes. isend and irecv are
+// MPI_Isend and MPI_Irecv of MPI_BYTE on the same duplicate as the collectives: MPI guarantees
+// that messages of collective calls are never confused with point-to-point messages on one
+// communicator (MPI 3.1, section 5.1), and point-to-point messages between one pair on one
+// communicator with one tag do not overtake each other (section 3.5). An irecv's wait() checks
+// the received size from its MPI_Status (a receive from this rank itself through a scratch buffer
+// one byte longer: Open MPI 4.1 truncates a message to self silently; see MpiRecvRequest). Counts
+// and displacements must fit MPI's int (canzona::Error otherwise). Not thread-safe: one thread per
 // process calls it (MPI_THREAD_FUNNELED).
 //
 // Byte counters (Communicator::bytes()) are counted here, when each MPI call is made, from the
@@ -37,6 +43,7 @@
 //   all_gather_bytes   its MPI_Allgatherv of MPI_BYTE, into the all_gather counter:
 //                      (P - 1) * bytes.size() (the MPI_Allgather of the sizes before it is control
 //                      traffic, like all_gather_u64, and not counted).
+//   isend           its MPI_Isend, into the p2p counter: data.size() when peer != me, else 0.
 //   all_reduce      kDeterministic: phase 1 (MPI_Ialltoallv, n - c[me] elements) plus phase 2
 //                   (MPI_Iallgatherv, (P - 1) * c[me]), phase 2 counted when it is posted (by
 //                   test() or wait()). kNative: MPI_Iallreduce's arguments do not say how the
@@ -91,6 +98,8 @@ class MpiCommunicator final : public Communicator {
                         std::span<const std::int64_t> recv_counts,
                         std::span<const std::int64_t> recv_displs) override;
   Request do_all_reduce(std::span<const float> send, std::span<float> recv) override;
+  Request do_isend(std::span<const std::byte> data, int peer, int tag) override;
+  Request do_irecv(std::span<std::byte> data, int peer, int tag) override;
 
  private:
   friend class detail::DeterministicAllReduce;

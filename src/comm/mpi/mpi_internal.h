@@ -3,7 +3,8 @@
 // Terms. An *MPI call name* is the MPI function as written in code ("MPI_Ialltoallv"); errors
 // carry it. An MpiRequest is one posted MPI nonblocking operation together with the memory MPI
 // reads or writes until it completes: the int count/displacement arrays (MPI requires them to stay
-// valid until completion) and scratch space. A DeterministicAllReduce is the two-phase all-reduce
+// valid until completion) and scratch space; an MpiRecvRequest one posted MPI_Irecv (it checks
+// the received size). A DeterministicAllReduce is the two-phase all-reduce
 // of ReduceMode::kDeterministic (see mpi_communicator.h).
 #pragma once
 
@@ -52,6 +53,37 @@ class MpiRequest final : public Request::Impl {
 
  private:
   const char* call_;
+};
+
+// One MPI_Irecv into `data` from rank `source` with `tag`. Once the receive has completed (in
+// test() or wait()) wait() checks the received size from the status: a message larger than data
+// (MPI_ERR_TRUNCATE) or of another size throws canzona::Error naming the sizes. A receive from this
+// rank itself goes through a scratch buffer one byte longer than data, copied into data by wait():
+// Open MPI 4.1's path to self truncates a longer message silently (no MPI_ERR_TRUNCATE, the count
+// capped at the buffer), which the extra byte makes visible.
+class MpiRecvRequest final : public Request::Impl {
+ public:
+  MpiRecvRequest(std::span<std::byte> data, int source, int tag, bool self);
+  void wait() override;  // MPI_Wait unless test() saw completion, then the size check
+  bool test() override;  // MPI_Test
+
+  // What to hand MPI_Irecv.
+  void* buffer();
+  int count() const { return static_cast<int>(self_ ? data_.size() + 1 : data_.size()); }
+
+  MPI_Request request = MPI_REQUEST_NULL;
+
+ private:
+  void check(int rc, const char* call);  // rc of MPI_Test / MPI_Wait
+  [[noreturn]] void throw_larger();
+
+  std::span<std::byte> data_;
+  int source_;
+  int tag_;
+  bool self_;
+  std::vector<std::byte> scratch_;  // self_ only: data_.size() + 1 bytes
+  bool done_ = false;
+  MPI_Status status_{};
 };
 
 // Deterministic reduce-scatter (see mpi_communicator.h): MPI_Ialltoallv into scratch, summed in

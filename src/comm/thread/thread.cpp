@@ -10,6 +10,8 @@
 #include <optional>
 #include <span>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "canzona/common/error.h"
 
@@ -106,6 +108,44 @@ class Group {
                     ") that rank ", rank, " waits for"));
   }
 
+  // Point-to-point (thread.h): appends a copy of `data` to the FIFO of (source, dest, tag).
+  void send(int source, int dest, int tag, std::span<const std::byte> data) {
+    std::lock_guard lock(mutex_);
+    Channel& channel = channels_[{source, dest, tag}];
+    channel.unreceived.emplace(channel.sent++, std::vector<std::byte>(data.begin(), data.end()));
+    changed_.notify_all();
+  }
+
+  // The index of the next receive posted on (source, dest, tag): the send it matches.
+  std::uint64_t post_receive(int source, int dest, int tag) {
+    std::lock_guard lock(mutex_);
+    return channels_[{source, dest, tag}].received++;
+  }
+
+  // True once message `index` of (source, dest, tag) has been sent (and not yet taken).
+  bool arrived(int source, int dest, int tag, std::uint64_t index) {
+    std::lock_guard lock(mutex_);
+    return channels_[{source, dest, tag}].unreceived.contains(index);
+  }
+
+  // Takes message `index` of (source, dest, tag): blocks until it is sent when `may_block`,
+  // otherwise returns std::nullopt at once if it has not been. Throws canzona::Error when the
+  // source has departed without sending it.
+  std::optional<std::vector<std::byte>> take(int source, int dest, int tag, std::uint64_t index,
+                                             bool may_block) {
+    std::unique_lock lock(mutex_);
+    Channel& channel = channels_[{source, dest, tag}];
+    const auto sent = [&] { return channel.unreceived.contains(index); };
+    if (!may_block && !sent()) return std::nullopt;
+    changed_.wait(lock, [&] { return sent() || departed_[source]; });
+    if (!sent())
+      throw Error(str("thread communicator: rank ", source, " of ", size_,
+                      " was destroyed before sending message #", index, " with tag ", tag,
+                      " that rank ", dest, " waits for"));
+    auto node = channel.unreceived.extract(index);
+    return std::move(node.mapped());
+  }
+
   // Rank's communicator is gone: it posts nothing more.
   void depart(int rank) noexcept {
     std::lock_guard lock(mutex_);
@@ -122,11 +162,19 @@ class Group {
     return -1;
   }
 
+  // The messages of one (source, dest, tag): send k is the k-th isend, receive k the k-th irecv.
+  struct Channel {
+    std::uint64_t sent = 0;                                      // isends posted
+    std::uint64_t received = 0;                                  // irecvs posted
+    std::map<std::uint64_t, std::vector<std::byte>> unreceived;  // by send index
+  };
+
   const int size_;
   std::mutex mutex_;
-  std::condition_variable changed_;                      // a slot completed or a rank departed
-  std::map<std::uint64_t, std::shared_ptr<Slot>> open_;  // slots some rank has not posted
-  std::vector<bool> departed_;                           // by rank
+  std::condition_variable changed_;  // a slot completed, a message was sent or a rank departed
+  std::map<std::uint64_t, std::shared_ptr<Slot>> open_;    // slots some rank has not posted
+  std::map<std::tuple<int, int, int>, Channel> channels_;  // by (source, dest, tag)
+  std::vector<bool> departed_;                             // by rank
 };
 
 // Computes this rank's result from every rank's contribution (all present, all of the same op).
@@ -164,6 +212,48 @@ class ThreadRequest final : public Request::Impl {
   int rank_;
   Op op_;
   Finish finish_;
+};
+
+// An isend: its bytes were copied into the mailbox when it was posted, so it is complete.
+class SentRequest final : public Request::Impl {
+ public:
+  void wait() override {}
+  bool test() override { return true; }
+};
+
+// An irecv: the `index`-th receive of (source, dest, tag), matched to that channel's `index`-th
+// send; wait() copies the message's bytes into `data`.
+class ReceiveRequest final : public Request::Impl {
+ public:
+  ReceiveRequest(std::shared_ptr<Group> group, std::span<std::byte> data, int source, int dest,
+                 int tag, std::uint64_t index)
+      : group_(std::move(group)),
+        data_(data),
+        source_(source),
+        dest_(dest),
+        tag_(tag),
+        index_(index) {}
+
+  void wait() override {
+    std::optional<std::vector<std::byte>> message =
+        group_->take(source_, dest_, tag_, index_, /*may_block=*/std::uncaught_exceptions() == 0);
+    if (!message) return;
+    if (message->size() != data_.size())
+      throw Error(str("thread communicator: irecv from rank ", source_, " with tag ", tag_,
+                      ": receive buffer has ", data_.size(), " bytes, the matching isend sent ",
+                      message->size()));
+    std::copy(message->begin(), message->end(), data_.begin());
+  }
+
+  bool test() override { return group_->arrived(source_, dest_, tag_, index_); }
+
+ private:
+  std::shared_ptr<Group> group_;
+  std::span<std::byte> data_;
+  int source_;
+  int dest_;
+  int tag_;
+  std::uint64_t index_;
 };
 
 [[noreturn]] void throw_mismatch(Op op, int rank, int other, std::int64_t expected,
@@ -305,6 +395,17 @@ class ThreadCommunicator final : public Communicator {
     });
   }
 
+  Request do_isend(std::span<const std::byte> data, int peer, int tag) override {
+    group_->send(rank_, peer, tag, data);
+    if (peer != rank_) mutable_bytes().p2p += std::ssize(data);
+    return Request(std::make_unique<SentRequest>());
+  }
+
+  Request do_irecv(std::span<std::byte> data, int peer, int tag) override {
+    const std::uint64_t index = group_->post_receive(peer, rank_, tag);
+    return Request(std::make_unique<ReceiveRequest>(group_, data, peer, rank_, tag, index));
+  }
+
  private:
   // Posts this rank's part of the next collective; never blocks.
   Request post(Contribution mine, Finish finish) {
@@ -332,61 +433,88 @@ std::vector<std::unique_ptr<Communicator>> make_thread_communicators(int size, R
   return communicators;
 }
 
-std::vector<std::unique_ptr<comm::Grid>> make_thread_grids(const comm::GridShape& shape,
+namespace {
+
+std::vector<std::shared_ptr<Group>> make_groups(int count, int size) {
+  std::vector<std::shared_ptr<Group>> groups(count);
+  for (auto& g : groups) g = std::make_shared<Group>(size);
+  return groups;
+}
+
+// The PP group and the embedding group (null on a middle stage) of the rank at `coord` of `dims`,
+// from the groups of its (dp, tp) coordinates.
+std::pair<std::unique_ptr<Communicator>, std::unique_ptr<Communicator>> pipeline_communicators(
+    const ParallelDims& dims, const GridCoord& coord, const std::shared_ptr<Group>& pp_group,
+    const std::shared_ptr<Group>& embedding_group, ReduceMode mode) {
+  auto pp = std::make_unique<ThreadCommunicator>(pp_group, coord.pp, mode);
+  std::unique_ptr<Communicator> embedding;
+  if (is_embedding_stage(coord.pp, dims.pp))
+    embedding = std::make_unique<ThreadCommunicator>(embedding_group, coord.pp == 0 ? 0 : 1, mode);
+  return {std::move(pp), std::move(embedding)};
+}
+
+int embedding_group_size(int pp) {
+  return pp == 1 ? 1 : 2;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<comm::Grid>> make_thread_grids(const ParallelDims& dims,
                                                            ReduceMode mode) {
-  comm::check_grid_shape(shape, shape.dp * shape.tp * shape.pp);
-  const int world_size = shape.dp * shape.tp * shape.pp;
-  // Indexed like make_mpi_grid's split colors: DP group pp * tp + tp, TP group pp * dp + dp.
+  dims.check();
+  const int world_size = static_cast<int>(dims.world());
+  // Indexed like make_mpi_grid's split colors: DP group pp * tp + tp, TP group pp * dp + dp, PP
+  // and embedding group dp * tp + tp.
   auto world = std::make_shared<Group>(world_size);
-  std::vector<std::shared_ptr<Group>> dp_groups(shape.pp * shape.tp);
-  std::vector<std::shared_ptr<Group>> tp_groups(shape.pp * shape.dp);
-  for (auto& g : dp_groups) g = std::make_shared<Group>(shape.dp);
-  for (auto& g : tp_groups) g = std::make_shared<Group>(shape.tp);
+  const auto dp_groups = make_groups(dims.pp * dims.tp, dims.dp);
+  const auto tp_groups = make_groups(dims.pp * dims.dp, dims.tp);
+  const auto pp_groups = make_groups(dims.dp * dims.tp, dims.pp);
+  const auto embedding_groups = make_groups(dims.dp * dims.tp, embedding_group_size(dims.pp));
   std::vector<std::unique_ptr<comm::Grid>> grids;
   for (int w = 0; w < world_size; ++w) {
-    const comm::GridCoord c = comm::grid_coord(shape, w);
+    const GridCoord c = dims.coord(w);
+    const int line = c.dp * dims.tp + c.tp;
+    auto [pp, embedding] =
+        pipeline_communicators(dims, c, pp_groups[line], embedding_groups[line], mode);
     grids.push_back(std::make_unique<comm::Grid>(
-        shape, c, std::make_unique<ThreadCommunicator>(world, w, mode),
-        std::make_unique<ThreadCommunicator>(dp_groups[c.pp * shape.tp + c.tp], c.dp, mode),
-        std::make_unique<ThreadCommunicator>(tp_groups[c.pp * shape.dp + c.dp], c.tp, mode)));
+        dims, c, std::make_unique<ThreadCommunicator>(world, w, mode),
+        std::make_unique<ThreadCommunicator>(dp_groups[c.pp * dims.tp + c.tp], c.dp, mode),
+        std::make_unique<ThreadCommunicator>(tp_groups[c.pp * dims.dp + c.dp], c.tp, mode),
+        std::move(pp), std::move(embedding)));
   }
   return grids;
 }
 
-std::vector<comm::ExpertGroups> make_thread_expert_groups(const comm::GridShape& shape,
-                                                          const comm::ExpertShape& expert,
+std::vector<comm::ExpertGroups> make_thread_expert_groups(const ParallelDims& dims,
                                                           ReduceMode mode) {
-  comm::check_grid_shape(shape, shape.dp * shape.tp * shape.pp);
-  comm::check_expert_shape(shape, expert);
-  const int ep = expert.ep, etp = expert.etp, pp = shape.pp;
-  const int edp = shape.dp * shape.tp / (ep * etp);
+  dims.check();
+  const int ep = dims.ep, etp = dims.etp, pp = dims.pp, edp = dims.edp();
   // Indexed like make_mpi_expert_groups's split colors.
-  auto groups = [](int count, int size) {
-    std::vector<std::shared_ptr<Group>> g(count);
-    for (auto& x : g) x = std::make_shared<Group>(size);
-    return g;
-  };
-  const auto slices = groups(ep, edp * etp * pp);
-  const auto edp_groups = groups(pp * ep * etp, edp);
-  const auto etp_groups = groups(pp * edp * ep, etp);
-  const auto ep_groups = groups(pp * edp * etp, ep);
-  const comm::GridShape expert_shape{edp, etp, pp};
+  const auto slices = make_groups(ep, edp * etp * pp);
+  const auto edp_groups = make_groups(pp * ep * etp, edp);
+  const auto etp_groups = make_groups(pp * edp * ep, etp);
+  const auto ep_groups = make_groups(pp * edp * etp, ep);
+  const auto pp_groups = make_groups(ep * edp * etp, pp);
+  const auto embedding_groups = make_groups(ep * edp * etp, embedding_group_size(pp));
+  const ParallelDims expert_dims{.dp = edp, .tp = etp, .pp = pp};
   std::vector<comm::ExpertGroups> out;
-  for (int w = 0; w < shape.dp * shape.tp * pp; ++w) {
-    const comm::GridCoord g = comm::grid_coord(shape, w);
+  for (int w = 0; w < dims.world(); ++w) {
+    const GridCoord g = dims.coord(w);
     comm::ExpertGroups e;
-    e.shape = expert;
-    e.coord = comm::expert_coord(shape, expert, g);
-    const comm::ExpertCoord& c = e.coord;
-    const comm::GridCoord coord{g.pp, c.edp, c.etp};
+    e.coord = dims.expert_coord(g.dp, g.tp);
+    const ExpertCoord& c = e.coord;
+    const GridCoord coord{g.pp, c.edp, c.etp};
+    const int line = (c.ep * edp + c.edp) * etp + c.etp;
+    auto [pp_comm, embedding] =
+        pipeline_communicators(expert_dims, coord, pp_groups[line], embedding_groups[line], mode);
     e.grid = std::make_unique<comm::Grid>(
-        expert_shape, coord,
-        std::make_unique<ThreadCommunicator>(slices[c.ep], comm::grid_rank(expert_shape, coord),
-                                             mode),
+        expert_dims, coord,
+        std::make_unique<ThreadCommunicator>(slices[c.ep], expert_dims.rank(coord), mode),
         std::make_unique<ThreadCommunicator>(edp_groups[(g.pp * ep + c.ep) * etp + c.etp], c.edp,
                                              mode),
         std::make_unique<ThreadCommunicator>(etp_groups[(g.pp * edp + c.edp) * ep + c.ep], c.etp,
-                                             mode));
+                                             mode),
+        std::move(pp_comm), std::move(embedding));
     e.ep = std::make_unique<ThreadCommunicator>(ep_groups[(g.pp * edp + c.edp) * etp + c.etp], c.ep,
                                                 mode);
     out.push_back(std::move(e));
@@ -394,9 +522,9 @@ std::vector<comm::ExpertGroups> make_thread_expert_groups(const comm::GridShape&
   return out;
 }
 
-void run_on_thread_grid(const comm::GridShape& shape, ReduceMode mode,
+void run_on_thread_grid(const ParallelDims& dims, ReduceMode mode,
                         const std::function<void(comm::Grid&)>& body) {
-  std::vector<std::unique_ptr<comm::Grid>> grids = make_thread_grids(shape, mode);
+  std::vector<std::unique_ptr<comm::Grid>> grids = make_thread_grids(dims, mode);
   std::mutex mutex;
   std::exception_ptr first;  // guarded by mutex
   const auto run_rank = [&](std::unique_ptr<comm::Grid> grid) {

@@ -76,7 +76,7 @@ runtime::RunOptions resolve(RunFlags& f) {
     throw UsageError(str("--optimizer-options is not valid JSON: ", e.what()));
   }
   runtime::validate(o);
-  const std::int64_t ranks = std::int64_t{o.dims.dp} * o.dims.tp;
+  const std::int64_t ranks = o.dims.world();
   require_in_range(f.perturb_plan_rank, -1, ranks - 1, "--test-perturb-plan-rank",
                    "-1 or a world rank");
   require_in_range(f.corrupt_rank, -1, ranks - 1, "--test-corrupt-rank", "-1 or a world rank");
@@ -101,6 +101,12 @@ Launch prepare(RunFlags& flags) {
   if (flags.json_flag->count() > 0) check_output_path(flags.json, "--json");
   if (flags.trace_flag->count() > 0) check_output_path(flags.trace, "--trace");
   l.model = launch::load_model(l.options);
+  if (l.options.dims.pp > 1) {
+    // The stages are checked here, before MPI starts, so every rank fails alike.
+    model::assign_stages(l.model, l.options.dims.pp);
+    CANZONA_REQUIRE(!model::has_experts(l.model), "--pp ", l.options.dims.pp,
+                    ": run and compare execute a mixture-of-experts model at --pp 1 only");
+  }
   l.session.verify = flags.verify;
   l.session.trace_path = flags.trace;
   l.settings = runtime::launch_settings(l.options, l.session, l.strategies, l.model);

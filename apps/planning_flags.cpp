@@ -17,7 +17,8 @@ void add_planning_flags(CLI::App* sub, PlanningFlags& f, PlanningCommand command
       ->capture_default_str();
   sub->add_option(
          "--pp", f.dims.pp,
-         run ? "Pipeline stages: only 1 is executed" : "Pipeline stages (layers split evenly)")
+         run ? "Pipeline stages (layers split evenly; run and compare execute them, train only 1)"
+             : "Pipeline stages (layers split evenly)")
       ->capture_default_str();
   sub->add_option("--ep", f.dims.ep,
                   "Expert parallelism (MoE models): each EP rank holds num_experts / ep experts; "

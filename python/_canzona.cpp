@@ -553,13 +553,14 @@ PYBIND11_MODULE(_canzona, m) {
   py::class_<PlanArgs> plan_args(m, "PlanArgs");
   // The grid keywords are the fields of launch::PlanningArgs::dims (canzona::ParallelDims).
   using canzona::ParallelDims;
-  for (const auto& [name, field] :
-       {std::pair{"dp", &ParallelDims::dp}, std::pair{"tp", &ParallelDims::tp},
-        std::pair{"pp", &ParallelDims::pp}, std::pair{"ep", &ParallelDims::ep},
-        std::pair{"etp", &ParallelDims::etp}})
+  for (const auto& entry : {std::pair{"dp", &ParallelDims::dp}, std::pair{"tp", &ParallelDims::tp},
+                            std::pair{"pp", &ParallelDims::pp}, std::pair{"ep", &ParallelDims::ep},
+                            std::pair{"etp", &ParallelDims::etp}}) {
+    int ParallelDims::*field = entry.second;
     plan_args.def_property(
-        name, [field](const PlanArgs& a) { return a.dims.*field; },
+        entry.first, [field](const PlanArgs& a) { return a.dims.*field; },
         [field](PlanArgs& a, int v) { a.dims.*field = v; });
+  }
   plan_args.def(py::init<>())
       .def_readwrite("zero_stage", &PlanArgs::zero_stage)
       .def_readwrite("strategy", &PlanArgs::strategy)

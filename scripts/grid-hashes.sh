@@ -78,7 +78,9 @@ compare "qwen3-tiny tp2" 2 --model qwen3-tiny --tp 2 --steps 2 --split-fc1
 compare "qwen3-tiny dp2 tp2" 4 --model qwen3-tiny --dp 2 --tp 2 --steps 2 --verify
 compare "qwen3-tiny dp2 shampoo" 2 --model qwen3-tiny --dp 2 --steps 2 --optimizer shampoo
 compare "tiny-moe dp2 tp2 ep2" 4 --model "$MOE" --dp 2 --tp 2 --ep 2 --split-fc1 --steps 2 --verify
-compare "bad pp 2" 2 --model qwen3-tiny --pp 2 --steps 2
+compare "qwen3-tiny pp2" 2 --model qwen3-tiny --pp 2 --steps 2 --verify
+compare "qwen3-tiny dp2 pp2" 4 --model qwen3-tiny --dp 2 --pp 2 --steps 2 --verify
+compare "bad pp 4" 4 --model qwen3-tiny --pp 4 --steps 2
 
 train() {  # label, np, args...
   local label=$1 np=$2

@@ -326,9 +326,9 @@ Launch prepare(TrainFlags& f) {
   const int world = comm::launched_world_size();
   const int per_dp = o.job.dims.tp * o.job.dims.pp;
   const bool fits = world % per_dp == 0 && (world / o.job.dims.pp) % o.job.dims.ep == 0;
-  CANZONA_REQUIRE(o.job.dims.ep == 1 || world == 1 || world == o.job.dims.dp * per_dp,
-                  "world size ", world, " != dp ", o.job.dims.dp, " x tp ", o.job.dims.tp, " x pp ",
-                  o.job.dims.pp,
+  CANZONA_REQUIRE(o.job.dims.ep == 1 || world == 1 || world == o.job.dims.world(), "world size ",
+                  world,
+                  " != ", to_string(ParallelDims{o.job.dims.dp, o.job.dims.tp, o.job.dims.pp}),
                   ": expert parallelism is carved out of DP x TP as in Megatron (expert DP = DP x "
                   "TP / EP)",
                   fits ? str(", so ", world, " ranks at --ep ", o.job.dims.ep, " and --tp ",

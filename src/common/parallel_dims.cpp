@@ -59,7 +59,9 @@ int ParallelDims::rank(const GridCoord& c) const {
 }
 
 ExpertCoord ParallelDims::expert_coord(int dp_index, int tp_index) const {
-  const int l = dp_index * tp + tp_index;
+  CANZONA_CHECK(dp_index >= 0 && dp_index < dp && tp_index >= 0 && tp_index < tp, "rank (",
+                dp_index, ", ", tp_index, ") outside ", to_string(*this));
+  const int l = dp_index * tp + tp_index;  // < dp x tp <= kMaxRanks after check()
   return {l / (etp * ep), (l / etp) % ep, l % etp};
 }
 

@@ -41,8 +41,8 @@ struct Engine::Parts {
   Parts(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
         const EngineOptions& options, Trace& trace)
       : context{model,
-                plan.stages.at(0),
-                plan::decode_rank(model, plan, 0, grid.coord().dp, grid.coord().tp),
+                plan.stages.at(static_cast<std::size_t>(grid.coord().pp)),
+                plan::decode_rank(model, plan, grid.coord().pp, grid.coord().dp, grid.coord().tp),
                 options,
                 grid.dims().dp,
                 grid.dims().tp,
@@ -61,7 +61,9 @@ struct Engine::Parts {
 
 Engine::Engine(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
                const EngineOptions& options, Trace& trace) {
-  CANZONA_CHECK(plan.stages.size() == 1, "the engine executes one pipeline stage");
+  // Each pipeline stage's ranks run that stage of the plan (its own buckets, cuts and groups).
+  CANZONA_CHECK(std::ssize(plan.stages) == grid.dims().pp, "plan has ", plan.stages.size(),
+                " stages, the grid ", grid.dims().pp);
   parts_ = std::make_unique<Parts>(grid, model, plan, options, trace);
 }
 

@@ -21,6 +21,11 @@ EngineSet::EngineSet(comm::Grid& grid, const model::ModelSpec& model, const plan
   members_.push_back(std::move(dense));
   if (!plan.expert) return;
   CANZONA_CHECK(experts != nullptr && experts->grid, "a MoE plan needs the expert groups");
+  // The expert groups were made for the dense grid's ep and etp (ExpertGroups keeps no copy).
+  CANZONA_CHECK((experts->ep ? experts->ep->size() : 1) == grid.dims().ep &&
+                    experts->grid->dims().tp == grid.dims().etp,
+                "expert groups of ep ", experts->ep ? experts->ep->size() : 1, " x etp ",
+                experts->grid->dims().tp, " on a grid of ", to_string(grid.dims()));
   part_ = std::make_unique<model::ExpertPart>(
       model::expert_part(model, plan.expert->ep, plan.expert->etp, experts->coord.ep));
   EngineOptions eo = options;

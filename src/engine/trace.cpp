@@ -66,7 +66,9 @@ void write_chrome_trace(comm::Grid& grid, const Trace& trace, const std::string&
   const int rank = grid.world().rank();
   const comm::GridCoord c = grid.coord();
   std::string mine =
-      metadata(rank, 0, "process_name", str("rank ", rank, " (dp ", c.dp, ", tp ", c.tp, ")"));
+      metadata(rank, 0, "process_name",
+               str("rank ", rank, " (", grid.dims().pp > 1 ? str("pp ", c.pp, ", ") : "", "dp ",
+                   c.dp, ", tp ", c.tp, ")"));
   mine += ",\n" + metadata(rank, kComputeTrack, "thread_name", "compute");
   mine += ",\n" + metadata(rank, kCollectiveTrack, "thread_name", "collectives in flight");
   const std::string events = trace.events_json(rank);

@@ -19,9 +19,6 @@ void validate(const JobOptions& o) {
   shared.alpha = o.alpha;
   shared.cmax_mb = o.cmax_mb;
   plan::validate_options(shared);
-  CANZONA_REQUIRE(o.dims.pp == 1, "--pp ", o.dims.pp,
-                  ": run and compare execute one pipeline stage only (use --pp 1; `canzona plan` "
-                  "and `canzona simulate` handle pp > 1)");
   require_in_range(o.bucket_size, 0, kMaxBucketSize, "--bucket-size", "kMaxBucketSize");
   const std::vector<std::string> matrix = optim::optimizer_names(optim::OptimizerShape::kMatrix);
   CANZONA_REQUIRE(std::find(matrix.begin(), matrix.end(), o.optimizer) != matrix.end(),

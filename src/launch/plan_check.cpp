@@ -164,20 +164,32 @@ void check_tasks(const model::ModelSpec& model, const plan::StagePlan& stage, in
 void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
                    const ParallelDims& grid) {
   const plan::PlanOptions& o = plan.options;
-  require(o.dims.pp == 1 && plan.stages.size() == 1,
-          "the runtime executes one stage, plan has pp=", o.dims.pp);
+  require(o.dims.pp == grid.pp && std::ssize(plan.stages) == grid.pp, "plan for pp ", o.dims.pp,
+          " with ", plan.stages.size(), " stages on a pp ", grid.pp, " grid");
   require(o.dims.dp == grid.dp && o.dims.tp == grid.tp, "plan for dp ", o.dims.dp, " x tp ",
           o.dims.tp, " on a dp ", grid.dp, " x tp ", grid.tp, " grid");
-  const plan::StagePlan& stage = plan.stages[0];
-  // A MoE plan's stage holds every param but the experts (they are plan.expert's).
+  // Together the stages hold every param once; a MoE plan's stages every param but the experts
+  // (they are plan.expert's).
   std::size_t dense = model.params.size();
   if (plan.expert)
     for (const model::ParamSpec& p : model.params) dense -= model::is_expert_param(p) ? 1 : 0;
-  require(stage.params.size() == dense, "stage holds ", stage.params.size(), " of ", dense,
+  std::vector<int> holders(model.params.size(), 0);
+  std::size_t held = 0;
+  for (const plan::StagePlan& stage : plan.stages) {
+    for (int p : stage.params) {
+      require(p >= 0 && p < std::ssize(model.params) && holders[static_cast<std::size_t>(p)]++ == 0,
+              "stage ", stage.stage, " lists param ", p,
+              " that is out of range or in another stage");
+    }
+    held += stage.params.size();
+  }
+  require(held == dense, "the stages hold ", held, " of ", dense,
           plan.expert ? " params that are not experts" : " params");
-  check_layout(model, stage, o.dims.tp);
-  check_owners(model, stage, o.strategy, o.layerwise_tp, o.dims.dp);
-  check_tasks(model, stage, o.dims.dp, o.dims.tp);
+  for (const plan::StagePlan& stage : plan.stages) {
+    check_layout(model, stage, o.dims.tp);
+    check_owners(model, stage, o.strategy, o.layerwise_tp, o.dims.dp);
+    check_tasks(model, stage, o.dims.dp, o.dims.tp);
+  }
 }
 
 void check_plan_agreement(comm::Communicator& world, const plan::Plan& plan) {

@@ -28,7 +28,8 @@ std::vector<int> assign_stages(const ModelSpec& model, int pp) {
       "kMaxLayers");
   CANZONA_REQUIRE(max_layer < num_layers, "model '", model.name, "': layer ", max_layer,
                   " out of range for ", num_layers, " layers");
-  CANZONA_REQUIRE(num_layers % pp == 0, "pp=", pp, " does not divide ", num_layers, " layers");
+  CANZONA_REQUIRE(num_layers % pp == 0, "--pp ", pp, " does not divide the ", num_layers,
+                  " transformer layers of model '", model.name, "'");
   // A model without layers has every param on the stage its position picks (first or last).
   const std::int64_t layers_per_stage = std::max<std::int64_t>(1, num_layers / pp);
 

@@ -1,5 +1,4 @@
 // The names of the planner's enums on the command line and in reports, one table per enum.
-#include <algorithm>
 #include <array>
 #include <string_view>
 #include <utility>

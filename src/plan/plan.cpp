@@ -145,7 +145,7 @@ void hash_value(std::uint64_t& h, const T& value) {
 
 namespace {
 
-// The stages of the params `keep` selects, planned over options.dp x options.tp.
+// The stages of the params `keep` selects, planned over options.dims.dp x options.dims.tp.
 Plan plan_buffer(const model::ModelSpec& model, const PlanOptions& options,
                  const std::vector<bool>& keep) {
   const std::vector<int> stage_of = model::assign_stages(model, options.dims.pp);
@@ -175,8 +175,7 @@ Plan make_plan(const model::ModelSpec& model, const PlanOptions& options) {
   model::ExpertPart part = model::expert_part(model, options.dims.ep, options.dims.etp, 0);
   expert->ep = options.dims.ep;
   expert->etp = options.dims.etp;
-  expert->edp = static_cast<int>(std::int64_t{options.dims.dp} * options.dims.tp /
-                                 (std::int64_t{options.dims.ep} * options.dims.etp));
+  expert->edp = options.dims.edp();
   expert->model = std::move(part.model);
   expert->source = std::move(part.source);
   model::validate(expert->model, options.dims.etp);

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <string_view>
 
 #include "canzona/common/error.h"
 

@@ -39,8 +39,7 @@ void Reference::step(int step_number) {
   // come from the expert DP ranks: dp x tp / (ep x etp) of them.
   const float scale = 1.0f / static_cast<float>(options_.dims.dp);
   const bool moe = model::has_experts(model_);
-  const int expert_dp =
-      options_.dims.dp * options_.dims.tp / (options_.dims.ep * options_.dims.etp);
+  const int expert_dp = options_.dims.edp();
   for (std::size_t p = 0; p < model_.params.size(); ++p) {
     const model::ParamSpec& spec = model_.params[p];
     std::vector<float>& sum = grads[p];

@@ -52,9 +52,10 @@ std::string format_report(const CompareResult& r) {
   const RunOptions& o = r.options;
   std::string out;
   out += line(
-      "canzona: %s (%.2fM params), dp %d x tp %d%s, %s + adamw, %d timed steps (+%d warmup), "
+      "canzona: %s (%.2fM params), dp %d x tp %d%s%s, %s + adamw, %d timed steps (+%d warmup), "
       "reduce %s, compute scale %g, %d bucket(s), %s\n",
       r.model_name.c_str(), static_cast<double>(r.model_numel) / 1e6, o.dims.dp, o.dims.tp,
+      o.dims.pp > 1 ? str(" x pp ", o.dims.pp).c_str() : "",
       o.dims.ep != 1 || o.dims.etp != 1
           ? str(" (experts: ep ", o.dims.ep, " x etp ", o.dims.etp, ")").c_str()
           : "",
@@ -139,6 +140,7 @@ nlohmann::json report_json(const CompareResult& r) {
   j["model"] = r.model_name;
   j["dp"] = o.dims.dp;
   j["tp"] = o.dims.tp;
+  j["pp"] = o.dims.pp;
   j["ep"] = o.dims.ep;
   j["etp"] = o.dims.etp;
   j["optimizer"] = o.optimizer;

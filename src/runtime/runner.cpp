@@ -49,7 +49,6 @@ StrategyRunner::StrategyRunner(comm::Grid& grid, const model::ModelSpec& model,
       strategy_(plan.options.strategy),
       options_(options),
       trace_(trace) {
-  CANZONA_CHECK(plan.stages.size() == 1, "runner executes one pipeline stage");
   engine::TraceScope span(trace, "setup", str("setup ", plan::to_string(strategy_)));
   engines_ = std::make_unique<engine::EngineSet>(grid, model, plan, engine_options(options), trace,
                                                  experts);

@@ -169,7 +169,9 @@ class Verifier {
       reference_ = std::make_unique<Reference>(reference_model_, options_);
       reference_->run_until(options_.total_steps());
     }
-    const layout::Layout& layout = plan.stages[0].layout;
+    const layout::Layout& layout = runner.stage().layout;  // this rank's pipeline stage
+    StageLayouts layouts;
+    for (const plan::StagePlan& stage : plan.stages) layouts.push_back(&stage.layout);
     const std::string name = plan::to_string(plan.options.strategy);
     std::vector<float> local(runner.params().begin(), runner.params().end());
     if (faults::fires(faults::Fault::kCorruptParams, grid.world().rank()) &&
@@ -183,7 +185,7 @@ class Verifier {
     }
     std::vector<Params> dense, experts;  // root: per replica
     for (int d = 0; d < grid.dims().dp; ++d) {
-      Params got = gather_replica(grid, model_, layout, local, d);
+      Params got = gather_replica(grid, model_, layouts, local, d);
       if (root) dense.push_back(std::move(got));
     }
     // A MoE run's expert engine (member 1 of the engine set) over its expert grid.
@@ -195,7 +197,7 @@ class Verifier {
       const std::vector<float> expert_local(params.begin(), params.end());
       for (int r = 0; r < eg.dims().dp; ++r) {
         const Params got =
-            gather_replica(eg, *e->model, e->engine->stage().layout, expert_local, r);
+            gather_replica(eg, *e->model, {&e->engine->stage().layout}, expert_local, r);
         Params merged = to_world_root(grid, eg, *set.expert_part(), got);
         if (root) experts.push_back(std::move(merged));
       }
@@ -216,7 +218,7 @@ class Verifier {
     for (const StrategyRunner::GradRange& g : runner.reduced_grads())
       ranges.emplace_back(g.offset, g.values);
     const bool sharded = runner.grads_sharded();
-    const std::vector<Params> views = gather_reduced_grads(grid, model_, layout, ranges, sharded);
+    const std::vector<Params> views = gather_reduced_grads(grid, model_, layouts, ranges, sharded);
     std::vector<Params> expert_views;
     if (e) {
       comm::Grid& eg = *e->grid;
@@ -224,8 +226,8 @@ class Verifier {
       for (const engine::GradRange& g : e->engine->reduced_grads())
         expert_ranges.emplace_back(g.offset, g.values);
       const bool expert_sharded = e->engine->grads_sharded();
-      const std::vector<Params> got = gather_reduced_grads(eg, *e->model, e->engine->stage().layout,
-                                                           expert_ranges, expert_sharded);
+      const std::vector<Params> got = gather_reduced_grads(
+          eg, *e->model, {&e->engine->stage().layout}, expert_ranges, expert_sharded);
       // Every EP slice holds as many views (1 sharded, else expert DP): the count is agreed.
       const int count = expert_sharded ? 1 : eg.dims().dp;
       for (int v = 0; v < count; ++v) {
@@ -394,6 +396,8 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
                              const std::vector<plan::Strategy>& strategies,
                              const SessionOptions& session, comm::ExpertGroups* experts) {
   validate(options);
+  CANZONA_REQUIRE(!model::has_experts(model) || options.dims.pp == 1, "--pp ", options.dims.pp,
+                  ": run and compare execute a mixture-of-experts model at --pp 1 only");
   comm::Communicator& world = grid.world();
   launch::check_agreement(world, launch_settings(options, session, strategies, model));
   CompareResult result;
@@ -427,14 +431,16 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
     StrategyResult sr;
     sr.strategy = strategy;
     sr.plan_hash = plan::plan_hash(plan);
-    sr.buckets = static_cast<int>(plan.stages[0].layout.buckets.size());
-    for (const auto& groups : plan.stages[0].groups)
-      sr.micro_groups += static_cast<int>(groups.size());
+    // Buckets and micro groups of every stage.
+    for (const plan::StagePlan& stage : plan.stages) {
+      sr.buckets += static_cast<int>(stage.layout.buckets.size());
+      for (const auto& groups : stage.groups) sr.micro_groups += static_cast<int>(groups.size());
+    }
     const plan::Metrics metrics = plan::compute_metrics(model, plan);
     sr.predicted_flops_max = metrics.max_rank.flops;
     sr.predicted_flops_mean = metrics.mean_rank.flops;
-    for (const plan::RankLoad& load : metrics.loads[0].cells)
-      sr.predicted_flops.push_back(load.flops);
+    for (const plan::LoadGrid& stage : metrics.loads)  // world rank order: stage, DP, TP
+      for (const plan::RankLoad& load : stage.cells) sr.predicted_flops.push_back(load.flops);
 
     StrategyRunner runner(grid, model, plan, options, trace, experts);
     world.barrier();

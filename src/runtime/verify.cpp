@@ -12,24 +12,24 @@
 namespace canzona::runtime {
 
 std::vector<std::vector<float>> gather_replica(comm::Grid& grid, const model::ModelSpec& model,
-                                               const layout::Layout& layout,
+                                               const StageLayouts& layouts,
                                                std::span<const float> local, int replica) {
   const ParallelDims shape = grid.dims();
   comm::Communicator& world = grid.world();
   const int size = world.size();
-  CANZONA_CHECK_EQ(static_cast<std::int64_t>(local.size()), layout.numel);
+  CANZONA_CHECK_EQ(std::ssize(layouts), shape.pp);
+  CANZONA_CHECK_EQ(static_cast<std::int64_t>(local.size()),
+                   layouts[static_cast<std::size_t>(grid.coord().pp)]->numel);
   const bool sender = grid.coord().dp == replica;
   std::vector<std::int64_t> send_counts(size, 0), send_displs(size, 0);
   std::vector<std::int64_t> recv_counts(size, 0), recv_displs(size, 0);
-  if (sender) send_counts[0] = layout.numel;
-  std::vector<int> source(shape.tp, -1);  // [tp rank] world rank of the replica's shard
+  if (sender) send_counts[0] = std::ssize(local);
   std::int64_t total = 0;
   if (world.rank() == 0) {
-    for (int t = 0; t < shape.tp; ++t) {
-      const int q = shape.rank(comm::GridCoord{0, replica, t});
-      source[t] = q;
-      recv_counts[q] = layout.numel;
-    }
+    for (int s = 0; s < shape.pp; ++s)
+      for (int t = 0; t < shape.tp; ++t)
+        recv_counts[shape.rank(comm::GridCoord{s, replica, t})] =
+            layouts[static_cast<std::size_t>(s)]->numel;
     for (int q = 0; q < size; ++q) {
       recv_displs[q] = total;
       total += recv_counts[q];
@@ -40,16 +40,18 @@ std::vector<std::vector<float>> gather_replica(comm::Grid& grid, const model::Mo
   std::vector<std::vector<float>> global;
   if (world.rank() != 0) return global;
   global.resize(model.params.size());
-  for (const layout::Bucket& bucket : layout.buckets)
-    for (const layout::Slot& slot : bucket.slots) {
-      const model::ParamSpec& p = model.params[slot.param];
-      std::vector<float>& out = global[slot.param];
-      out.assign(static_cast<std::size_t>(p.numel()), 0.0f);
-      for (int t = 0; t < shape.tp; ++t) {
-        const float* shard = recv.data() + recv_displs[source[t]] + bucket.offset + slot.offset;
-        engine::local_to_task(engine::shard_map(p, -1, shape.tp, t), shard, out.data());
+  for (int s = 0; s < shape.pp; ++s)
+    for (const layout::Bucket& bucket : layouts[static_cast<std::size_t>(s)]->buckets)
+      for (const layout::Slot& slot : bucket.slots) {
+        const model::ParamSpec& p = model.params[slot.param];
+        std::vector<float>& out = global[slot.param];
+        out.assign(static_cast<std::size_t>(p.numel()), 0.0f);
+        for (int t = 0; t < shape.tp; ++t) {
+          const int q = shape.rank(comm::GridCoord{s, replica, t});
+          const float* shard = recv.data() + recv_displs[q] + bucket.offset + slot.offset;
+          engine::local_to_task(engine::shard_map(p, -1, shape.tp, t), shard, out.data());
+        }
       }
-    }
   return global;
 }
 
@@ -88,39 +90,43 @@ void unpack_ranges(const std::string& bytes, std::vector<float>& local, std::vec
 }  // namespace
 
 std::vector<std::vector<std::vector<float>>> gather_reduced_grads(
-    comm::Grid& grid, const model::ModelSpec& model, const layout::Layout& layout,
+    comm::Grid& grid, const model::ModelSpec& model, const StageLayouts& layouts,
     const std::vector<std::pair<std::int64_t, std::span<const float>>>& ranges, bool sharded) {
   const std::vector<std::string> blobs =
       comm::gather_bytes_to_root(grid.world(), pack_ranges(ranges));
   std::vector<std::vector<std::vector<float>>> views;
   if (blobs.empty()) return views;
   const ParallelDims shape = grid.dims();
+  CANZONA_CHECK_EQ(std::ssize(layouts), shape.pp);
   const int num_views = sharded ? 1 : shape.dp;
   for (int v = 0; v < num_views; ++v) {
     std::vector<std::vector<float>>& global = views.emplace_back(model.params.size());
-    std::vector<std::vector<float>> local(shape.tp);  // [tp rank] (layout.numel)
-    for (int t = 0; t < shape.tp; ++t) {
-      local[t].assign(static_cast<std::size_t>(layout.numel), 0.0f);
-      std::vector<int> held(static_cast<std::size_t>(layout.numel), 0);
-      for (int d = sharded ? 0 : v; d < (sharded ? shape.dp : v + 1); ++d)
-        unpack_ranges(blobs[shape.rank(comm::GridCoord{0, d, t})], local[t], held);
-      for (const layout::Bucket& bucket : layout.buckets)
-        for (const layout::Slot& slot : bucket.slots)
-          for (std::int64_t i = 0; i < slot.numel; ++i)
-            CANZONA_CHECK(held[bucket.offset + slot.offset + i] == 1, "param '",
-                          model.params[slot.param].name, "' local element ", i, " of TP rank ", t,
-                          " is held by ", held[bucket.offset + slot.offset + i],
-                          " DP ranks after the gradient sync, not 1");
-    }
-    for (const layout::Bucket& bucket : layout.buckets)
-      for (const layout::Slot& slot : bucket.slots) {
-        const model::ParamSpec& p = model.params[slot.param];
-        std::vector<float>& out = global[slot.param];
-        out.assign(static_cast<std::size_t>(p.numel()), 0.0f);
-        for (int t = 0; t < shape.tp; ++t)
-          engine::local_to_task(engine::shard_map(p, -1, shape.tp, t),
-                                local[t].data() + bucket.offset + slot.offset, out.data());
+    for (int s = 0; s < shape.pp; ++s) {
+      const layout::Layout& layout = *layouts[static_cast<std::size_t>(s)];
+      std::vector<std::vector<float>> local(shape.tp);  // [tp rank] (layout.numel)
+      for (int t = 0; t < shape.tp; ++t) {
+        local[t].assign(static_cast<std::size_t>(layout.numel), 0.0f);
+        std::vector<int> held(static_cast<std::size_t>(layout.numel), 0);
+        for (int d = sharded ? 0 : v; d < (sharded ? shape.dp : v + 1); ++d)
+          unpack_ranges(blobs[shape.rank(comm::GridCoord{s, d, t})], local[t], held);
+        for (const layout::Bucket& bucket : layout.buckets)
+          for (const layout::Slot& slot : bucket.slots)
+            for (std::int64_t i = 0; i < slot.numel; ++i)
+              CANZONA_CHECK(held[bucket.offset + slot.offset + i] == 1, "param '",
+                            model.params[slot.param].name, "' local element ", i, " of TP rank ", t,
+                            " is held by ", held[bucket.offset + slot.offset + i],
+                            " DP ranks after the gradient sync, not 1");
       }
+      for (const layout::Bucket& bucket : layout.buckets)
+        for (const layout::Slot& slot : bucket.slots) {
+          const model::ParamSpec& p = model.params[slot.param];
+          std::vector<float>& out = global[slot.param];
+          out.assign(static_cast<std::size_t>(p.numel()), 0.0f);
+          for (int t = 0; t < shape.tp; ++t)
+            engine::local_to_task(engine::shard_map(p, -1, shape.tp, t),
+                                  local[t].data() + bucket.offset + slot.offset, out.data());
+        }
+    }
   }
   return views;
 }

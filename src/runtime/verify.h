@@ -14,22 +14,26 @@
 
 namespace canzona::runtime {
 
-// Collective over grid.world(): the TP ranks of DP replica `replica` send their model params
-// (`local`, layout order) to world rank 0, which returns [param] global row-major tensors of
-// every param in the layout; other ranks return an empty vector. Params outside the layout stay
-// empty.
+// The layout of each pipeline stage, [stage] (a plan's stages[s].layout).
+using StageLayouts = std::vector<const layout::Layout*>;
+
+// Collective over grid.world(): the TP ranks of DP replica `replica` of every pipeline stage send
+// their model params (`local`, their stage's layout order) to world rank 0, which returns [param]
+// global row-major tensors of every param in the layouts; other ranks return an empty vector.
+// Params outside the layouts stay empty.
 std::vector<std::vector<float>> gather_replica(comm::Grid& grid, const model::ModelSpec& model,
-                                               const layout::Layout& layout,
+                                               const StageLayouts& layouts,
                                                std::span<const float> local, int replica);
 
 // Reduced gradients of the last step as world rank 0 sees them: views[v][param] global row-major
-// tensors. `ranges` are this rank's StrategyRunner::reduced_grads(). With `sharded` false
+// tensors of every stage's params. `ranges` are this rank's StrategyRunner::reduced_grads() (its
+// stage's layout offsets). With `sharded` false
 // (All-Reduce strategies) every rank holds the whole reduced gradient and there is one view per DP
 // replica; with `sharded` true (Reduce-Scatter strategies) the DP ranks' shards are assembled into
 // one view, and every element must be held by exactly one DP rank (canzona::Error otherwise).
 // Other ranks return {}. Collective over grid.world().
 std::vector<std::vector<std::vector<float>>> gather_reduced_grads(
-    comm::Grid& grid, const model::ModelSpec& model, const layout::Layout& layout,
+    comm::Grid& grid, const model::ModelSpec& model, const StageLayouts& layouts,
     const std::vector<std::pair<std::int64_t, std::span<const float>>>& ranges, bool sharded);
 
 // How far a compared element may be from the wanted one. Without `scale`: not at all (bitwise,

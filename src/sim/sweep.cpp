@@ -100,13 +100,15 @@ void check_scenario(const Scenario& scenario) {
   const plan::PlanOptions& p = scenario.plan;
   ParallelDims dims = p.dims;
   if (scenario.gpus != 0) {
-    // --gpus fixes dp x tp x pp: tp and pp first (dp 1, no experts), then dp from them.
+    // --gpus fixes dp x tp x pp: tp and pp first, then dp from them (checked with the rest).
+    require_in_range(dims.tp, 1, kMaxGridRanks, "--tp", "kMaxGridRanks");
+    require_in_range(dims.pp, 1, kMaxGridRanks, "--pp", "kMaxGridRanks");
+    const std::int64_t per_replica = std::int64_t{dims.tp} * dims.pp;  // < 2^40
+    require_in_range(per_replica, 1, kMaxGridRanks, "tp x pp", "kMaxGridRanks");
     require_in_range(scenario.gpus, 1, kMaxGridRanks, "--gpus", "kMaxGridRanks");
-    const ParallelDims replica{1, dims.tp, dims.pp};
-    replica.check();
-    CANZONA_REQUIRE(scenario.gpus % replica.world() == 0, "--gpus ", scenario.gpus,
-                    " is not a multiple of tp * pp = ", replica.world());
-    dims.dp = static_cast<int>(scenario.gpus / replica.world());
+    CANZONA_REQUIRE(scenario.gpus % per_replica == 0, "--gpus ", scenario.gpus,
+                    " is not a multiple of tp * pp = ", per_replica);
+    dims.dp = static_cast<int>(scenario.gpus / per_replica);
   }
   dims.check();
   check_workload(scenario.workload);

@@ -632,6 +632,9 @@ void validate(const TrainOptions& o) {
   CANZONA_REQUIRE(c.keep == 0 || !c.save_dir.empty(), "--keep needs --save-dir");
   plan::check_zero_stage(o.job.zero_stage, o.strategies);
   launch::validate(o.job);
+  CANZONA_REQUIRE(o.job.dims.pp == 1, "--pp ", o.job.dims.pp,
+                  ": train executes one pipeline stage (use --pp 1; run and compare execute "
+                  "pipeline stages, plan and simulate plan them)");
 }
 
 model::ModelSpec training_spec(const model::TransformerConfig& config,

@@ -36,7 +36,7 @@ expect_usage_error "--bucket-size must be >= 0" "$canzona" plan --model qwen3-ti
 expect_usage_error "kMaxRanks" "$canzona" plan --model qwen3-tiny --dp 2000000
 expect_usage_error "tp" "$canzona" plan --model qwen3-tiny --tp 3
 expect_usage_error "unknown --layerwise-buckets 'soft'" "$canzona" plan --model qwen3-tiny --layerwise-buckets soft
-expect_usage_error "pp=3" "$canzona" plan --model qwen3-tiny --pp 3
+expect_usage_error "--pp 3 does not divide the 2 transformer layers of model 'qwen3-tiny'" "$canzona" plan --model qwen3-tiny --pp 3
 expect_usage_error "unknown strategy" "$canzona" plan --model qwen3-tiny --strategy fast
 expect_usage_error "unknown optimizer" "$canzona" plan --model qwen3-tiny --optimizer lion
 expect_usage_error "--calibration" "$canzona" plan --model qwen3-tiny --cost calibrated

@@ -36,7 +36,8 @@ TEST(Stages, OneStagePutsEverythingOnStageZero) {
 TEST(Stages, PpMustDivideLayers) {
   const ModelSpec m = build_transformer(preset("qwen3-0.6b"), {});
   EXPECT_THAT([&] { assign_stages(m, 3); },
-              ThrowsMessage<UsageError>(HasSubstr("pp=3 does not divide 28 layers")));
+              ThrowsMessage<UsageError>(
+                  HasSubstr("--pp 3 does not divide the 28 transformer layers of model")));
   EXPECT_EQ(assign_stages(m, 28).back(), 27);
 }
 
@@ -53,7 +54,8 @@ TEST(Stages, LayerCountFromParamsWhenArchUnknown) {
   EXPECT_EQ(assign_stages(m, 4), (std::vector<int>{0, 0, 1, 3, 2, 3, 3}));
   EXPECT_EQ(assign_stages(m, 2), (std::vector<int>{0, 0, 0, 1, 1, 1, 1}));
   EXPECT_THAT([&] { assign_stages(m, 3); },
-              ThrowsMessage<UsageError>(HasSubstr("pp=3 does not divide 4 layers")));
+              ThrowsMessage<UsageError>(
+                  HasSubstr("--pp 3 does not divide the 4 transformer layers of model")));
 }
 
 TEST(Stages, ArchLayerCountWinsOverParams) {

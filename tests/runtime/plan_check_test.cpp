@@ -56,6 +56,29 @@ TEST(ValidatePlan, AcceptsQwenWithPieces) {
   }
 }
 
+// Pipeline stages: a PP 2 plan fits a PP 2 grid only, and every param must be in exactly one
+// stage (qwen3-tiny: 2 layers, one per stage).
+TEST(ValidatePlan, StagesHoldEveryParamOnceOnTheirGrid) {
+  for (Strategy s : kAll) {
+    RunOptions o;
+    o.model = "qwen3-tiny";
+    o.dims = {2, 1, 2};
+    const model::ModelSpec m = load_model(o);
+    const plan::Plan p = plan::make_plan(m, plan_options(o, s));
+    ASSERT_EQ(p.stages.size(), 2u);
+    EXPECT_EQ(rejection(m, p, {2, 1, 2}), "") << plan::to_string(s);
+    EXPECT_NE(rejection(m, p, {2, 1, 1}).find("plan for pp 2 with 2 stages on a pp 1 grid"),
+              std::string::npos);
+    plan::Plan twice = p;  // the first param of stage 1 listed by stage 0 too
+    twice.stages[0].params.push_back(p.stages[1].params.front());
+    EXPECT_NE(rejection(m, twice, {2, 1, 2}).find("in another stage"), std::string::npos);
+    plan::Plan missing = p;
+    missing.stages.pop_back();
+    missing.options.dims.pp = 1;
+    EXPECT_NE(rejection(m, missing, {2, 1, 1}).find("the stages hold"), std::string::npos);
+  }
+}
+
 TEST(ValidatePlan, RejectsAGridOfAnotherShape) {
   const model::ModelSpec m = testing::toy_model();
   EXPECT_NE(rejection(m, toy_plan(Strategy::kLbAsc, 2, 1), {4, 1, 1}).find("dp 2 x tp 1"),
@@ -115,15 +138,6 @@ TEST(ValidatePlan, RejectsAMicroGroupMissingATask) {
   EXPECT_NE(rejection(m, p, {1, 2, 1}).find("listed 0 times"), std::string::npos);
 }
 
-TEST(ValidatePlan, RejectsPipelineStages) {
-  model::BuildOptions build;
-  const model::ModelSpec m = model::build_transformer(model::preset("qwen3-tiny"), build);
-  RunOptions o;
-  plan::PlanOptions po = plan_options(o, Strategy::kLbAsc);
-  po.dims.pp = 2;
-  EXPECT_NE(rejection(m, plan::make_plan(m, po), {1, 1, 2}).find("one stage"), std::string::npos);
-}
-
 // A MoE plan's stage holds every param but the experts; its expert plan fits each EP rank's
 // expert model on the expert grid (DP 2 x EP 2: expert DP 1). The same stage without the expert
 // plan is missing the experts.
@@ -140,7 +154,7 @@ TEST(ValidatePlan, AcceptsAMixtureOfExpertsBufferByBuffer) {
     EXPECT_EQ(rejection(model::expert_part(m, 2, 1, k).model, p.expert->plan, {1, 1, 1}), "");
   plan::Plan dense_only = p;
   dense_only.expert = nullptr;
-  EXPECT_NE(rejection(m, dense_only, {2, 1, 1}).find("stage holds"), std::string::npos);
+  EXPECT_NE(rejection(m, dense_only, {2, 1, 1}).find("the stages hold"), std::string::npos);
 }
 
 TEST(RunOptionsValidate, RejectsBadFlagsBeforeMpi) {
@@ -154,7 +168,9 @@ TEST(RunOptionsValidate, RejectsBadFlagsBeforeMpi) {
     }
     return std::string();
   };
-  EXPECT_NE(message([](RunOptions& o) { o.dims.pp = 2; }).find("--pp 2"), std::string::npos);
+  EXPECT_EQ(message([](RunOptions& o) { o.dims.pp = 2; }), "");  // pipeline stages run
+  EXPECT_NE(message([](RunOptions& o) { o.dims.pp = 0; }).find("--pp must be positive"),
+            std::string::npos);
   EXPECT_NE(message([](RunOptions& o) { o.steps = 0; }).find("--steps"), std::string::npos);
   EXPECT_NE(message([](RunOptions& o) { o.optimizer = "adamw"; }).find("matrix optimizer"),
             std::string::npos);

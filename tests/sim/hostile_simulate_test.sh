@@ -45,8 +45,8 @@ cluster_file() { printf '%s\n' "$2" >"$work/$1.json"; }
 
 case "$class" in
 grid)
-  bad "--dp x --tp x --pp = 1 x 65536 x 65536 ranks is more than 1048576 (kMaxRanks)" \
-    --tp 65536 --pp 65536 --gpus 1024
+  bad "tp x pp = 4294967296 must lie in [1, 1048576] (kMaxGridRanks)" --tp 65536 --pp 65536 \
+    --gpus 1024
   bad "--dp x --tp x --pp = 32 x 65536 x 65536 ranks is more than 1048576" --tp 65536 --pp 65536
   bad "--dp x --tp x --pp = 1048576 x 8 x 1 ranks is more than 1048576" --dp 1048576 --tp 8
   bad "--dp x --tp x --pp = 2147483647 x 8 x 1 ranks is more than 1048576" --dp 2147483647 --tp 8

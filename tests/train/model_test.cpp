@@ -286,13 +286,14 @@ TEST_F(Qwen3ModelTest, MoeAtTp2Ep2MatchesOneProcess) {
   std::vector<comm::ExpertGroups> experts =
       comm::make_thread_expert_groups({1, 2, 1, 2, 1}, comm::ReduceMode::kDeterministic);
   std::vector<RunResult> got(2);
-  comm::run_on_thread_grid({1, 2, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
-    const int t = grid.tp().rank();
-    const comm::ExpertGroups& e = experts[static_cast<std::size_t>(grid.world().rank())];
-    Qwen3Model m(config, spec2, TpGroup{&grid.tp(), 2, t}, Qwen3Model::Storage::kOwned,
-                 EpGroup{e.ep.get(), 2, e.coord.ep});
-    got[static_cast<std::size_t>(t)] = run(m, spec2, 2, t);
-  });
+  comm::run_on_thread_grid(
+      {1, 2, 1, 2, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& grid) {
+        const int t = grid.tp().rank();
+        const comm::ExpertGroups& e = experts[static_cast<std::size_t>(grid.world().rank())];
+        Qwen3Model m(config, spec2, TpGroup{&grid.tp(), 2, t}, Qwen3Model::Storage::kOwned,
+                     EpGroup{e.ep.get(), 2, e.coord.ep});
+        got[static_cast<std::size_t>(t)] = run(m, spec2, 2, t);
+      });
   const double loss_scale = std::max(1.0, max_abs(want.losses));
   int experts_seen = 0;
   for (int t = 0; t < 2; ++t) {

@@ -32,7 +32,7 @@ inline Corpus write_corpus(const std::string& name, const std::vector<std::strin
 }
 
 // Runs train() on a thread grid of o.job's shape (a MoE model with its expert groups for
-// {o.job.ep, o.job.etp}); returns world rank 0's runs.
+// o.job.dims); returns world rank 0's runs.
 inline std::vector<StrategyRun> train_threaded(const model::TransformerConfig& config,
                                                const TrainOptions& o, const Corpus& corpus) {
   const model::ModelSpec spec = training_spec(config, o);

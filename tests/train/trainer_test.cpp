@@ -303,5 +303,17 @@ TEST(TrainZero3, RefusesStrategiesThatCannotShardParams) {
   EXPECT_NO_THROW(validate(o));
 }
 
+// Pipeline stages run in run and compare; train still says so in one line.
+TEST(TrainValidate, PipelineStagesAreRefusedNamingTheFlag) {
+  TrainOptions o = zero3_options(2, 1);
+  o.job.dims.pp = 2;
+  try {
+    validate(o);
+    FAIL() << "--pp 2 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--pp 2: train executes one pipeline stage"));
+  }
+}
+
 }  // namespace
 }  // namespace canzona::train

@@ -64,7 +64,7 @@ const nlohmann::json& options_for(const std::string& optimizer, const CostOption
 double optimizer_flops(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                        const CostOptions& options);
 
-// Optimizer-state bytes, from the registry descriptor; under options.zero_stage 3 plus the param,
+// Optimizer-state bytes, from the registry descriptor; under ZeroStage::kThree plus the param,
 // gradient and (matrix optimizers) main-param bytes of rows x cols elements.
 double state_bytes(const std::string& optimizer, std::int64_t rows, std::int64_t cols,
                    const CostOptions& options);

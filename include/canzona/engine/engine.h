@@ -2,7 +2,8 @@
 // DistributedDataParallel + DistributedOptimizer (docs/design.md sections 1 and 4;
 // docs/architecture.md).
 //
-// Buffers (pipeline stage 0 only; the Megatron layout of the TP-local shapes, layout.h): one fp32
+// Buffers (the rank's pipeline stage, grid.coord().pp, of the plan; the Megatron layout of the
+// TP-local shapes, layout.h): one fp32
 // param buffer and one fp32 gradient buffer of layout.numel elements, with a view per param. A
 // backward pass writes each param's gradient into grad(p) and calls grad_ready(p); when the last
 // param of a bucket is ready the engine scales the bucket by 1/DP (Megatron's
@@ -60,9 +61,10 @@ struct EngineOptions {
   nlohmann::json optimizer_options = nlohmann::json::object();  // its options (registry keys)
   nlohmann::json adamw_options = nlohmann::json::object();      // element-wise params
   bool pipeline = true;  // TP micro groups: post group k+1's gather before computing group k
-  // 1: every rank keeps the whole param and gradient buffers (ZeRO-1: only optimizer state is
-  // sharded). 3: each rank keeps only its DP shard of both between uses (ZeRO-3, below); needs a
-  // strategy with Reduce-Scatter and bucket All-Gather (asc, lb-asc).
+  // kOne: every rank keeps the whole param and gradient buffers (ZeRO-1: only optimizer state is
+  // sharded). kThree: each rank keeps only its DP shard of both between uses (ZeRO-3, below);
+  // needs a strategy that shards params (plan::StrategyInfo::shards_params: asc, lb-asc,
+  // fsdp-a2a).
   ZeroStage zero_stage = ZeroStage::kOne;
   // The DP degree whose 1/DP scales each bucket before its collective; 0: the grid's. A MoE
   // model's expert buffer, synced over expert DP, is scaled by the dense DP as Megatron's
@@ -129,8 +131,9 @@ struct StateTensor {
 class Engine {
  public:
   // Collective over grid.tp() only in init_main_params(). Needs a plan made for this
-  // model with pp == 1 and the grid's dp and tp (validate_plan). Allocates the buffers and the
-  // optimizer instances of what this rank computes. Trace is borrowed.
+  // model with the grid's dp, tp and pp (validate_plan); runs stage grid.coord().pp of it.
+  // Allocates the buffers and the optimizer instances of what this rank computes. Trace is
+  // borrowed.
   Engine(comm::Grid& grid, const model::ModelSpec& model, const plan::Plan& plan,
          const EngineOptions& options, Trace& trace);
   ~Engine();

@@ -23,7 +23,7 @@ struct JobOptions {
   std::string model = "qwen3-tiny";  // preset, HF config.json or param list (model::load_model)
   model::QkvSplit qkv_split = model::QkvSplit::kNone;  // QKV -> q/k/v or per-head tasks
   bool split_fc1 = false;                              // fc1 -> gate/up tasks
-  ParallelDims dims;  // the grid; pp: only 1 is executed (pipeline stages are planned, not run)
+  ParallelDims dims;                                   // the grid
 
   std::string optimizer = "muon";  // matrix optimizer: muon | shampoo | soap
   nlohmann::json optimizer_options = nlohmann::json::object();  // its options (registry keys)
@@ -77,7 +77,7 @@ inline constexpr double kMaxCmaxMb = plan::kMaxCmaxMb;
 inline constexpr std::int64_t kMaxBucketSize = std::int64_t{1} << 40;
 
 // Throws UsageError naming the flag (and the limit above) for: the grid (ParallelDims::check);
-// pp != 1 (not executed); bucket_size outside [0,
+// bucket_size outside [0,
 // kMaxBucketSize]; alpha not finite or outside [0, 1]; cmax_mb not finite or outside (0,
 // kMaxCmaxMb]; an optimizer that is not a registered matrix optimizer (optim/registry.h; "adamw" is
 // element-wise); non-object option JSON, unknown option keys and option values out of range (the

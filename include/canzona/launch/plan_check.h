@@ -5,8 +5,8 @@
 #pragma once
 
 #include "canzona/comm/communicator.h"
-#include "canzona/comm/grid.h"
 #include "canzona/common/error.h"
+#include "canzona/common/parallel_dims.h"
 #include "canzona/model/spec.h"
 #include "canzona/plan/plan.h"
 
@@ -19,11 +19,12 @@ class PlanAgreementError : public UsageError {
 };
 
 // Throws PlanAgreementError naming the rule when the plan does not fit the model or the grid:
-// pp != 1, dp/tp differing from the grid, a layout slot whose size is not the param's TP-local
-// size, cuts that are not monotone or split a matrix param, owners or hosts out of range, matrix
-// params without tasks, micro groups that do not list exactly the hosted tasks. A MoE plan's
-// stage holds every param but the experts; check plan.expert->plan against its EP rank's expert
-// model (model::expert_part) and the expert grid with another call.
+// dp, tp or pp differing from the grid, stages that do not hold every param once, a layout slot
+// whose size is not the param's TP-local size, cuts that are not monotone or split a matrix param,
+// owners or hosts out of range, matrix params without tasks, micro groups that do not list
+// exactly the hosted tasks; every stage is checked. A MoE plan's stages hold every param but the
+// experts; check plan.expert->plan against its EP rank's expert model (model::expert_part) and
+// the expert grid with another call.
 void validate_plan(const model::ModelSpec& model, const plan::Plan& plan, const ParallelDims& grid);
 
 // Collective over `world` (control traffic only): every rank contributes plan_hash(plan).

@@ -69,7 +69,8 @@ struct Metrics {
   // A MoE plan (plan.expert): the metrics above are the dense buffer's over DP x TP; `expert` the
   // expert buffer's over expert DP x ETP (of one EP rank: every EP rank's are the same), and
   // `whole_grid` the max/mean over a stage's dp x tp ranks of each rank's dense plus expert load
-  // (the expert coordinates of plan::expert_coord), worst stage. Null and 1 for a dense plan.
+  // (the expert coordinates of ParallelDims::expert_coord), worst stage. Null and 1 for a dense
+  // plan.
   std::shared_ptr<const Metrics> expert;
   Ratio whole_grid;
 };

@@ -21,8 +21,8 @@ namespace canzona::runtime {
 
 class Reference {
  public:
-  // Initialises every param; options.dp is the number of gradient contributions per step (for a
-  // MoE model's experts, the expert DP dp x tp / (ep x etp); pass model::executed_model so their
+  // Initialises every param; options.dims.dp is the number of gradient contributions per step (for
+  // a MoE model's experts, the expert DP dp x tp / (ep x etp); pass model::executed_model so their
   // expert-TP splits and pieces are the run's).
   Reference(const model::ModelSpec& model, const RunOptions& options);
   ~Reference();

@@ -89,8 +89,8 @@ struct CompareResult {
 // session.verify, world rank 0 also runs the single-process Reference and compares each strategy's
 // final params (every DP replica) with it and with the first strategy's. Throws PlanAgreementError
 // (identically on every rank) or Error. A MoE model needs `experts` (comm/grid.h, made for
-// options.ep and options.etp): each strategy then also runs the expert buffer (StrategyRunner),
-// and the verification covers every expert of every EP rank.
+// options.dims.ep and options.dims.etp): each strategy then also runs the expert buffer
+// (StrategyRunner), and the verification covers every expert of every EP rank.
 CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
                              const RunOptions& options,
                              const std::vector<plan::Strategy>& strategies,

@@ -5,11 +5,11 @@
 // (1F1B pipeline over PP stages), the DP gradient sync (overlapped with the last micro batch's
 // backward), the optimizer step (matrix tasks, element-wise AdamW, TP micro groups), and the
 // param sync (ZeRO-1 All-Gather overlapped with the next forward; layerwise's All-Gather-v inside
-// the step). Under ZeRO-3 (the plan's layout.zero_stage == 3) there is no param sync after the
-// step: every micro batch gathers each bucket before its forward and again before its backward,
-// one bucket prefetched, and those gathers' stalls count in dp_comm_exposed_s. fsdp-a2a's owner
-// exchange (the gradients to the owners and the updates back) runs in the step. Pipeline stages
-// run in parallel; the slowest stage's step is the iteration's.
+// the step). Under ZeRO-3 (the plan's layout.zero_stage is ZeroStage::kThree) there is no param
+// sync after the step: every micro batch gathers each bucket before its forward and again before
+// its backward, one bucket prefetched, and those gathers' stalls count in dp_comm_exposed_s.
+// fsdp-a2a's owner exchange (the gradients to the owners and the updates back) runs in the step.
+// Pipeline stages run in parallel; the slowest stage's step is the iteration's.
 //
 //   iteration_s = fwd_bwd_s + ep_comm_s + dp_comm_exposed_s + optimizer_s + tp_comm_s
 //                 + dp_exchange_s + param_sync_s

@@ -34,7 +34,7 @@ namespace canzona::train {
 
 struct TrainOptions {
   // Model, grid, matrix optimizer and its options, AdamW options, planner knobs, seed (init and
-  // data sampler), reduce mode, ZeRO stage (job.zero_stage 3: each rank keeps its DP shard of
+  // data sampler), reduce mode, ZeRO stage (ZeroStage::kThree: each rank keeps its DP shard of
   // params and gradients, buckets gathered around their use forward and backward; asc and lb-asc
   // only; bitwise the same results as stage 1).
   launch::JobOptions job;
@@ -180,7 +180,7 @@ class NonFiniteLoss : public Error {
 void keep_freed_memory();
 
 // A mixture-of-experts model also needs this rank's expert groups (comm::make_mpi_expert_groups or
-// make_thread_expert_groups for {job.ep, job.etp}): its experts train in a second engine over the
+// make_thread_expert_groups for job.dims): its experts train in a second engine over the
 // expert grid, their gradients scaled by 1/DP and reduced over expert DP (Megatron's
 // expert_gradient_scaling_factor), the dense step first, then the expert step; the loss adds
 // router_aux_loss_coef x the load-balancing loss (Qwen3Model::load_balancing_loss).
@@ -206,7 +206,7 @@ ReferenceRun run_reference(const model::TransformerConfig& config, const model::
 
 // The model spec `options` trains: the loaded model, re-classed to element-wise for all_adamw.
 // A MoE model (or --ep / --etp above 1) also passes the expert grid's checks (model::expert_part,
-// comm::check_expert_shape); train keeps expert TP 1: --etp above 1 is a UsageError naming it.
+// ParallelDims::check); train keeps expert TP 1: --etp above 1 is a UsageError naming it.
 model::ModelSpec training_spec(const model::TransformerConfig& config, const TrainOptions& options);
 
 }  // namespace canzona::train

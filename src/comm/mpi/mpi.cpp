@@ -170,7 +170,7 @@ std::unique_ptr<Communicator> make_mpi_control_world() {
 // The PP group and the embedding group of the rank at `coord` of `dims`, split from the world with
 // colors `line` (unique per (dp, tp) coordinates over the world) and keys the pp index (grid.h).
 // Collective over the world: middle stages pass MPI_UNDEFINED for the embedding group.
-std::pair<std::unique_ptr<Communicator>, std::unique_ptr<Communicator>> split_pipeline(
+static std::pair<std::unique_ptr<Communicator>, std::unique_ptr<Communicator>> split_pipeline(
     const ParallelDims& dims, const GridCoord& coord, int line, ReduceMode mode) {
   auto pp_group = split_world(line, coord.pp, mode);
   auto embedding =

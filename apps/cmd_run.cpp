@@ -10,6 +10,7 @@
 // disagree on, world size, plan mismatch), it is printed once and every rank exits 2 without an
 // abort banner; raised by one rank while the others wait in a collective, that rank's line and
 // MPI_Abort end the job. --verify failing exits 1 on every rank.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -103,7 +104,11 @@ Launch prepare(RunFlags& flags) {
   l.model = launch::load_model(l.options);
   if (l.options.dims.pp > 1) {
     // The stages are checked here, before MPI starts, so every rank fails alike.
-    model::assign_stages(l.model, l.options.dims.pp);
+    const std::vector<int> stage_of = model::assign_stages(l.model, l.options.dims.pp);
+    for (int s = 0; s < l.options.dims.pp; ++s)
+      CANZONA_REQUIRE(std::find(stage_of.begin(), stage_of.end(), s) != stage_of.end(), "--pp ",
+                      l.options.dims.pp, ": stage ", s, " of model '", l.model.name,
+                      "' holds no params");
     CANZONA_REQUIRE(!model::has_experts(l.model), "--pp ", l.options.dims.pp,
                     ": run and compare execute a mixture-of-experts model at --pp 1 only");
   }

@@ -120,6 +120,8 @@ void check_tasks(const model::ModelSpec& model, const plan::StagePlan& stage, in
     const model::ParamSpec& p = model.params[t.param];
     require(p.is_matrix() && t.piece >= -1 && t.piece < static_cast<int>(p.pieces.size()), "task ",
             k, " ('", p.name, "' piece ", t.piece, ") is not a matrix task");
+    require(stage.owner[t.param] != -1, "stage ", stage.stage, ": task ", k, " ('", p.name,
+            "') is a param of another stage");
     const ShardMap whole = shard_map(p, t.piece, 1, 0);
     require(t.rows == whole.task_rows && t.cols == whole.task_cols, "task ", k, " of '", p.name,
             "' is ", t.rows, " x ", t.cols, " but the model's is ", whole.task_rows, " x ",

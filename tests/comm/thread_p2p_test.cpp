@@ -101,6 +101,29 @@ TEST(ThreadP2p, TestSaysWhetherTheMessageHasBeenSent) {
   });
 }
 
+// An isend completes when its receive is posted (MPI_Issend), not when it is posted: the barriers
+// order rank 1's irecv after rank 0's first test() and before its second.
+TEST(ThreadP2p, SendCompletesWhenItsReceiveIsPosted) {
+  run_on_thread_grid({.dp = 2, .tp = 1, .pp = 1}, ReduceMode::kNative, [](Grid& grid) {
+    Communicator& world = grid.world();
+    std::vector<std::byte> data = payload(0, 1, 5, 0, 9), got(9);
+    if (world.rank() == 0) {
+      Request s = world.isend(data, 1, 5);
+      EXPECT_FALSE(s.test());
+      world.barrier();
+      world.barrier();
+      EXPECT_TRUE(s.test());
+      s.wait();
+    } else {
+      world.barrier();
+      Request r = world.irecv(got, 0, 5);
+      world.barrier();
+      r.wait();
+      EXPECT_TRUE(same_bytes(got, data));
+    }
+  });
+}
+
 // A receive buffer of another size than the message's fails in wait(), naming both sizes; the
 // next message of that (peer, tag) is matched by the next receive as usual.
 TEST(ThreadP2p, SizeMismatchIsAnErrorNamingBothSizes) {

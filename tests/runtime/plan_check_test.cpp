@@ -72,6 +72,13 @@ TEST(ValidatePlan, StagesHoldEveryParamOnceOnTheirGrid) {
     plan::Plan twice = p;  // the first param of stage 1 listed by stage 0 too
     twice.stages[0].params.push_back(p.stages[1].params.front());
     EXPECT_NE(rejection(m, twice, {2, 1, 2}).find("in another stage"), std::string::npos);
+    plan::Plan foreign = p;  // a task of stage 1 listed by stage 0
+    if (!p.stages[1].tasks.empty()) {
+      foreign.stages[0].tasks.push_back(p.stages[1].tasks.front());
+      EXPECT_NE(rejection(m, foreign, {2, 1, 2}).find("is a param of another stage"),
+                std::string::npos)
+          << plan::to_string(s);
+    }
     plan::Plan missing = p;
     missing.stages.pop_back();
     missing.options.dims.pp = 1;

@@ -25,7 +25,9 @@
 // barrier() and all_gather_u64() are not counted.
 //
 // Point-to-point: each group has a *mailbox*, a FIFO per (source, dest, tag). isend copies its
-// bytes into the FIFO when posted and is complete at once (its Request never blocks); the k-th
+// bytes into the FIFO when posted and completes when the matching irecv is posted (as
+// MPI_Issend: a program that waits for a send before posting the receive it depends on hangs
+// here, as it may under MPI with a large message, instead of passing); the k-th
 // irecv a rank posts for (source, tag) takes the k-th message of that FIFO: its test() says whether
 // that message has been sent, its wait() blocks until it has, then copies its bytes into the
 // receive buffer. A message whose size differs from the receive buffer's makes wait() throw

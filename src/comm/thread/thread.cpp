@@ -108,18 +108,40 @@ class Group {
                     ") that rank ", rank, " waits for"));
   }
 
-  // Point-to-point (thread.h): appends a copy of `data` to the FIFO of (source, dest, tag).
-  void send(int source, int dest, int tag, std::span<const std::byte> data) {
+  // Point-to-point (thread.h): appends a copy of `data` to the FIFO of (source, dest, tag);
+  // returns its index there.
+  std::uint64_t send(int source, int dest, int tag, std::span<const std::byte> data) {
     std::lock_guard lock(mutex_);
     Channel& channel = channels_[{source, dest, tag}];
-    channel.unreceived.emplace(channel.sent++, std::vector<std::byte>(data.begin(), data.end()));
+    const std::uint64_t index = channel.sent++;
+    channel.unreceived.emplace(index, std::vector<std::byte>(data.begin(), data.end()));
     changed_.notify_all();
+    return index;
   }
 
   // The index of the next receive posted on (source, dest, tag): the send it matches.
   std::uint64_t post_receive(int source, int dest, int tag) {
     std::lock_guard lock(mutex_);
-    return channels_[{source, dest, tag}].received++;
+    const std::uint64_t index = channels_[{source, dest, tag}].received++;
+    changed_.notify_all();
+    return index;
+  }
+
+  // True once the receive matching send `index` of (source, dest, tag) has been posted: an isend
+  // completes then, as MPI_Issend does, so a program that waits for a send before posting the
+  // receive it needs hangs here as it may under MPI (a large MPI_Isend waits for its receive).
+  // Blocks for it when `may_block`; throws canzona::Error when dest has departed without posting.
+  bool matched(int source, int dest, int tag, std::uint64_t index, bool may_block) {
+    std::unique_lock lock(mutex_);
+    Channel& channel = channels_[{source, dest, tag}];
+    const auto posted = [&] { return channel.received > index; };
+    if (!may_block) return posted();
+    changed_.wait(lock, [&] { return posted() || departed_[dest]; });
+    if (!posted())
+      throw Error(str("thread communicator: rank ", dest, " of ", size_,
+                      " was destroyed before posting the receive of message #", index, " with tag ",
+                      tag, " that rank ", source, " sent"));
+    return true;
   }
 
   // True once message `index` of (source, dest, tag) has been sent (and not yet taken).
@@ -214,11 +236,25 @@ class ThreadRequest final : public Request::Impl {
   Finish finish_;
 };
 
-// An isend: its bytes were copied into the mailbox when it was posted, so it is complete.
+// An isend: its bytes were copied into the mailbox when it was posted; it completes when the
+// matching receive is posted (Group::matched).
 class SentRequest final : public Request::Impl {
  public:
-  void wait() override {}
-  bool test() override { return true; }
+  SentRequest(std::shared_ptr<Group> group, int source, int dest, int tag, std::uint64_t index)
+      : group_(std::move(group)), source_(source), dest_(dest), tag_(tag), index_(index) {}
+
+  void wait() override {
+    group_->matched(source_, dest_, tag_, index_,
+                    /*may_block=*/std::uncaught_exceptions() == 0);
+  }
+  bool test() override { return group_->matched(source_, dest_, tag_, index_, false); }
+
+ private:
+  std::shared_ptr<Group> group_;
+  int source_;
+  int dest_;
+  int tag_;
+  std::uint64_t index_;
 };
 
 // An irecv: the `index`-th receive of (source, dest, tag), matched to that channel's `index`-th
@@ -396,9 +432,9 @@ class ThreadCommunicator final : public Communicator {
   }
 
   Request do_isend(std::span<const std::byte> data, int peer, int tag) override {
-    group_->send(rank_, peer, tag, data);
+    const std::uint64_t index = group_->send(rank_, peer, tag, data);
     if (peer != rank_) mutable_bytes().p2p += std::ssize(data);
-    return Request(std::make_unique<SentRequest>());
+    return Request(std::make_unique<SentRequest>(group_, rank_, peer, tag, index));
   }
 
   Request do_irecv(std::span<std::byte> data, int peer, int tag) override {

@@ -91,6 +91,7 @@ constexpr const char* kRecipeKeys[] = {"model",
                                        "dp",
                                        "tp",
                                        "pp",
+                                       "pp_layout",
                                        "ep",
                                        "etp",
                                        "alpha",
@@ -144,6 +145,16 @@ OldPlan remake_plan(const nlohmann::json& j, const std::string& where, const Pla
   o.dims.dp = json_key<int>(j, path, "dp");
   o.dims.tp = json_key<int>(j, path, "tp");
   o.dims.pp = json_key<int>(j, path, "pp");
+  // Plans of even stages record no layout.
+  if (j.contains("pp_layout")) {
+    CANZONA_REQUIRE(j.at("pp_layout").is_array(), path, ": key 'pp_layout' is not an array");
+    for (const nlohmann::json& n : j.at("pp_layout")) {
+      CANZONA_REQUIRE(
+          n.is_number_integer() && n.get<std::int64_t>() >= 1 && n.get<std::int64_t>() <= (1 << 20),
+          path, ": key 'pp_layout' holds ", n.dump(), ", not a layer count");
+      o.pp_layout.push_back(n.get<int>());
+    }
+  }
   // Plans written before expert parallelism had none.
   o.dims.ep = j.contains("ep") ? json_key<int>(j, path, "ep") : 1;
   o.dims.etp = j.contains("etp") ? json_key<int>(j, path, "etp") : 1;

@@ -104,7 +104,8 @@ Launch prepare(RunFlags& flags) {
   l.model = launch::load_model(l.options);
   if (l.options.dims.pp > 1) {
     // The stages are checked here, before MPI starts, so every rank fails alike.
-    const std::vector<int> stage_of = model::assign_stages(l.model, l.options.dims.pp);
+    const std::vector<int> stage_of =
+        model::assign_stages(l.model, l.options.dims.pp, l.options.pp_layout);
     for (int s = 0; s < l.options.dims.pp; ++s)
       CANZONA_REQUIRE(std::find(stage_of.begin(), stage_of.end(), s) != stage_of.end(), "--pp ",
                       l.options.dims.pp, ": stage ", s, " of model '", l.model.name,

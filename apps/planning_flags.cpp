@@ -15,11 +15,14 @@ void add_planning_flags(CLI::App* sub, PlanningFlags& f, PlanningCommand command
                   command == PlanningCommand::kSimulate ? "Tensor-parallel degree (inside one node)"
                                                         : "Tensor-parallel degree")
       ->capture_default_str();
-  sub->add_option(
-         "--pp", f.dims.pp,
-         run ? "Pipeline stages (layers split evenly; run and compare execute them, train only 1)"
-             : "Pipeline stages (layers split evenly)")
+  sub->add_option("--pp", f.dims.pp,
+                  "Pipeline stages (layers split evenly unless --pp-layout; the first stage holds "
+                  "the embedding, the last the output layer)")
       ->capture_default_str();
+  sub->add_option("--pp-layout", f.pp_layout,
+                  "Layers of each pipeline stage, e.g. 3,4,4,5 (Megatron's "
+                  "--decoder-first-pipeline-num-layers 3 --decoder-last-pipeline-num-layers 5)")
+      ->delimiter(',');
   sub->add_option("--ep", f.dims.ep,
                   "Expert parallelism (MoE models): each EP rank holds num_experts / ep experts; "
                   "expert DP = dp x tp / (ep x etp)")

@@ -532,6 +532,8 @@ int execute(TrainFlags& flags) {
       h.matmul_params -= launch.spec.params.front().numel();
     h.dp = o.job.dims.dp;
     h.tp = o.job.dims.tp;
+    h.pp = o.job.dims.pp;
+    if (h.pp > 1) h.stage_memory = train::estimate_stage_memory(launch.config, launch.spec, o);
     h.ep = launch.config.is_moe() ? o.job.dims.ep : 0;
     h.optimizer = flags.optimizer;
     h.data = launch.corpus.source;

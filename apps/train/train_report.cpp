@@ -36,6 +36,7 @@ std::string format_header(const TrainHeader& h, const train::TrainOptions& o) {
   out << "model " << h.model << ": " << h.params << " params";
   if (h.ep > 0) out << " (" << h.active_params << " active per token)";
   out << " | DP " << h.dp << " x TP " << h.tp;
+  if (h.pp > 1) out << " x PP " << h.pp << " (1F1B, " << o.grad_accum << " micro-batches)";
   if (h.ep > 0) out << " | experts: EP " << h.ep << ", expert DP " << h.dp * h.tp / h.ep;
   out << " | optimizer " << h.optimizer << " (matrices), adamw (the rest)\n";
   out << "data " << h.data << " | train " << h.train_tokens << " tokens, val " << h.val_tokens
@@ -51,6 +52,12 @@ std::string format_header(const TrainHeader& h, const train::TrainOptions& o) {
       << (h.memory_available >= 0 ? train::format_bytes(h.memory_available) : std::string("?"))
       << " available for " << h.ranks_on_node << (h.ranks_on_node == 1 ? " rank" : " ranks")
       << " on this node\n";
+  if (h.pp > 1) {
+    out << "memory estimate per pipeline stage:";
+    for (const train::MemoryNeed& m : h.stage_memory)
+      out << (m.stage ? ", " : " ") << "stage " << m.stage << " " << train::format_bytes(m.total());
+    out << "\n";
+  }
   return out.str();
 }
 
@@ -76,8 +83,9 @@ std::string format_val(const train::StrategyRun& run, const train::ValRecord& v)
 }
 
 train::StepRecord median_step(const std::vector<train::StepRecord>& steps) {
-  std::vector<double> step, fb, gs, opt, ps, tps;
+  std::vector<double> step, fb, gs, opt, ps, tps, wait;
   for (std::size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i) {
+    wait.push_back(steps[i].pipeline_wait_ms);
     step.push_back(steps[i].step_ms);
     fb.push_back(steps[i].fwd_bwd_ms);
     gs.push_back(steps[i].grad_sync_ms);
@@ -92,13 +100,14 @@ train::StepRecord median_step(const std::vector<train::StepRecord>& steps) {
   m.opt_ms = median(opt);
   m.param_sync_ms = median(ps);
   m.tokens_per_s = median(tps);
+  m.pipeline_wait_ms = median(wait);
   return m;
 }
 
 double mfu(const TrainHeader& h, const train::TrainOptions& o, const train::StepRecord& m) {
   if (m.fwd_bwd_ms <= 0.0 || h.sgemm_gflops <= 0.0) return 0.0;
   const double tokens_per_rank = static_cast<double>(o.grad_accum * o.micro_batch * o.seq_len);
-  const double flops = 6.0 * static_cast<double>(h.matmul_params) / h.tp * tokens_per_rank;
+  const double flops = 6.0 * static_cast<double>(h.matmul_params) / (h.tp * h.pp) * tokens_per_rank;
   return flops / (m.fwd_bwd_ms / 1000.0) / (h.sgemm_gflops * 1e9);
 }
 
@@ -156,6 +165,7 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
   j["matmul_params"] = h.matmul_params;
   j["dp"] = h.dp;
   j["tp"] = h.tp;
+  j["pp"] = h.pp;
   if (h.ep > 0) {
     j["ep"] = h.ep;
     j["active_params"] = h.active_params;
@@ -176,6 +186,15 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
                           {"total_bytes", h.memory.total()},
                           {"available_bytes", h.memory_available},
                           {"ranks_on_node", h.ranks_on_node}};
+  if (h.pp > 1) {
+    j["memory_estimate"]["stages"] = nlohmann::json::array();
+    for (const train::MemoryNeed& m : h.stage_memory)
+      j["memory_estimate"]["stages"].push_back({{"stage", m.stage},
+                                                {"params_bytes", m.params_bytes},
+                                                {"optimizer_state_bytes", m.optimizer_state_bytes},
+                                                {"activations_bytes", m.activations_bytes},
+                                                {"total_bytes", m.total()}});
+  }
   j["steps"] = o.steps;
   j["seq_len"] = o.seq_len;
   j["micro_batch"] = o.micro_batch;
@@ -202,7 +221,8 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
              {"fwd_bwd", s.fwd_bwd_ms},
              {"grad_sync", s.grad_sync_ms},
              {"optimizer", s.opt_ms},
-             {"param_sync", s.param_sync_ms}}},
+             {"param_sync", s.param_sync_ms},
+             {"pipeline_wait", s.pipeline_wait_ms}}},
            {"peak_rss_bytes", s.peak_rss_bytes},
            {"optimizer_step_bytes", {{"dp", s.opt_dp_bytes}, {"tp", s.opt_tp_bytes}}}});
     if (h.ep > 0)
@@ -216,8 +236,34 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
                         {"fwd_bwd", m.fwd_bwd_ms},
                         {"grad_sync", m.grad_sync_ms},
                         {"optimizer", m.opt_ms},
-                        {"param_sync", m.param_sync_ms}};
+                        {"param_sync", m.param_sync_ms},
+                        {"pipeline_wait", m.pipeline_wait_ms}};
     run["median_tokens_per_s"] = m.tokens_per_s;
+    // PP > 1: each stage's times per step (max over the stage's ranks) and their medians.
+    if (!r.stage_steps.empty()) {
+      run["stages"] = nlohmann::json::array();
+      for (std::size_t st = 0; st < r.stage_steps.size(); ++st) {
+        nlohmann::json stage = {{"stage", st}, {"steps", nlohmann::json::array()}};
+        std::vector<double> step, fb, opt, wait;
+        for (std::size_t i = 0; i < r.stage_steps[st].size(); ++i) {
+          const train::StageStep& x = r.stage_steps[st][i];
+          stage["steps"].push_back({{"step", x.step_ms},
+                                    {"fwd_bwd", x.fwd_bwd_ms},
+                                    {"optimizer", x.opt_ms},
+                                    {"pipeline_wait", x.pipeline_wait_ms}});
+          if (i == 0 && r.stage_steps[st].size() > 1) continue;  // medians over steps 2..
+          step.push_back(x.step_ms);
+          fb.push_back(x.fwd_bwd_ms);
+          opt.push_back(x.opt_ms);
+          wait.push_back(x.pipeline_wait_ms);
+        }
+        stage["median_ms"] = {{"step", median(step)},
+                              {"fwd_bwd", median(fb)},
+                              {"optimizer", median(opt)},
+                              {"pipeline_wait", median(wait)}};
+        run["stages"].push_back(stage);
+      }
+    }
     run["memory"] = {{"params_bytes", r.memory.params_bytes},
                      {"grads_bytes", r.memory.grads_bytes},
                      {"optimizer_state_bytes", r.memory.optimizer_state_bytes},

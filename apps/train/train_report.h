@@ -15,7 +15,7 @@ struct TrainHeader {
   std::int64_t params = 0;         // model numel (padded vocabulary included)
   std::int64_t active_params = 0;  // a token's: a MoE model's experts counted top-k / E
   std::int64_t matmul_params = 0;  // active params in products: all but an untied input embedding
-  int dp = 1, tp = 1;
+  int dp = 1, tp = 1, pp = 1;
   int ep = 0;  // a MoE model's expert parallelism; 0 for a dense model
   std::string optimizer;
   std::string data;
@@ -27,6 +27,7 @@ struct TrainHeader {
   train::MemoryNeed memory;      // estimated need per rank (train/memory.h)
   double memory_available = -1;  // bytes available on this node (< 0: unknown)
   int ranks_on_node = 1;
+  std::vector<train::MemoryNeed> stage_memory;  // PP > 1: the estimate of each stage
 };
 
 std::string format_header(const TrainHeader& header, const train::TrainOptions& options);

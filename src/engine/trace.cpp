@@ -71,6 +71,9 @@ void write_chrome_trace(comm::Grid& grid, const Trace& trace, const std::string&
                    c.dp, ", tp ", c.tp, ")"));
   mine += ",\n" + metadata(rank, kComputeTrack, "thread_name", "compute");
   mine += ",\n" + metadata(rank, kCollectiveTrack, "thread_name", "collectives in flight");
+  if (grid.dims().pp > 1)
+    mine += ",\n" +
+            metadata(rank, kPipelineTrack, "thread_name", str("pipeline stage ", c.pp, " (1F1B)"));
   const std::string events = trace.events_json(rank);
   if (!events.empty()) mine += ",\n" + events;
   const std::vector<std::string> all = comm::gather_bytes_to_root(grid.world(), mine);

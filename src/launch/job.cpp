@@ -59,6 +59,7 @@ engine::EngineOptions engine_options(const JobOptions& o) {
 void apply_planning_args(const PlanningArgs& a, JobOptions& o) {
   o.planner = plan::parse_variant(a.planner);
   o.dims = a.dims;
+  o.pp_layout = a.pp_layout;
   o.alpha = a.alpha;
   o.cmax_mb = a.cmax_mb;
   o.bucket_size = a.bucket_size;
@@ -80,6 +81,7 @@ plan::PlanOptions plan_options(const JobOptions& o, plan::Strategy strategy) {
   p.layerwise_buckets = o.layerwise_buckets;
   p.reorder_buckets = o.reorder_buckets;
   p.dims = o.dims;
+  p.pp_layout = o.pp_layout;
   p.alpha = o.alpha;
   p.cmax_mb = o.cmax_mb;
   p.cost.kind = o.cost;
@@ -120,6 +122,14 @@ Settings job_settings(const JobOptions& o, const std::vector<plan::Strategy>& st
       {"--bucket-size", std::to_string(o.bucket_size)},
       {"--zero-stage", std::to_string(to_int(o.zero_stage))},
   };
+  if (!o.pp_layout.empty()) {
+    std::string layout;
+    for (int n : o.pp_layout) {
+      if (!layout.empty()) layout += ',';
+      layout += std::to_string(n);
+    }
+    settings.push_back({"--pp-layout", layout});
+  }
   settings.insert(settings.end(), loop.begin(), loop.end());
   settings.insert(settings.end(), {{"--seed", std::to_string(o.seed)},
                                    {"--no-pipeline", flag(!o.pipeline)},

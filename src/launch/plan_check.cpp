@@ -171,19 +171,29 @@ void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
   require(o.dims.dp == grid.dp && o.dims.tp == grid.tp, "plan for dp ", o.dims.dp, " x tp ",
           o.dims.tp, " on a dp ", grid.dp, " x tp ", grid.tp, " grid");
   // Together the stages hold every param once; a MoE plan's stages every param but the experts
-  // (they are plan.expert's).
+  // (they are plan.expert's). The one exception is the tied embedding's copy: listed last by the
+  // last stage of a PP > 1 plan of a tied model.
   std::size_t dense = model.params.size();
   if (plan.expert)
     for (const model::ParamSpec& p : model.params) dense -= model::is_expert_param(p) ? 1 : 0;
+  const int tied = plan.tied_embedding;
+  require(tied == -1 ||
+              (o.dims.pp > 1 && tied == plan::tied_embedding_param(model) &&
+               !plan.stages.back().params.empty() && plan.stages.back().params.back() == tied),
+          "tied embedding copy ", tied, " is not the word embedding listed last by the last stage");
   std::vector<int> holders(model.params.size(), 0);
   std::size_t held = 0;
   for (const plan::StagePlan& stage : plan.stages) {
-    for (int p : stage.params) {
-      require(p >= 0 && p < std::ssize(model.params) && holders[static_cast<std::size_t>(p)]++ == 0,
+    for (std::size_t k = 0; k < stage.params.size(); ++k) {
+      const int p = stage.params[k];
+      const bool copy =
+          tied >= 0 && p == tied && stage.stage == grid.pp - 1 && k + 1 == stage.params.size();
+      require(p >= 0 && p < std::ssize(model.params) &&
+                  (copy || holders[static_cast<std::size_t>(p)]++ == 0),
               "stage ", stage.stage, " lists param ", p,
               " that is out of range or in another stage");
     }
-    held += stage.params.size();
+    held += stage.params.size() - (tied >= 0 && stage.stage == grid.pp - 1 ? 1 : 0);
   }
   require(held == dense, "the stages hold ", held, " of ", dense,
           plan.expert ? " params that are not experts" : " params");

@@ -9,7 +9,39 @@
 
 namespace canzona::model {
 
-std::vector<int> assign_stages(const ModelSpec& model, int pp) {
+std::vector<int> stage_bounds(const std::string& model_name, std::int64_t num_layers, int pp,
+                              const std::vector<int>& layout) {
+  CANZONA_REQUIRE(pp > 0, "pp must be positive, got pp=", pp);
+  std::vector<int> bounds(static_cast<std::size_t>(pp) + 1, 0);
+  if (layout.empty()) {
+    CANZONA_REQUIRE(num_layers % pp == 0, "--pp ", pp, " does not divide the ", num_layers,
+                    " transformer layers of model '", model_name,
+                    "' (--pp-layout sets uneven stages)");
+    for (int s = 0; s <= pp; ++s)
+      bounds[static_cast<std::size_t>(s)] = static_cast<int>(s * (num_layers / pp));
+    return bounds;
+  }
+  std::string text;
+  std::int64_t sum = 0;
+  for (std::size_t s = 0; s < layout.size(); ++s) {
+    if (s > 0) text += ',';
+    text += std::to_string(layout[s]);
+    sum += layout[s];
+  }
+  CANZONA_REQUIRE(std::ssize(layout) == pp, "--pp-layout ", text, " names ", layout.size(),
+                  " stages, --pp is ", pp);
+  for (std::size_t s = 0; s < layout.size(); ++s)
+    CANZONA_REQUIRE(layout[s] >= 1 && layout[s] <= kMaxLayers, "--pp-layout ", text, ": stage ", s,
+                    " has ", layout[s], " layers (each stage needs 1 to kMaxLayers)");
+  CANZONA_REQUIRE(sum == num_layers, "--pp-layout ", text, " sums to ", sum, " layers, model '",
+                  model_name, "' has ", num_layers);
+  for (int s = 0; s < pp; ++s)
+    bounds[static_cast<std::size_t>(s) + 1] =
+        bounds[static_cast<std::size_t>(s)] + layout[static_cast<std::size_t>(s)];
+  return bounds;
+}
+
+std::vector<int> assign_stages(const ModelSpec& model, int pp, const std::vector<int>& layout) {
   CANZONA_REQUIRE(pp > 0, "pp must be positive, got pp=", pp);
   std::int64_t max_layer = -1;
   std::size_t first_layer_param = model.params.size();
@@ -28,10 +60,10 @@ std::vector<int> assign_stages(const ModelSpec& model, int pp) {
       "kMaxLayers");
   CANZONA_REQUIRE(max_layer < num_layers, "model '", model.name, "': layer ", max_layer,
                   " out of range for ", num_layers, " layers");
-  CANZONA_REQUIRE(num_layers % pp == 0, "--pp ", pp, " does not divide the ", num_layers,
-                  " transformer layers of model '", model.name, "'");
   // A model without layers has every param on the stage its position picks (first or last).
-  const std::int64_t layers_per_stage = std::max<std::int64_t>(1, num_layers / pp);
+  const std::vector<int> bounds = num_layers > 0 || !layout.empty()
+                                      ? stage_bounds(model.name, num_layers, pp, layout)
+                                      : std::vector<int>();
 
   std::vector<int> stages(model.params.size());
   for (std::size_t i = 0; i < model.params.size(); ++i) {
@@ -41,7 +73,9 @@ std::vector<int> assign_stages(const ModelSpec& model, int pp) {
                       " out of range for pp=", pp);
       stages[i] = p.stage;
     } else if (p.layer >= 0) {
-      stages[i] = static_cast<int>(p.layer / layers_per_stage);
+      stages[i] = static_cast<int>(std::upper_bound(bounds.begin(), bounds.end(), p.layer) -
+                                   bounds.begin()) -
+                  1;
     } else {
       stages[i] = i < first_layer_param ? 0 : pp - 1;
     }

@@ -188,6 +188,7 @@ ModelSpec build_transformer(const TransformerConfig& c, const BuildOptions& opti
   model.arch = {c.num_layers,  c.num_heads,        c.num_query_groups,
                 c.head_dim,    c.vocab_size,       padded_vocab_size(c.vocab_size, options.tp),
                 c.num_experts, c.experts_per_token};
+  model.arch.tied_embeddings = c.tied_embeddings;
   const std::int64_t h = c.hidden;
   const std::int64_t d = c.head_dim;
   const std::int64_t vocab = model.arch.padded_vocab_size;

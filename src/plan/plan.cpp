@@ -148,12 +148,19 @@ namespace {
 // The stages of the params `keep` selects, planned over options.dims.dp x options.dims.tp.
 Plan plan_buffer(const model::ModelSpec& model, const PlanOptions& options,
                  const std::vector<bool>& keep) {
-  const std::vector<int> stage_of = model::assign_stages(model, options.dims.pp);
+  const std::vector<int> stage_of = model::assign_stages(model, options.dims.pp, options.pp_layout);
   std::vector<std::vector<int>> stage_params(options.dims.pp);
   for (std::size_t p = 0; p < model.params.size(); ++p)
     if (keep[p]) stage_params[stage_of[p]].push_back(static_cast<int>(p));
   Plan plan;
   plan.options = options;
+  if (options.dims.pp > 1) {
+    const int tied = tied_embedding_param(model);
+    if (tied >= 0 && keep[static_cast<std::size_t>(tied)]) {
+      plan.tied_embedding = tied;
+      stage_params.back().push_back(tied);  // the last stage's copy, where its output layer is
+    }
+  }
   for (int s = 0; s < options.dims.pp; ++s)
     plan.stages.push_back(detail::plan_stage(
         model, stage_base(model, std::move(stage_params[s]), s, options), options));
@@ -194,6 +201,13 @@ Plan make_plan(const model::ModelSpec& model, const PlanOptions& options) {
   return plan;
 }
 
+int tied_embedding_param(const model::ModelSpec& model) {
+  if (!model.arch.tied_embeddings) return -1;
+  for (std::size_t p = 0; p < model.params.size(); ++p)
+    if (model.params[p].name == "embedding.word_embeddings.weight") return static_cast<int>(p);
+  return -1;
+}
+
 std::uint64_t plan_hash(const Plan& plan) {
   std::uint64_t h = kFnvOffset;
   const PlanOptions& o = plan.options;
@@ -223,6 +237,7 @@ std::uint64_t plan_hash(const Plan& plan) {
       for (int p : batch) hash_value(h, p);
     }
   }
+  if (plan.tied_embedding >= 0) hash_value(h, plan.tied_embedding);  // PP > 1 only
   if (plan.expert) {
     const std::uint64_t expert = plan_hash(plan.expert->plan);
     hash_value(h, expert);

@@ -362,6 +362,7 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
   j["dp"] = p.options.dims.dp;
   j["tp"] = p.options.dims.tp;
   j["pp"] = p.options.dims.pp;
+  if (!p.options.pp_layout.empty()) j["pp_layout"] = p.options.pp_layout;
   j["ep"] = p.options.dims.ep;
   j["etp"] = p.options.dims.etp;
   j["alpha"] = p.options.alpha;

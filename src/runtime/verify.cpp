@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "canzona/comm/communicator.h"
 #include "canzona/common/error.h"
@@ -45,12 +46,22 @@ std::vector<std::vector<float>> gather_replica(comm::Grid& grid, const model::Mo
       for (const layout::Slot& slot : bucket.slots) {
         const model::ParamSpec& p = model.params[slot.param];
         std::vector<float>& out = global[slot.param];
-        out.assign(static_cast<std::size_t>(p.numel()), 0.0f);
+        // A param gathered before is the tied embedding, whose last-stage copy must equal the
+        // first stage's bitwise: elements that differ become NaN, so the comparison fails there.
+        const bool copy = !out.empty();
+        std::vector<float> values(static_cast<std::size_t>(p.numel()), 0.0f);
         for (int t = 0; t < shape.tp; ++t) {
           const int q = shape.rank(comm::GridCoord{s, replica, t});
           const float* shard = recv.data() + recv_displs[q] + bucket.offset + slot.offset;
-          engine::local_to_task(engine::shard_map(p, -1, shape.tp, t), shard, out.data());
+          engine::local_to_task(engine::shard_map(p, -1, shape.tp, t), shard, values.data());
         }
+        if (!copy) {
+          out = std::move(values);
+          continue;
+        }
+        for (std::size_t i = 0; i < out.size(); ++i)
+          if (std::memcmp(&out[i], &values[i], sizeof(float)) != 0)
+            out[i] = std::numeric_limits<float>::quiet_NaN();
       }
   return global;
 }

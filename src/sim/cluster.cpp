@@ -268,4 +268,8 @@ Link dp_link(const Cluster& cluster, int dp, int tp) {
                                                                   : cluster.inter_node;
 }
 
+Link pp_link(const Cluster& cluster, int dp, int tp) {
+  return 2LL * dp * tp <= cluster.gpus_per_node ? cluster.intra_node : cluster.inter_node;
+}
+
 }  // namespace canzona::sim

@@ -42,29 +42,43 @@ double balance(const Breakdown& r) {
 }  // namespace
 
 nlohmann::json to_json(const Breakdown& r) {
-  return {{"strategy", plan::to_string(r.strategy)},
-          {"iteration_s", r.iteration_s},
-          {"fwd_bwd_s", r.fwd_bwd_s},
-          {"dp_comm_exposed_s", r.dp_comm_exposed_s},
-          {"optimizer_s", r.optimizer_s},
-          {"tp_comm_s", r.tp_comm_s},
-          {"param_sync_s", r.param_sync_s},
-          {"dp_exchange_s", r.dp_exchange_s},
-          {"ep_comm_s", r.ep_comm_s},
-          {"optimizer_step_s", r.optimizer_step_s},
-          {"expert_step_s", r.expert_step_s},
-          {"param_gather_total_s", r.param_gather_total_s},
-          {"param_gather_exposed_s", r.param_gather_exposed_s},
-          {"tp_comm_sequential_s", r.tp_comm_sequential_s},
-          {"tp_comm_pipelined_s", r.tp_comm_pipelined_s},
-          {"dp_comm_total_s", r.dp_comm_total_s},
-          {"optimizer_rank_max_s", r.optimizer_rank_max_s},
-          {"optimizer_rank_mean_s", r.optimizer_rank_mean_s},
-          {"optimizer_balance", balance(r)},
-          {"fwd_bwd_flops", r.fwd_bwd_flops},
-          {"micro_batches", r.micro_batches},
-          {"critical_stage", r.critical_stage},
-          {"micro_groups", r.micro_groups}};
+  nlohmann::json j = {{"strategy", plan::to_string(r.strategy)},
+                      {"iteration_s", r.iteration_s},
+                      {"fwd_bwd_s", r.fwd_bwd_s},
+                      {"dp_comm_exposed_s", r.dp_comm_exposed_s},
+                      {"optimizer_s", r.optimizer_s},
+                      {"tp_comm_s", r.tp_comm_s},
+                      {"param_sync_s", r.param_sync_s},
+                      {"dp_exchange_s", r.dp_exchange_s},
+                      {"ep_comm_s", r.ep_comm_s},
+                      {"optimizer_step_s", r.optimizer_step_s},
+                      {"expert_step_s", r.expert_step_s},
+                      {"param_gather_total_s", r.param_gather_total_s},
+                      {"param_gather_exposed_s", r.param_gather_exposed_s},
+                      {"tp_comm_sequential_s", r.tp_comm_sequential_s},
+                      {"tp_comm_pipelined_s", r.tp_comm_pipelined_s},
+                      {"dp_comm_total_s", r.dp_comm_total_s},
+                      {"optimizer_rank_max_s", r.optimizer_rank_max_s},
+                      {"optimizer_rank_mean_s", r.optimizer_rank_mean_s},
+                      {"optimizer_balance", balance(r)},
+                      {"fwd_bwd_flops", r.fwd_bwd_flops},
+                      {"micro_batches", r.micro_batches},
+                      {"critical_stage", r.critical_stage},
+                      {"micro_groups", r.micro_groups}};
+  if (r.stages.size() > 1) {
+    j["pipeline_p2p_s"] = r.pipeline_p2p_s;
+    j["stages"] = nlohmann::json::array();
+    for (std::size_t s = 0; s < r.stages.size(); ++s) {
+      const StageTimes& t = r.stages[s];
+      j["stages"].push_back({{"stage", s},
+                             {"fwd_bwd_s", t.fwd_bwd_s},
+                             {"bubble_s", t.bubble_s},
+                             {"dp_comm_exposed_s", t.dp_comm_exposed_s},
+                             {"optimizer_step_s", t.optimizer_step_s},
+                             {"end_s", t.end_s}});
+    }
+  }
+  return j;
 }
 
 nlohmann::json to_json(const std::vector<Breakdown>& results) {
@@ -101,6 +115,24 @@ std::string format_table(const std::vector<Breakdown>& results) {
     if (moe)
       for (double v : {r.ep_comm_s, r.expert_step_s}) out += pad(format("%.4f s", v), 13);
     out += "\n";
+  }
+  // Pipeline stages: each stage's 1F1B compute and bubble, its own step, and when it is done.
+  if (!results.empty() && results.front().stages.size() > 1) {
+    out += str("\npipeline stages (1F1B, ", results.front().micro_batches, " micro batches, ",
+               format("%.6f", results.front().pipeline_p2p_s), " s per send between stages):\n");
+    out += pad("strategy", 10, true) + pad("stage", 7) + pad("fwd-bwd", 13) + pad("bubble", 13) +
+           pad("bubble/fb", 11) + pad("dp-exposed", 13) + pad("opt-step", 13) + pad("end", 13) +
+           "\n";
+    for (const auto& r : results)
+      for (std::size_t s = 0; s < r.stages.size(); ++s) {
+        const StageTimes& t = r.stages[s];
+        out += pad(plan::to_string(r.strategy), 10, true) + pad(std::to_string(s), 7);
+        out += pad(format("%.4f s", t.fwd_bwd_s), 13) + pad(format("%.4f s", t.bubble_s), 13);
+        out += pad(format("%.3f", t.fwd_bwd_s > 0 ? t.bubble_s / t.fwd_bwd_s : 0.0), 11);
+        for (double v : {t.dp_comm_exposed_s, t.optimizer_step_s, t.end_s})
+          out += pad(format("%.4f s", v), 13);
+        out += "\n";
+      }
   }
   return out;
 }

@@ -54,6 +54,10 @@ void check_result(const Breakdown& b) {
   };
   for (const auto& [name, value] : fields) require_finite(value, name);
   require_finite(static_cast<double>(b.micro_batches), "micro_batches");
+  require_finite(b.pipeline_p2p_s, "pipeline_p2p_s");
+  for (const StageTimes& s : b.stages)
+    for (double v : {s.fwd_bwd_s, s.bubble_s, s.dp_comm_exposed_s, s.optimizer_step_s, s.end_s})
+      require_finite(v, "stages[].times");
 }
 
 }  // namespace
@@ -194,6 +198,17 @@ double task_seconds(const plan::Task& task, const cost::CostOptions& options,
          device.optimizer_task_overhead_us * 1e-6;
 }
 
+namespace {
+
+// The hidden size: the word embedding's columns (heads x head_dim for a model without one).
+std::int64_t hidden_size(const model::ModelSpec& model) {
+  for (const model::ParamSpec& p : model.params)
+    if (p.name == "embedding.word_embeddings.weight" && p.shape.size() == 2) return p.shape[1];
+  return static_cast<std::int64_t>(model.arch.num_heads) * model.arch.head_dim;
+}
+
+}  // namespace
+
 Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const Cluster& cluster,
                    const Workload& workload) {
   check_workload(workload);
@@ -225,6 +240,16 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
     out.fwd_bwd_flops += per_token[s] * mb_tokens * static_cast<double>(out.micro_batches) * dp;
   }
   out.fwd_bwd_s = sum_s + static_cast<double>(out.micro_batches - 1) * max_s;
+  // PP > 1: 1F1B timed with the sends between stages; each stage ends at its own last backward.
+  std::vector<double> backward_end(plan.stages.size(), out.fwd_bwd_s);
+  detail::PipelineTimes pipeline;
+  if (plan.stages.size() > 1) {
+    const Link link = pp_link(cluster, dp, tp);
+    out.pipeline_p2p_s = link.alpha() + mb_tokens * static_cast<double>(hidden_size(model)) *
+                                            workload.activation_bytes / link.beta();
+    pipeline = detail::time_pipeline(compute, out.micro_batches, out.pipeline_p2p_s);
+    backward_end = pipeline.end_s;
+  }
 
   const double hbm = cluster.device.hbm_GBps * 1e9;
   const plan::ExpertPlan* expert = plan.expert.get();
@@ -277,13 +302,23 @@ Breakdown simulate(const model::ModelSpec& model, const plan::Plan& plan, const 
       }
     }
     const detail::RankStep& dense_slowest = d_step.ranks[slowest_l / tp];
-    const double stage_s = d_step.sync.exposed_s + e_step.sync.exposed_s + slowest_total +
-                           d_step.exchange.compute_s + d_step.exchange.exposed_comm_s +
-                           e_step.exchange.compute_s + e_step.exchange.exposed_comm_s +
-                           d_step.param_sync_s + e_step.param_sync_s;
+    const double step_s = slowest_total + d_step.exchange.compute_s +
+                          d_step.exchange.exposed_comm_s + e_step.exchange.compute_s +
+                          e_step.exchange.exposed_comm_s + d_step.param_sync_s +
+                          e_step.param_sync_s;
+    StageTimes times;
+    times.fwd_bwd_s = plan.stages.size() > 1 ? pipeline.compute_s[s] : out.fwd_bwd_s;
+    times.bubble_s = plan.stages.size() > 1 ? pipeline.bubble_s[s] : 0.0;
+    times.dp_comm_exposed_s = d_step.sync.exposed_s + e_step.sync.exposed_s;
+    times.optimizer_step_s = step_s;
+    times.end_s = backward_end[s] + times.dp_comm_exposed_s + step_s;
+    out.stages.push_back(times);
+    // The stage that finishes last decides (at PP 1, or with equal ends, the post-backward part).
+    const double stage_s = plan.stages.size() > 1 ? times.end_s : times.dp_comm_exposed_s + step_s;
     if (stage_s > worst) {
       worst = stage_s;
       out.critical_stage = static_cast<int>(s);
+      if (plan.stages.size() > 1) out.fwd_bwd_s = backward_end[s];
       out.dp_comm_exposed_s = d_step.sync.exposed_s + e_step.sync.exposed_s;
       out.dp_comm_total_s = d_step.sync.total_s + e_step.sync.total_s;
       out.optimizer_s = slowest_compute + d_step.exchange.compute_s + e_step.exchange.compute_s;

@@ -19,6 +19,23 @@ struct StageCompute {
   double first_forward_s() const { return per_micro_batch_s / 3.0; }
 };
 
+// The 1F1B forward-backward of every stage (plan::one_f_one_b), timed operation by operation: a
+// stage runs its operations in order; the forward of micro batch m starts once the previous
+// stage's forward of m ended and its activation arrived (`p2p_s` later), the backward once the
+// next stage's backward of m ended and its gradient arrived. A forward takes a third of the
+// stage's per-micro-batch time, a backward two thirds. Sends do not hold their sender (posted,
+// completed later, as the trainer's). Above kMaxTimedOps operations the critical path of equal
+// steady stages is used for every stage: sum of the stages' times + (m - 1) x the slowest + 2
+// (stages - 1) transfers.
+inline constexpr std::int64_t kMaxTimedOps = std::int64_t{1} << 22;
+struct PipelineTimes {
+  std::vector<double> end_s;      // [stage] its last backward's end
+  std::vector<double> compute_s;  // [stage] m x its per-micro-batch time
+  std::vector<double> bubble_s;   // [stage] end - compute: waits for neighbours and transfers
+};
+PipelineTimes time_pipeline(const std::vector<StageCompute>& stages, std::int64_t micro_batches,
+                            double p2p_s);
+
 struct DpSync {
   double exposed_s = 0.0;         // backward overrun + forward (and ZeRO-3 backward) stalls
   double total_s = 0.0;           // sum of every DP collective

@@ -35,8 +35,9 @@ void for_each_task(const model::ModelSpec& spec, const TrainOptions& o, Fn&& fn)
   }
 }
 
+// One micro-batch's activations on a stage of `layers` layers (`head`: it computes the logits).
 double activations(const model::TransformerConfig& c, const model::ModelSpec& spec, int tp,
-                   std::int64_t micro_batch, std::int64_t seq_len) {
+                   std::int64_t micro_batch, std::int64_t seq_len, int layers, bool head) {
   const double t = static_cast<double>(micro_batch) * static_cast<double>(seq_len);
   const double s = static_cast<double>(seq_len);
   const double h = static_cast<double>(c.hidden);
@@ -48,7 +49,7 @@ double activations(const model::TransformerConfig& c, const model::ModelSpec& sp
                                                                        : c.vocab_size) /
                    tp;
   const double layer = 8 * h + 11 * n * d + 9 * g * d + 4 * f + n * s;
-  return t * kFloat * ((c.num_layers + 1) * layer + 2 * n * s + 6 * v + 4 * h);
+  return t * kFloat * ((layers + 1) * layer + 2 * n * s + (head ? 6 * v : 0.0) + 4 * h);
 }
 
 MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSpec& spec,
@@ -104,8 +105,25 @@ MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSp
     need.buffer_bytes =
         std::max(need.buffer_bytes, total_main / share + extra * largest_main + shard);
   }
-  need.activations_bytes = activations(config, spec, tp, o.micro_batch, o.seq_len);
+  need.activations_bytes =
+      activations(config, spec, tp, o.micro_batch, o.seq_len, config.num_layers, true);
   return need;
+}
+
+// The params of pipeline stage s (assign_stages; the last stage's tied-embedding copy too) as a
+// model of their own.
+model::ModelSpec stage_spec(const model::TransformerConfig& config, const model::ModelSpec& spec,
+                            const TrainOptions& o, int s) {
+  const int pp = o.job.dims.pp;
+  const std::vector<int> stage_of = model::assign_stages(spec, pp, o.job.pp_layout);
+  model::ModelSpec out = spec;
+  out.params.clear();
+  for (std::size_t p = 0; p < spec.params.size(); ++p) {
+    const bool copy = s == pp - 1 && pp > 1 && config.tied_embeddings &&
+                      spec.params[p].name == "embedding.word_embeddings.weight";
+    if (stage_of[p] == s || copy) out.params.push_back(spec.params[p]);
+  }
+  return out;
 }
 
 // The first number of the line of `path` that starts with `key` ("MemAvailable:   123 kB").
@@ -150,7 +168,33 @@ double MemoryNeed::total() const {
 
 MemoryNeed estimate_memory(const model::TransformerConfig& config, const model::ModelSpec& spec,
                            const TrainOptions& options) {
-  return estimate(config, spec, options, options.job.dims.dp, options.job.dims.tp);
+  const std::vector<MemoryNeed> stages = estimate_stage_memory(config, spec, options);
+  return *std::max_element(
+      stages.begin(), stages.end(),
+      [](const MemoryNeed& a, const MemoryNeed& b) { return a.total() < b.total(); });
+}
+
+std::vector<MemoryNeed> estimate_stage_memory(const model::TransformerConfig& config,
+                                              const model::ModelSpec& spec,
+                                              const TrainOptions& options) {
+  const ParallelDims& dims = options.job.dims;
+  if (dims.pp == 1) return {estimate(config, spec, options, dims.dp, dims.tp)};
+  const std::vector<int> bounds =
+      model::stage_bounds(spec.name, config.num_layers, dims.pp, options.job.pp_layout);
+  std::vector<MemoryNeed> needs;
+  for (int s = 0; s < dims.pp; ++s) {
+    MemoryNeed need =
+        estimate(config, stage_spec(config, spec, options, s), options, dims.dp, dims.tp);
+    const int layers =
+        bounds[static_cast<std::size_t>(s) + 1] - bounds[static_cast<std::size_t>(s)];
+    const auto in_flight =
+        static_cast<double>(std::min<std::int64_t>(dims.pp - s, options.grad_accum));
+    need.activations_bytes = in_flight * activations(config, spec, dims.tp, options.micro_batch,
+                                                     options.seq_len, layers, s + 1 == dims.pp);
+    need.stage = s;
+    needs.push_back(need);
+  }
+  return needs;
 }
 
 MemoryNeed estimate_reference_memory(const model::TransformerConfig& config,
@@ -263,7 +307,8 @@ void check_memory_fits(const MemoryNeed& need, int ranks, const MemoryAvailable&
   const double total = need.total() * ranks;
   if (total <= available.bytes) return;
   throw UsageError(str(
-      "memory: this run needs about ", format_bytes(need.total()), " per rank (params ",
+      "memory: this run needs about ", format_bytes(need.total()), " per rank",
+      o.job.dims.pp > 1 ? str(" on pipeline stage ", need.stage) : std::string(), " (params ",
       format_bytes(need.params_bytes), ", gradients ", format_bytes(need.grads_bytes),
       ", optimizer state ", format_bytes(need.optimizer_state_bytes), ", buffers ",
       format_bytes(need.buffer_bytes), ", activations ", format_bytes(need.activations_bytes),

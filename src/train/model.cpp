@@ -68,6 +68,26 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected_params(
   return out;
 }
 
+// The layer of a "decoder.layers.<i>." param, -1 for the others.
+int layer_of(const std::string& name) {
+  static const std::string prefix = "decoder.layers.";
+  if (name.compare(0, prefix.size(), prefix) != 0) return -1;
+  return std::stoi(name.substr(prefix.size()));
+}
+
+// Whether `stage` reads param `name`: its layers' params, the embedding on the first stage (and
+// the last stage's copy of a tied one), the final norm and output layer on the last.
+bool stage_reads(const model::TransformerConfig& c, const PipelineStage& stage,
+                 const std::vector<int>& bounds, const std::string& name) {
+  const int layer = layer_of(name);
+  if (layer >= 0)
+    return layer >= bounds[static_cast<std::size_t>(stage.index)] &&
+           layer < bounds[static_cast<std::size_t>(stage.index) + 1];
+  if (name == "embedding.word_embeddings.weight")
+    return stage.first() || (stage.last() && c.tied_embeddings);
+  return stage.last();
+}
+
 bool ends_with(const std::string& s, const char* suffix) {
   const std::string t(suffix);
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
@@ -176,6 +196,8 @@ struct Qwen3Model::Impl {
 
   EpGroup ep;
   std::vector<Routing> routings;  // the last forward's MoE layers
+  PipelineStage stage;
+  int first_layer = 0, end_layer = 0;  // the stage's layers [first_layer, end_layer)
 
   const torch::Tensor& use(const std::string& name) {
     const int p = index.at(name);
@@ -199,15 +221,15 @@ struct Qwen3Model::Impl {
     return y;
   }
 
-  // forward_segments, in the order logits() enters them.
+  // forward_segments, in the order run_stage() enters them.
   void build_segments(const model::TransformerConfig& c) {
     auto list = [&](const std::vector<std::string>& names) {
       std::vector<int> out;
       for (const std::string& n : names) out.push_back(index.at(n));
       segments.push_back(std::move(out));
     };
-    list({"embedding.word_embeddings.weight"});
-    for (int i = 0; i < c.num_layers; ++i) {
+    if (stage.first()) list({"embedding.word_embeddings.weight"});
+    for (int i = first_layer; i < end_layer; ++i) {
       const std::string p = "decoder.layers." + std::to_string(i) + ".self_attention.";
       std::vector<std::string> attn = {p + "linear_qkv.layer_norm_weight", p + "linear_qkv.weight"};
       if (c.qkv_bias) attn.push_back(p + "linear_qkv.bias");
@@ -228,8 +250,9 @@ struct Qwen3Model::Impl {
       const std::string m = layer + "mlp.";
       list({m + "linear_fc1.layer_norm_weight", m + "linear_fc1.weight", m + "linear_fc2.weight"});
     }
-    list({"decoder.final_layernorm.weight",
-          c.tied_embeddings ? "embedding.word_embeddings.weight" : "output_layer.weight"});
+    if (stage.last())
+      list({"decoder.final_layernorm.weight",
+            c.tied_embeddings ? "embedding.word_embeddings.weight" : "output_layer.weight"});
   }
 
   torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight) const {
@@ -307,20 +330,29 @@ struct Qwen3Model::Impl {
     return gather_rows_from_tp(out, n, tp).reshape(x.sizes());
   }
 
-  torch::Tensor logits(const torch::Tensor& inputs) {
-    build_rope(inputs.size(1));
+  // The stage's forward: tokens [B, S] (first stage) or hidden [B, S, h] in; hidden out, or on
+  // the last stage this rank's logits columns [B, S, V/T].
+  torch::Tensor run_stage(const torch::Tensor& input) {
+    build_rope(input.size(1));
     routings.clear();
     const std::int64_t vocab_start = tp.rank * (padded_vocab / tp.size);
     int s = 0;
-    enter(s++);
-    torch::Tensor x = leave(
-        vocab_parallel_embedding(inputs, use("embedding.word_embeddings.weight"), vocab_start, tp));
-    for (int i = 0; i < config.num_layers; ++i) {
+    torch::Tensor x = input;
+    if (stage.first()) {
+      enter(s++);
+      x = leave(vocab_parallel_embedding(input, use("embedding.word_embeddings.weight"),
+                                         vocab_start, tp));
+    }
+    for (int i = first_layer; i < end_layer; ++i) {
       const std::string p = "decoder.layers." + std::to_string(i) + ".";
       enter(s++);
       x = x + leave(attention(x, p));
       enter(s++);
       x = x + leave(config.moe_layer(i) ? moe_mlp(x, p) : mlp(x, p));
+    }
+    if (!stage.last()) {
+      segment = -1;
+      return x;
     }
     enter(s++);
     x = rms_norm(x, use("decoder.final_layernorm.weight"));
@@ -333,12 +365,22 @@ struct Qwen3Model::Impl {
 };
 
 Qwen3Model::Qwen3Model(const model::TransformerConfig& config, const model::ModelSpec& spec,
-                       TpGroup tp, Storage storage, EpGroup ep)
+                       TpGroup tp, Storage storage, EpGroup ep, PipelineStage stage)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.config = config;
   m.tp = tp;
   m.ep = ep;
+  CANZONA_REQUIRE(stage.count >= 1 && stage.index >= 0 && stage.index < stage.count, "model '",
+                  spec.name, "': pipeline stage ", stage.index, " of ", stage.count);
+  const std::vector<int> bounds =
+      model::stage_bounds(spec.name, config.num_layers, stage.count, stage.layout);
+  CANZONA_REQUIRE(stage.count == 1 || !config.is_moe(), "model '", spec.name,
+                  "': a mixture-of-experts model trains at --pp 1 (its load-balancing loss spans "
+                  "every stage's routers)");
+  m.stage = stage;
+  m.first_layer = bounds[static_cast<std::size_t>(stage.index)];
+  m.end_layer = bounds[static_cast<std::size_t>(stage.index) + 1];
   CANZONA_REQUIRE(ep.size == 1 || config.is_moe(), "model '", spec.name,
                   "': expert parallelism needs a mixture-of-experts model");
   CANZONA_REQUIRE(ep.size >= 1 && (!config.is_moe() || config.num_experts % ep.size == 0) &&
@@ -366,6 +408,11 @@ Qwen3Model::Qwen3Model(const model::TransformerConfig& config, const model::Mode
     const auto it = wanted.find(ps.name);
     CANZONA_REQUIRE(it != wanted.end(), "model '", spec.name, "': param ", ps.name,
                     " of the plan is not a param of the Qwen3 training model");
+    if (!stage_reads(config, stage, bounds, ps.name)) {
+      m.held[p] = 0;  // another pipeline stage's
+      wanted.erase(it);
+      continue;
+    }
     const std::vector<std::int64_t> local = ps.local_shape(tp.size);
     CANZONA_REQUIRE(local == it->second, "model '", spec.name, "': param ", ps.name,
                     " has TP-local shape ", shape_text(local), " in the plan, the model needs ",
@@ -407,6 +454,10 @@ torch::Tensor& Qwen3Model::param(int p) {
   return impl_->params.at(static_cast<std::size_t>(p));
 }
 
+const PipelineStage& Qwen3Model::stage() const {
+  return impl_->stage;
+}
+
 bool Qwen3Model::holds(int p) const {
   return impl_->held.at(static_cast<std::size_t>(p)) != 0;
 }
@@ -432,6 +483,18 @@ void Qwen3Model::bind(int p, std::span<float> value, std::span<float> grad) {
   std::vector<float>().swap(impl_->owned_grads[static_cast<std::size_t>(p)]);
 }
 
+void Qwen3Model::bind_value(int p, std::span<float> value) {
+  torch::Tensor& t = param(p);
+  const std::vector<std::int64_t>& shape = impl_->shapes.at(static_cast<std::size_t>(p));
+  std::int64_t numel = 1;
+  for (std::int64_t d : shape) numel *= d;
+  CANZONA_CHECK(static_cast<std::int64_t>(value.size()) == numel, "bind_value of ",
+                impl_->names[static_cast<std::size_t>(p)], ": size ", value.size());
+  t = torch::from_blob(value.data(), shape, torch::kFloat32).set_requires_grad(true);
+  std::vector<float>().swap(impl_->owned[static_cast<std::size_t>(p)]);
+  std::vector<float>().swap(impl_->owned_grads[static_cast<std::size_t>(p)]);
+}
+
 const std::vector<std::vector<int>>& Qwen3Model::forward_segments() const {
   return impl_->segments;
 }
@@ -441,13 +504,20 @@ void Qwen3Model::set_segment_hooks(SegmentHooks hooks) {
 }
 
 torch::Tensor Qwen3Model::local_logits(const torch::Tensor& inputs) {
-  return impl_->logits(inputs);
+  CANZONA_CHECK(impl_->stage.count == 1, "local_logits of a pipeline stage");
+  return impl_->run_stage(inputs);
 }
 
 torch::Tensor Qwen3Model::token_losses(const torch::Tensor& inputs, const torch::Tensor& targets) {
-  const torch::Tensor logits = impl_->logits(inputs);
-  const std::int64_t local_vocab = logits.size(-1);
-  return vocab_parallel_cross_entropy(logits.reshape({-1, local_vocab}), targets.reshape({-1}),
+  CANZONA_CHECK(impl_->stage.count == 1, "token_losses of a pipeline stage (use stage_forward)");
+  return stage_forward(inputs, targets);
+}
+
+torch::Tensor Qwen3Model::stage_forward(const torch::Tensor& input, const torch::Tensor& targets) {
+  const torch::Tensor out = impl_->run_stage(input);
+  if (!impl_->stage.last()) return out;
+  const std::int64_t local_vocab = out.size(-1);
+  return vocab_parallel_cross_entropy(out.reshape({-1, local_vocab}), targets.reshape({-1}),
                                       impl_->tp.rank * local_vocab, impl_->tp);
 }
 

@@ -51,6 +51,12 @@ std::vector<View> views_of(engine::EngineSet& engines) {
   return views;
 }
 
+// Whether model param p is the last stage's copy of a tied embedding (plan::Plan::tied_embedding):
+// the first stage's original is the one a save writes; a load fills both.
+bool tied_copy(const View& v, const model::ModelSpec& spec, int p) {
+  return v.engine.stage().stage > 0 && p == plan::tied_embedding_param(spec);
+}
+
 // Every view's held states, in view order (the order of the views' optimizer_state()).
 std::vector<HeldState> held_by(const std::vector<View>& views, const model::ModelSpec& spec,
                                const HfLayout& hf) {
@@ -208,7 +214,7 @@ std::string save_checkpoint(engine::EngineSet& engines, const SaveContext& conte
       for (const View& v : views) {
         for (const auto& [e, p] : v.params) {
           const bool split = spec.params[static_cast<std::size_t>(p)].tp_split_dim >= 0;
-          if (!split && v.tp_rank() != 0) continue;
+          if ((!split && v.tp_rank() != 0) || tied_copy(v, spec, p)) continue;
           // ZeRO-3: each DP rank writes the elements it holds; stage 1: every DP rank holds every
           // param, so params go round-robin over DP (an expert: over its expert DP group).
           if (v.engine.zero_stage() != ZeroStage::kThree && p % v.dp() != v.dp_rank()) continue;
@@ -231,7 +237,7 @@ std::string save_checkpoint(engine::EngineSet& engines, const SaveContext& conte
         for (const engine::StateTensor& st : v.engine.optimizer_state()) {
           if (st.state == "main") continue;
           const HeldState& unit = mine[u++];
-          if (claimed.count(unit.id())) continue;
+          if (claimed.count(unit.id()) || tied_copy(v, spec, unit.param)) continue;
           if (unit.matrix) {
             const std::vector<std::int64_t> logical = reorder_of(hf, unit, st, v.tp());
             std::vector<float> reordered;

@@ -33,6 +33,7 @@
 #include "canzona/engine/trace.h"
 #include "canzona/launch/plan_check.h"
 #include "canzona/optim/optimizer.h"
+#include "canzona/plan/pipeline_schedule.h"
 #include "canzona/train/memory.h"
 #include "canzona/train/model.h"
 
@@ -164,11 +165,18 @@ std::string first_non_finite(const engine::EngineSet::Member& member) {
 // Megatron's DDP hooks drive its buffers: each param's accumulation hook calls grad_ready on the
 // last micro-batch (and lets collectives progress), and one bucket schedule per engine waits for,
 // gathers and releases buckets around each forward and backward segment (bucket_schedule.h).
+//
+// Pipeline stages with tied embeddings (`tied`: the word embedding's index when PP > 1, else -1):
+// on the last stage the model's copy is bound without a gradient buffer (its gradient leaves for
+// the first stage after each micro-batch, PipelineSchedule) and its accumulation hook only
+// releases the bucket; on the first stage `before_tied_ready` runs right before grad_ready of the
+// embedding, while the buffer still holds this rank's accumulated, unscaled gradient.
 class EngineHooks {
  public:
   EngineHooks(engine::EngineSet& engines, Qwen3Model& model, const model::ModelSpec& spec,
-              const model::TransformerConfig& config, const TrainOptions& options)
-      : engines_(engines) {
+              const model::TransformerConfig& config, const TrainOptions& options, int tied,
+              std::function<void()> before_tied_ready)
+      : engines_(engines), before_tied_ready_(std::move(before_tied_ready)) {
     // One bucket schedule per engine, over the segments' params that engine holds.
     for (int m = 0; m < engines.size(); ++m) {
       std::vector<std::vector<int>> segments;
@@ -189,7 +197,11 @@ class EngineHooks {
       engine::Engine* engine = engines.engine_of(p);
       BucketSchedule* schedule = schedules_[static_cast<std::size_t>(slot.member)].get();
       const int i = slot.index;
-      model.bind(p, engine->param(i), engine->grad(i));
+      const bool copy = p == tied && model.stage().last();
+      if (copy)
+        model.bind_value(p, engine->param(i));
+      else
+        model.bind(p, engine->param(i), engine->grad(i));
       // ZeRO-3 keeps only the held elements: a param of another rank's shard is not written.
       // An expert is unsplit (expert TP 1): its init is its tp = 1 value on every rank.
       const engine::ElementRange held = engine->held_elements(i);
@@ -197,14 +209,17 @@ class EngineHooks {
         init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.job.seed,
                    engine->param(i));
       auto accumulator = torch::autograd::impl::grad_accumulator(model.param(p));
-      accumulator->add_post_hook(std::make_unique<AfterAccumulate>([this, engine, i, schedule] {
-        if (last_micro_) {
-          engine->grad_ready(i);
-          if (in_backward_) ++grad_ready_in_backward_;
-        }
-        schedule->accumulated(i);
-        if (last_micro_) engines_.progress();
-      }));
+      const bool original = p == tied && !copy;
+      accumulator->add_post_hook(
+          std::make_unique<AfterAccumulate>([this, engine, i, schedule, copy, original] {
+            if (last_micro_ && !copy) {
+              if (original) before_tied_ready_();
+              engine->grad_ready(i);
+              if (in_backward_) ++grad_ready_in_backward_;
+            }
+            schedule->accumulated(i);
+            if (last_micro_) engines_.progress();
+          }));
       accumulators_.push_back(std::move(accumulator));
     }
     model.set_segment_hooks({[this](int s) {
@@ -219,8 +234,14 @@ class EngineHooks {
                                for (auto& schedule : schedules_)
                                  param_sync_ms_ += schedule->before_backward(s);
                              },
-                             [this] { engines_.progress(); }});
+                             [this] {
+                               engines_.progress();
+                               if (poll_) poll_();
+                             }});
   }
+
+  // Also called before every param read (the pipeline's sends in flight progress there).
+  void set_poll(std::function<void()> poll) { poll_ = std::move(poll); }
 
   // The micro-batch about to run is the step's last: its accumulation hooks post the gradients.
   void set_last_micro(bool last) { last_micro_ = last; }
@@ -233,6 +254,8 @@ class EngineHooks {
 
  private:
   engine::EngineSet& engines_;
+  std::function<void()> before_tied_ready_;
+  std::function<void()> poll_;
   std::vector<std::unique_ptr<BucketSchedule>> schedules_;  // [engine set member]
   // Keeps the hooks alive (a shared_ptr in libtorch 1.x, an intrusive_ptr in 2.x).
   std::vector<decltype(torch::autograd::impl::grad_accumulator(torch::Tensor()))> accumulators_;
@@ -344,9 +367,106 @@ struct Measurement {
         }
       }
     }
+    if (engines.member(0).grid->dims().pp > 1) gather_stages(engines, values);
     if (!root) values.clear();
     return values;
   }
+
+  // PP > 1: DP rank 0 of each later stage sends (param, count, values) of its stage's params to
+  // world rank 0 (TP = 1). The last stage's copy of a tied embedding must equal the first stage's
+  // bitwise: elements that differ become NaN, so --verify fails there.
+  static void gather_stages(engine::EngineSet& engines, std::vector<std::vector<float>>& values) {
+    comm::Grid& grid = *engines.member(0).grid;
+    std::string mine;
+    if (grid.coord().dp == 0 && grid.coord().pp > 0) {
+      for (std::size_t p = 0; p < values.size(); ++p) {
+        if (values[p].empty()) continue;
+        const std::int64_t header[2] = {static_cast<std::int64_t>(p),
+                                        static_cast<std::int64_t>(values[p].size())};
+        mine.append(reinterpret_cast<const char*>(header), sizeof header);
+        mine.append(reinterpret_cast<const char*>(values[p].data()),
+                    values[p].size() * sizeof(float));
+      }
+    }
+    const auto all = grid.world().all_gather_bytes(std::as_bytes(std::span(mine)));
+    if (grid.world().rank() != 0) return;
+    for (const auto& bytes : all) {
+      for (std::size_t at = 0; at < bytes.size();) {
+        std::int64_t header[2];
+        CANZONA_CHECK(at + sizeof header <= bytes.size(), "stage params sent short");
+        std::memcpy(header, bytes.data() + at, sizeof header);
+        const auto p = static_cast<std::size_t>(header[0]);
+        const auto n = static_cast<std::size_t>(header[1]);
+        at += sizeof header;
+        CANZONA_CHECK(p < values.size() && at + n * sizeof(float) <= bytes.size(),
+                      "stage params sent short");
+        std::vector<float> v(n);
+        std::memcpy(v.data(), bytes.data() + at, n * sizeof(float));
+        at += n * sizeof(float);
+        if (values[p].empty()) {
+          values[p] = std::move(v);
+          continue;
+        }
+        CANZONA_CHECK_EQ(values[p].size(), n);
+        for (std::size_t i = 0; i < n; ++i)
+          if (std::memcmp(&values[p][i], &v[i], sizeof(float)) != 0)
+            values[p][i] = std::numeric_limits<float>::quiet_NaN();
+      }
+    }
+  }
+};
+
+// The point-to-point traffic of this rank's pipeline stage: activations to the next stage and
+// their gradients back (grid.pp()), the tied embedding's gradients (the embedding group), and the
+// reduced losses from the last stage to the others. A send is posted and completed at the end of
+// the step: every receive it feeds is posted by a rank that never waits for this one first (the
+// 1F1B order has no cycle), so only receives block, and test() lets the sends move while this
+// rank computes (a shared-memory MPI transfer moves only inside MPI calls).
+class StagePipe {
+ public:
+  enum Tag : int {
+    kActivation = 1,    // stage s -> s + 1, micro-batches in order
+    kGradient = 2,      // stage s + 1 -> s
+    kTiedGradient = 3,  // last -> first stage: the output layer's gradient of the tied embedding
+    kTiedSum = 4,       // first -> last stage: the embedding's gradient summed over both uses
+    kLoss = 5,          // last stage -> the others: the step's (or validation's) reduced losses
+  };
+
+  void send(comm::Communicator& comm, int peer, Tag tag, torch::Tensor values) {
+    values = values.contiguous();
+    comm::Request request =
+        comm.isend(std::as_bytes(std::span<const float>(values.data_ptr<float>(),
+                                                        static_cast<std::size_t>(values.numel()))),
+                   peer, tag);
+    sends_.push_back({std::move(request), std::move(values)});
+  }
+
+  // Blocks until the message arrives; the wait counts as pipeline wait.
+  void receive(comm::Communicator& comm, int peer, Tag tag, std::span<float> into) {
+    const double t0 = wall_ms();
+    comm.irecv(std::as_writable_bytes(into), peer, tag).wait();
+    wait_ms_ += wall_ms() - t0;
+  }
+  torch::Tensor receive(comm::Communicator& comm, int peer, Tag tag,
+                        std::vector<std::int64_t> shape) {
+    torch::Tensor t = torch::empty(shape, torch::kFloat32);
+    receive(comm, peer, tag,
+            std::span<float>(t.data_ptr<float>(), static_cast<std::size_t>(t.numel())));
+    return t;
+  }
+
+  void poll() {
+    for (auto& [request, values] : sends_) request.test();
+  }
+  void finish() {
+    for (auto& [request, values] : sends_) request.wait();
+    sends_.clear();
+  }
+  double take_wait_ms() { return std::exchange(wait_ms_, 0.0); }
+
+ private:
+  std::vector<std::pair<comm::Request, torch::Tensor>> sends_;
+  double wait_ms_ = 0.0;
 };
 
 // One strategy's training run on this rank: the plan, the engine set, the model and its hooks
@@ -360,6 +480,7 @@ class Run {
       : grid_(grid),
         spec_(spec),
         options_(options),
+        trace_(trace),
         aux_coef_(static_cast<float>(config.router_aux_loss_coef)),
         sampler_(corpus.train, options.seq_len, options.micro_batch, options.job.seed),
         plan_(plan::make_plan(spec, launch::plan_options(options.job, strategy))) {
@@ -372,10 +493,16 @@ class Run {
     EpGroup ep;
     if (experts != nullptr && plan_.expert)
       ep = {experts->ep.get(), grid.dims().ep, experts->coord.ep};
+    stage_ = {grid.coord().pp, grid.dims().pp, options.job.pp_layout};
+    hidden_ = config.hidden;
     model_ = std::make_unique<Qwen3Model>(config, spec,
                                           TpGroup{&grid.tp(), grid.dims().tp, grid.coord().tp},
-                                          Qwen3Model::Storage::kBound, ep);
-    hooks_ = std::make_unique<EngineHooks>(*engines_, *model_, spec, config, options);
+                                          Qwen3Model::Storage::kBound, ep, stage_);
+    if (plan_.tied_embedding >= 0 && model_->holds(plan_.tied_embedding))
+      tied_ = plan_.tied_embedding;
+    hooks_ = std::make_unique<EngineHooks>(*engines_, *model_, spec, config, options,
+                                           plan_.tied_embedding, [this] { send_tied_sum(); });
+    hooks_->set_poll([this] { pipe_.poll(); });
     validation_ = validation_batches(corpus.val, options.seq_len, options.micro_batch,
                                      options.eval_windows, grid.dims().dp, grid.coord().dp);
   }
@@ -392,17 +519,23 @@ class Run {
     hooks_->reset_param_sync_ms();
     engines_->set_lr_scale(record.lr_scale);
     engines_->zero_grads();
-    const auto [loss, aux] = forward_backward(step, record);
+    const auto [loss, aux] =
+        stage_.count == 1 ? forward_backward(step, record) : pipelined(step, record);
     record.grad_sync_ms = engines_->finish_grad_sync();
-    const std::vector<float> sums = sum_over(grid_.dp(), {loss, aux});
+    // The loss is the last stage's: summed over DP there, then sent along the pipeline.
+    std::vector<float> sums = {0.0f, 0.0f};
+    if (stage_.last()) sums = sum_over(grid_.dp(), {loss, aux});
+    share_from_last_stage(sums);
     record.loss = static_cast<double>(sums[0] / static_cast<float>(grid_.dims().dp));
     record.aux_loss = static_cast<double>(sums[1] / static_cast<float>(grid_.dims().dp));
+    pipe_.take_wait_ms();  // the loss's wait is not the pipeline's
     check_finite(step, record.loss);
     const std::int64_t dp0 = engines_->dp_bytes(), tp0 = engines_->tp_bytes();
     record.opt_ms = engines_->step().opt;
     record.opt_dp_bytes = engines_->dp_bytes() - dp0;
     record.opt_tp_bytes = engines_->tp_bytes() - tp0;
     record.param_sync_ms = hooks_->param_sync_ms() + engines_->start_param_sync();
+    pipe_.finish();
     record.step_ms = wall_ms() - t0;
     record.tokens_per_s =
         static_cast<double>(options_.tokens_per_step()) / (record.step_ms / 1000.0);
@@ -411,17 +544,25 @@ class Run {
   }
 
   // Mean held-out loss over every rank's validation windows (TP ranks of one DP index agree).
+  // Under PP each batch passes the stages in turn (forwards only); the last stage sums.
   double validate() {
     torch::NoGradGuard no_grad;
     float sum = 0.0f, count = 0.0f;
     for (const Batch& batch : validation_) {
-      const torch::Tensor losses =
-          model_->token_losses(tokens(batch.inputs, batch.micro_batch, batch.seq_len),
-                               tokens(batch.targets, batch.micro_batch, batch.seq_len));
-      sum += losses.sum().item<float>();
-      count += static_cast<float>(losses.numel());
+      const torch::Tensor out = model_->stage_forward(
+          stage_input(batch), tokens(batch.targets, batch.micro_batch, batch.seq_len));
+      if (!stage_.last()) {
+        pipe_.send(grid_.pp(), stage_.index + 1, StagePipe::kActivation, out);
+        continue;
+      }
+      sum += out.sum().item<float>();
+      count += static_cast<float>(out.numel());
     }
-    const std::vector<float> total = sum_over(grid_.dp(), {sum, count});
+    std::vector<float> total = {0.0f, 0.0f};
+    if (stage_.last()) total = sum_over(grid_.dp(), {sum, count});
+    share_from_last_stage(total);
+    pipe_.finish();
+    pipe_.take_wait_ms();
     return static_cast<double>(total[0] / total[1]);
   }
 
@@ -478,6 +619,134 @@ class Run {
     return {local_loss, local_aux};
   }
 
+  // The first stage's input is the batch's tokens; another stage's the previous stage's output.
+  torch::Tensor stage_input(const Batch& batch) {
+    if (stage_.first()) return tokens(batch.inputs, batch.micro_batch, batch.seq_len);
+    return pipe_.receive(grid_.pp(), stage_.index - 1, StagePipe::kActivation,
+                         {batch.micro_batch, batch.seq_len, hidden_});
+  }
+
+  // The last stage's values (the losses summed over DP) reach every other stage of its pipeline.
+  void share_from_last_stage(std::vector<float>& values) {
+    if (stage_.count == 1) return;
+    comm::Communicator& pipe = grid_.pp();
+    if (!stage_.last()) {
+      pipe_.receive(pipe, stage_.count - 1, StagePipe::kLoss, values);
+      return;
+    }
+    const torch::Tensor t = torch::tensor(values, torch::kFloat32);
+    for (int s = 0; s + 1 < stage_.count; ++s) pipe_.send(pipe, s, StagePipe::kLoss, t);
+  }
+
+  // First stage, last micro-batch, right before the embedding's grad_ready: this rank's gradient
+  // of the tied embedding (both uses, every micro-batch, in PP = 1's order) goes to the last
+  // stage's copy.
+  void send_tied_sum() {
+    if (stage_.count == 1) return;
+    const std::span<float> g = engines_->grad(tied_);
+    pipe_.send(
+        grid_.embedding(), 1, StagePipe::kTiedSum,
+        torch::from_blob(g.data(), {static_cast<std::int64_t>(g.size())}, torch::kFloat32).clone());
+  }
+
+  // Megatron's 1F1B (pipeline_schedule.h) over this rank's stage: forwards take the previous
+  // stage's activations and send theirs on; backwards take the next stage's gradient and send
+  // the input's gradient back. The last stage's loss backward is PP = 1's; the other stages'
+  // backward starts from the received gradient of their output. Tied embeddings: after each
+  // backward the last stage sends its copy's gradient (the output layer's use) to the first
+  // stage, whose backward of that micro-batch feeds it to the embedding together with the
+  // lookup's gradient, so autograd sums the two uses once per micro-batch as at PP = 1; after
+  // the last micro-batch the first stage sends the accumulated gradient back (send_tied_sum) and
+  // the copy takes the same step.
+  std::pair<float, float> pipelined(std::int64_t step, StepRecord& record) {
+    const int micro = static_cast<int>(options_.grad_accum);
+    const float inv_accum = 1.0f / static_cast<float>(options_.grad_accum);
+    comm::Communicator& pipe = grid_.pp();
+    std::vector<torch::Tensor> inputs(static_cast<std::size_t>(micro));
+    std::vector<torch::Tensor> outputs(static_cast<std::size_t>(micro));
+    std::vector<std::int64_t> shape;
+    float local_loss = 0.0f;
+    double compute_ms = 0.0;
+    pipe_.take_wait_ms();
+    for (const plan::PipelineOp& op : plan::one_f_one_b(stage_.count, stage_.index, micro)) {
+      const auto m = static_cast<std::size_t>(op.micro);
+      const double c0 = wall_ms(), sync0 = hooks_->param_sync_ms();
+      const double us0 = trace_.now_us();
+      double waited = 0.0;
+      if (op.kind == plan::PipelineOp::Kind::kForward) {
+        const Batch batch = sampler_.batch(step, grid_.coord().dp, op.micro);
+        shape = {batch.micro_batch, batch.seq_len, hidden_};
+        torch::Tensor input = stage_input(batch);
+        waited = pipe_.take_wait_ms();
+        if (!stage_.first()) input.set_requires_grad(true);
+        const std::int64_t heap0 = heap_in_use_bytes();
+        torch::Tensor out =
+            model_->stage_forward(input, tokens(batch.targets, batch.micro_batch, batch.seq_len));
+        if (stage_.last()) {
+          out = out.mean() * inv_accum;
+          if (op.micro == 0 &&
+              faults::fires(faults::Fault::kPoisonLoss, grid_.world().rank(), step))
+            out = out * std::numeric_limits<float>::quiet_NaN();
+          local_loss += out.item<float>();
+        } else {
+          pipe_.send(pipe, stage_.index + 1, StagePipe::kActivation, out.detach());
+        }
+        activations_bytes_ = std::max(activations_bytes_, heap_in_use_bytes() - heap0);
+        inputs[m] = std::move(input);
+        outputs[m] = std::move(out);
+      } else {
+        hooks_->set_last_micro(op.micro + 1 == micro);
+        hooks_->set_in_backward(true);
+        if (stage_.last()) {
+          outputs[m].backward();
+        } else {
+          std::vector<torch::Tensor> roots = {outputs[m]};
+          std::vector<torch::Tensor> grads = {
+              pipe_.receive(pipe, stage_.index + 1, StagePipe::kGradient, shape)};
+          if (tied_ >= 0 && stage_.first()) {
+            torch::Tensor& weight = model_->param(tied_);
+            roots.push_back(weight.view_as(weight));
+            grads.push_back(pipe_.receive(grid_.embedding(), 1, StagePipe::kTiedGradient,
+                                          weight.sizes().vec()));
+          }
+          waited = pipe_.take_wait_ms();
+          torch::autograd::backward(roots, grads);
+        }
+        hooks_->set_in_backward(false);
+        if (!stage_.first())
+          pipe_.send(pipe, stage_.index - 1, StagePipe::kGradient, inputs[m].grad());
+        if (tied_ >= 0 && stage_.last()) {
+          torch::Tensor& copy = model_->param(tied_);
+          pipe_.send(grid_.embedding(), 0, StagePipe::kTiedGradient, copy.grad());
+          copy.mutable_grad() = torch::Tensor();
+        }
+        inputs[m] = torch::Tensor();
+        outputs[m] = torch::Tensor();
+      }
+      if (trace_.enabled()) {
+        const double us1 = us0 + 1000.0 * waited;
+        if (waited > 0.0) trace_.span(engine::kPipelineTrack, "pipeline", "wait", us0, us1);
+        trace_.span(engine::kPipelineTrack, "pipeline",
+                    str(op.kind == plan::PipelineOp::Kind::kForward ? "F" : "B", op.micro), us1,
+                    trace_.now_us());
+      }
+      record.pipeline_wait_ms += waited;
+      compute_ms += wall_ms() - c0 - waited - (hooks_->param_sync_ms() - sync0);
+    }
+    if (tied_ >= 0 && stage_.last()) {
+      // The copy's gradient is the first stage's sum; then it is ready like any other.
+      engine::Engine* engine = engines_->engine_of(tied_);
+      const int i = engines_->slot(tied_).index;
+      pipe_.receive(grid_.embedding(), 0, StagePipe::kTiedSum, engine->grad(i));
+      record.pipeline_wait_ms += pipe_.take_wait_ms();
+      engine->grad_ready(i);
+    }
+    hooks_->set_last_micro(false);
+    record.grad_ready_in_backward = hooks_->take_grad_ready_in_backward();
+    record.fwd_bwd_ms = compute_ms;
+    return {local_loss, 0.0f};
+  }
+
   // A non-finite gradient is as fatal as a non-finite loss: every rank checks its gradients and
   // params, and every rank throws the same NonFiniteLoss before the optimizer step.
   void check_finite(std::int64_t step, double loss) {
@@ -503,6 +772,7 @@ class Run {
   comm::Grid& grid_;
   const model::ModelSpec& spec_;
   const TrainOptions& options_;
+  engine::Trace& trace_;
   float aux_coef_;  // router_aux_loss_coef
   Sampler sampler_;
   plan::Plan plan_;  // the engines keep references into it
@@ -513,27 +783,45 @@ class Run {
   std::vector<Batch> validation_;
   std::vector<std::vector<float>> final_params_;
   std::int64_t activations_bytes_ = 0;
+  PipelineStage stage_;
+  std::int64_t hidden_ = 0;
+  int tied_ = -1;  // the tied embedding (original or copy) this rank's stage holds at PP > 1
+  StagePipe pipe_;
 };
 
-// Per-step times of every rank -> max over ranks, on world rank 0.
-void max_over_ranks(comm::Communicator& world, std::vector<StepRecord>& steps) {
-  constexpr std::size_t kFields = 8;
+// Per-step times of every rank -> max over ranks, on world rank 0; under PP also the max over
+// each stage's ranks (run.stage_steps).
+void max_over_ranks(comm::Grid& grid, StrategyRun& run) {
+  std::vector<StepRecord>& steps = run.steps;
+  constexpr std::size_t kFields = 9;
   std::vector<double> mine;
   for (const StepRecord& s : steps)
     mine.insert(mine.end(),
                 {s.step_ms, s.fwd_bwd_ms, s.grad_sync_ms, s.opt_ms, s.param_sync_ms,
                  static_cast<double>(s.peak_rss_bytes), static_cast<double>(s.opt_dp_bytes),
-                 static_cast<double>(s.opt_tp_bytes)});
-  const auto all =
-      world.all_gather_bytes(std::as_bytes(std::span<const double>(mine.data(), mine.size())));
-  for (const auto& bytes : all) {
+                 static_cast<double>(s.opt_tp_bytes), s.pipeline_wait_ms});
+  const auto all = grid.world().all_gather_bytes(
+      std::as_bytes(std::span<const double>(mine.data(), mine.size())));
+  const int pp = grid.dims().pp;
+  if (pp > 1)
+    run.stage_steps.assign(static_cast<std::size_t>(pp), std::vector<StageStep>(steps.size()));
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const auto& bytes = all[r];
     CANZONA_CHECK_EQ(bytes.size(), mine.size() * sizeof(double));
     if (bytes.empty()) continue;  // a run resumed at its last step took no step
     std::vector<double> theirs(mine.size());
     std::memcpy(theirs.data(), bytes.data(), bytes.size());
+    const int stage = grid.dims().coord(static_cast<int>(r)).pp;
     for (std::size_t i = 0; i < steps.size(); ++i) {
       StepRecord& s = steps[i];
       const double* t = theirs.data() + kFields * i;
+      if (pp > 1) {
+        StageStep& st = run.stage_steps[static_cast<std::size_t>(stage)][i];
+        st.step_ms = std::max(st.step_ms, t[0]);
+        st.fwd_bwd_ms = std::max(st.fwd_bwd_ms, t[1]);
+        st.opt_ms = std::max(st.opt_ms, t[3]);
+        st.pipeline_wait_ms = std::max(st.pipeline_wait_ms, t[8]);
+      }
       s.step_ms = std::max(s.step_ms, t[0]);
       s.fwd_bwd_ms = std::max(s.fwd_bwd_ms, t[1]);
       s.grad_sync_ms = std::max(s.grad_sync_ms, t[2]);
@@ -542,6 +830,7 @@ void max_over_ranks(comm::Communicator& world, std::vector<StepRecord>& steps) {
       s.peak_rss_bytes = std::max(s.peak_rss_bytes, static_cast<std::int64_t>(t[5]));
       s.opt_dp_bytes = std::max(s.opt_dp_bytes, static_cast<std::int64_t>(t[6]));
       s.opt_tp_bytes = std::max(s.opt_tp_bytes, static_cast<std::int64_t>(t[7]));
+      s.pipeline_wait_ms = std::max(s.pipeline_wait_ms, t[8]);
     }
   }
 }
@@ -632,9 +921,6 @@ void validate(const TrainOptions& o) {
   CANZONA_REQUIRE(c.keep == 0 || !c.save_dir.empty(), "--keep needs --save-dir");
   plan::check_zero_stage(o.job.zero_stage, o.strategies);
   launch::validate(o.job);
-  CANZONA_REQUIRE(o.job.dims.pp == 1, "--pp ", o.job.dims.pp,
-                  ": train executes one pipeline stage (use --pp 1; run and compare execute "
-                  "pipeline stages, plan and simulate plan them)");
 }
 
 model::ModelSpec training_spec(const model::TransformerConfig& config,
@@ -648,6 +934,10 @@ model::ModelSpec training_spec(const model::TransformerConfig& config,
     }
   }
   model::validate(spec, job.dims.tp);
+  model::assign_stages(spec, job.dims.pp, job.pp_layout);  // --pp / --pp-layout, named
+  CANZONA_REQUIRE(job.dims.pp == 1 || !config.is_moe(), "--pp ", job.dims.pp,
+                  ": train runs a mixture-of-experts model at --pp 1 (its load-balancing loss "
+                  "spans the routers of every stage)");
   if (config.is_moe() || job.dims.ep != 1 || job.dims.etp != 1) {
     // The expert grid's own checks: a MoE model, ep dividing the experts and ep x etp the grid.
     model::expert_part(spec, job.dims.ep, job.dims.etp, 0);
@@ -758,7 +1048,7 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
       save(options.steps);
     run.measure_memory(base_rss);
     run.finish();
-    max_over_ranks(grid.world(), run.result().steps);
+    max_over_ranks(grid, run.result());
     if (trace.enabled()) engine::write_chrome_trace(grid, trace, options.trace_path);
     runs.push_back(std::move(run.result()));
     runs.back().final_params = run.take_final_params();

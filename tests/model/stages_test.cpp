@@ -41,6 +41,43 @@ TEST(Stages, PpMustDivideLayers) {
   EXPECT_EQ(assign_stages(m, 28).back(), 27);
 }
 
+// --pp-layout: qwen3-mini's 4 layers as 1 + 3 (Megatron's --decoder-first-pipeline-num-layers 1).
+TEST(Stages, LayoutPutsEachStagesLayerCount) {
+  const ModelSpec m = build_transformer(preset("qwen3-mini"), {});
+  EXPECT_EQ(stage_bounds(m.name, 4, 2, {1, 3}), (std::vector<int>{0, 1, 4}));
+  EXPECT_EQ(stage_bounds(m.name, 4, 2, {}), (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(stage_bounds(m.name, 4, 3, {2, 1, 1}), (std::vector<int>{0, 2, 3, 4}));
+  const std::vector<int> stages = assign_stages(m, 2, {1, 3});
+  for (std::size_t i = 0; i < m.params.size(); ++i) {
+    const ParamSpec& p = m.params[i];
+    const int expected = p.layer >= 0 ? (p.layer < 1 ? 0 : 1) : (i == 0 ? 0 : 1);
+    EXPECT_EQ(stages[i], expected) << p.name;
+  }
+  EXPECT_EQ(assign_stages(m, 4, {1, 1, 1, 1}), assign_stages(m, 4));
+}
+
+TEST(Stages, LayoutMustNameEveryStageAndSumToTheLayers) {
+  const ModelSpec m = build_transformer(preset("qwen3-tiny"), {});
+  EXPECT_THAT(
+      [&] {
+        assign_stages(m, 2, {1, 2});
+      },
+      ThrowsMessage<UsageError>(
+          HasSubstr("--pp-layout 1,2 sums to 3 layers, model 'qwen3-tiny' has 2")));
+  EXPECT_THAT(
+      [&] {
+        assign_stages(m, 2, {1, 1, 0});
+      },
+      ThrowsMessage<UsageError>(HasSubstr("--pp-layout 1,1,0 names 3 stages, --pp is 2")));
+  EXPECT_THAT(
+      [&] {
+        assign_stages(m, 2, {2, 0});
+      },
+      ThrowsMessage<UsageError>(HasSubstr("--pp-layout 2,0: stage 1 has 0 layers")));
+  EXPECT_THAT([&] { assign_stages(m, 3); },
+              ThrowsMessage<UsageError>(HasSubstr("(--pp-layout sets uneven stages)")));
+}
+
 TEST(Stages, RejectsNonPositivePp) {
   const ModelSpec m = build_transformer(preset("qwen3-tiny"), {});
   EXPECT_THAT([&] { assign_stages(m, 0); }, ThrowsMessage<UsageError>(HasSubstr("pp=0")));

@@ -2,6 +2,8 @@
 // plan that does not match the model or the grid, naming what is wrong.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "canzona/model/load.h"
 #include "canzona/runtime/options.h"
 #include "canzona/runtime/session.h"
@@ -82,8 +84,41 @@ TEST(ValidatePlan, StagesHoldEveryParamOnceOnTheirGrid) {
     plan::Plan missing = p;
     missing.stages.pop_back();
     missing.options.dims.pp = 1;
+    missing.tied_embedding = -1;
     EXPECT_NE(rejection(m, missing, {2, 1, 1}).find("the stages hold"), std::string::npos);
   }
+}
+
+// qwen3-tiny ties its output layer to the embedding: at PP 2 the last stage lists the embedding
+// (param 0) again, last, as its copy; nowhere else may a param appear twice, and a plan claiming
+// a copy the last stage does not list is refused.
+TEST(ValidatePlan, TiedEmbeddingCopyOnTheLastStageOnly) {
+  for (Strategy s : kAll) {
+    RunOptions o;
+    o.model = "qwen3-tiny";
+    o.dims = {2, 1, 2};
+    const model::ModelSpec m = load_model(o);
+    const plan::Plan p = plan::make_plan(m, plan_options(o, s));
+    ASSERT_EQ(m.params[0].name, "embedding.word_embeddings.weight");
+    EXPECT_EQ(p.tied_embedding, 0);
+    EXPECT_EQ(p.stages[0].params.front(), 0);
+    EXPECT_EQ(p.stages[1].params.back(), 0);
+    EXPECT_EQ(std::count(p.stages[1].params.begin(), p.stages[1].params.end(), 0), 1);
+    plan::Plan unlisted = p;
+    unlisted.stages[1].params.pop_back();
+    EXPECT_NE(rejection(m, unlisted, {2, 1, 2}).find("tied embedding copy 0 is not"),
+              std::string::npos);
+    plan::Plan undeclared = p;
+    undeclared.tied_embedding = -1;
+    EXPECT_NE(rejection(m, undeclared, {2, 1, 2}).find("in another stage"), std::string::npos);
+    o.dims = {2, 1, 1};
+    EXPECT_EQ(plan::make_plan(m, plan_options(o, s)).tied_embedding, -1);
+  }
+  RunOptions untied;
+  untied.model = "qwen3-mini";
+  untied.dims = {1, 1, 2};
+  const model::ModelSpec mini = load_model(untied);
+  EXPECT_EQ(plan::make_plan(mini, plan_options(untied, Strategy::kLbAsc)).tied_embedding, -1);
 }
 
 TEST(ValidatePlan, RejectsAGridOfAnotherShape) {

@@ -30,6 +30,7 @@ for run in default split shampoo soap; do
     # The printed table equals the JSON (4 decimals per phase, as printed).
     checks=()
     while read -r name it _ fb _ dp _ op _ tp _ ps _ st _; do
+      [ "$name" = pipeline ] && break  # the per-stage table of a PP run follows
       case $name in sc | layerwise | layerwise-paper | asc | lb-asc | fsdp-a2a) ;; *) continue ;; esac
       s=/strategies/$name
       checks+=("$s/iteration_s~=$it" "$s/fwd_bwd_s~=$fb" "$s/dp_comm_exposed_s~=$dp"

@@ -97,6 +97,32 @@ if(TARGET canzona AND TARGET canzona-train)
                    COMMAND ${canzona} train ${train_quick} --dp 2 --tp 2 --split-qkv qkv
                            --split-fc1 --zero-stage 3 --strategies all --steps 3 --eval-every 2
                            --verify)
+  # Pipeline stages (1F1B): bitwise the single process at PP 2 with 3 micro-batches (qwen3-tiny
+  # ties its embeddings: the last stage's copy steps with the first's), at DP 2 x PP 2 under
+  # ZeRO-3, and at PP 4 and an uneven --pp-layout on qwen3-mini (4 layers). TP x PP against TP
+  # alone, DP x TP x PP and checkpoints across PP: pp_test.sh (section 10).
+  canzona_cli_test(train_cli_exact_pp2 NP 2 RC 0 TIMEOUT 90
+                   EXPECT "DP 1 x TP 1 x PP 2 \\(1F1B, 3 micro-batches\\).*memory estimate per pipeline stage: stage 0 [0-9.]+ MiB, stage 1 [0-9.]+ MiB.*${verify_tp1}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_quick} --pp 2 --grad-accum 3 --strategies all
+                           --steps 3 --eval-every 2 --verify)
+  canzona_cli_test(train_cli_exact_zero3_dp2_pp2 NP 4 RC 0 TIMEOUT 120 EXPECT "${verify_z3_tp1}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --pp 2 --grad-accum 2
+                           --zero-stage 3 --strategies all --steps 3 --eval-every 2 --verify)
+  set(verify_pp4 "")
+  foreach(s sc lb-asc)
+    string(APPEND verify_pp4 "verify ${s} +vs single process: loss curve bitwise identical, "
+                             "max relative loss difference 0, final params bitwise identical\n")
+  endforeach()
+  canzona_cli_test(train_cli_exact_pp4 NP 4 RC 0 TIMEOUT 120 EXPECT "${verify_pp4}"
+                   COMMAND ${canzona} train --model qwen3-mini --seq-len 32 --micro-batch 2
+                           --warmup 1 --pp 4 --grad-accum 5 --strategies sc,lb-asc --steps 2
+                           --eval-every 2 --verify)
+  canzona_cli_test(train_cli_exact_pp2_layout NP 2 RC 0 TIMEOUT 90 EXPECT "${verify_pp4}"
+                   COMMAND ${canzona} train --model qwen3-mini --seq-len 32 --micro-batch 2
+                           --warmup 1 --pp 2 --pp-layout 1,3 --grad-accum 4 --strategies sc,lb-asc
+                           --steps 2 --eval-every 2 --verify)
   # Mixture of experts (tests/runtime/data/tiny-moe: 2 layers of 8 experts, top-2): bitwise across
   # strategies everywhere; at EP 1 bitwise the single process, at EP 2 within 1e-4 of it (an
   # expert's gradient is one GEMM over its EP group's tokens there); the load-balancing loss on
@@ -229,6 +255,19 @@ if(TARGET canzona AND TARGET canzona-train)
   canzona_train_cli_error(train_cli_error_dense_ep_dp2 2
                           "--ep/--etp need a mixture-of-experts model \\(model 'qwen3-tiny' has no experts\\)"
                           ${dp2} --ep 2)
+  # Pipeline stages that do not fit: the world, the layers, a layout, a MoE model.
+  canzona_train_cli_error(train_cli_error_pp_world_np3 3
+                          "world size 3 != dp 1 x tp 1 x pp 2 \\(launch with mpirun -np 2\\)\n"
+                          ${train_quick} --steps 2 --pp 2)
+  canzona_train_cli_error(train_cli_error_pp_layers_np3 3
+                          "--pp 3 does not divide the 2 transformer layers of model 'qwen3-tiny' \\(--pp-layout sets uneven stages\\)\n"
+                          ${train_quick} --steps 2 --pp 3)
+  canzona_train_cli_error(train_cli_error_pp_layout_np2 2
+                          "--pp-layout 1,2 sums to 3 layers, model 'qwen3-tiny' has 2\n"
+                          ${train_quick} --steps 2 --pp 2 --pp-layout 1,2)
+  canzona_train_cli_error(train_cli_error_pp_moe_np2 2
+                          "--pp 2: train runs a mixture-of-experts model at --pp 1 \\(its load-balancing loss spans the routers of every stage\\)\n"
+                          ${tiny_moe} --pp 2)
   canzona_train_cli_error(train_cli_error_seq_len_zero 0
                           "--seq-len = 0 must lie in \\[1, [0-9]+\\]"
                           --model qwen3-tiny --steps 2 --warmup 1 --seq-len 0)
@@ -332,5 +371,16 @@ if(TARGET canzona AND TARGET canzona-train)
            COMMAND bash ${train_cli_src}/zero3_test.sh ${canzona} ${MPIEXEC_EXECUTABLE}
                    $<TARGET_FILE:canzona_check_output>)
   set_tests_properties(train_cli_zero3 PROPERTIES LABELS "cli;mpi" TIMEOUT ${timeout}
+                       ENVIRONMENT "${CANZONA_TEST_ENV}")
+
+  # --- 10. Pipeline stages (pp_test.sh): TP=2 and DP=2 x TP=2 at PP=2 against PP=1, bitwise
+  # (losses and checkpoints); checkpoints across PP 2 -> 1, 1 -> 2, 1 -> 4, 4 -> 1 and an uneven
+  # --pp-layout; `plan --from-plan` across a PP change.
+  set(timeout 240)
+  canzona_scale_timeout(timeout)
+  add_test(NAME train_cli_pp
+           COMMAND bash ${train_cli_src}/pp_test.sh ${canzona} ${MPIEXEC_EXECUTABLE}
+                   $<TARGET_FILE:canzona_check_output>)
+  set_tests_properties(train_cli_pp PROPERTIES LABELS "cli;mpi" TIMEOUT ${timeout}
                        ENVIRONMENT "${CANZONA_TEST_ENV}")
 endif()

@@ -62,6 +62,39 @@ TEST(MemoryEstimate, Dp2ScComputesEverythingAndReducesInPlace) {
   EXPECT_EQ(need.buffer_bytes, 4 * s.params);
 }
 
+// Pipeline stages (qwen3-tiny, 2 layers, tied): each stage holds its own params (the last also
+// the embedding's copy), so their params add up to the model's plus one embedding; 1F1B keeps
+// min(PP - s, grad_accum) micro-batches of activations on stage s, so at 8 micro-batches stage 0
+// holds twice what it holds at 1 and stage 1 the same; the run needs the larger stage.
+TEST(MemoryEstimate, PipelineStagesHoldTheirParamsAndTheirMicroBatchesInFlight) {
+  TrainOptions o;
+  o.job.model = "qwen3-tiny";
+  o.job.dims.pp = 2;
+  o.all_adamw = true;
+  o.strategies = {plan::Strategy::kLbAsc};
+  const model::TransformerConfig config = model::preset(o.job.model);
+  const model::ModelSpec spec = training_spec(config, o);
+  const Sizes whole = sizes(spec);
+  const double embedding = static_cast<double>(spec.params[0].numel());
+  ASSERT_EQ(spec.params[0].name, "embedding.word_embeddings.weight");
+  o.grad_accum = 1;
+  const std::vector<MemoryNeed> one = estimate_stage_memory(config, spec, o);
+  o.grad_accum = 8;
+  const std::vector<MemoryNeed> eight = estimate_stage_memory(config, spec, o);
+  ASSERT_EQ(one.size(), 2u);
+  ASSERT_EQ(eight.size(), 2u);
+  EXPECT_EQ(eight[0].stage, 0);
+  EXPECT_EQ(eight[1].stage, 1);
+  EXPECT_EQ(one[0].params_bytes + one[1].params_bytes, 4 * (whole.params + embedding));
+  EXPECT_GT(one[0].activations_bytes, 0.0);
+  EXPECT_EQ(eight[0].activations_bytes, 2 * one[0].activations_bytes);
+  EXPECT_EQ(eight[1].activations_bytes, one[1].activations_bytes);
+  const MemoryNeed run = estimate_memory(config, spec, o);
+  EXPECT_EQ(run.total(), std::max(eight[0].total(), eight[1].total()));
+  o.job.dims.pp = 1;
+  EXPECT_EQ(estimate_stage_memory(config, spec, o).size(), 1u);
+}
+
 }  // namespace
 }  // namespace canzona::train
 

@@ -412,5 +412,66 @@ TEST_F(Qwen3ModelTest, BoundParamAccumulatesIntoExternalMemory) {
   EXPECT_GT(max_abs_diff(scaled, to_vector(first)), 1e-4);
 }
 
+// Pipeline stages: qwen3-tiny split in two (layer 0 | layer 1 and the head) holds each param on
+// the stage that reads it (the tied embedding on both), and the stages chained by hand give the
+// whole model's losses and gradients bit for bit. The tied embedding's gradient comes out right
+// only as the trainer forms it: the last stage's copy (bound without a gradient buffer) hands its
+// gradient to the first stage, whose backward takes it through a view of the embedding, so
+// autograd adds the two uses before accumulating, as in the whole model.
+TEST_F(Qwen3ModelTest, PipelineStagesChainToTheWholeModelBitwise) {
+  const model::ModelSpec spec = tiny_spec(1);
+  Qwen3Model whole(tiny(), spec, TpGroup{});
+  init_all(whole, spec, 1, 0);
+  Qwen3Model first(tiny(), spec, TpGroup{}, Qwen3Model::Storage::kOwned, {}, {0, 2, {}});
+  Qwen3Model last(tiny(), spec, TpGroup{}, Qwen3Model::Storage::kOwned, {}, {1, 2, {}});
+  EXPECT_TRUE(first.stage().first() && !first.stage().last());
+  EXPECT_TRUE(last.stage().last() && !last.stage().first());
+  const int embedding = param_index(spec, "embedding.word_embeddings.weight");
+  std::vector<float> copy;
+  for (int p = 0; p < whole.num_params(); ++p) {
+    const std::string& name = spec.params[static_cast<std::size_t>(p)].name;
+    const bool layer0 = name.rfind("decoder.layers.0.", 0) == 0;
+    const bool layer1 = name.rfind("decoder.layers.1.", 0) == 0;
+    EXPECT_EQ(first.holds(p), p == embedding || layer0) << name;
+    EXPECT_EQ(last.holds(p), p == embedding || layer1 || name == "decoder.final_layernorm.weight")
+        << name;
+    for (Qwen3Model* m : {&first, &last})
+      if (m->holds(p))
+        init_param(spec.params[static_cast<std::size_t>(p)], tiny(), 1, 0, kSeed,
+                   values_of(m->param(p)));
+  }
+  copy = to_vector(last.param(embedding));
+  last.bind_value(embedding, copy);
+  EXPECT_FALSE(last.param(embedding).grad().defined());
+
+  const Batch batch = fixed_batch(2, 16, 11);
+  const torch::Tensor losses = whole.token_losses(batch.inputs, batch.targets);
+  (losses * batch.weights).sum().backward();
+
+  const torch::Tensor hidden = first.stage_forward(batch.inputs, torch::Tensor());
+  EXPECT_EQ(hidden.sizes().vec(), (std::vector<std::int64_t>{2, 16, tiny().hidden}));
+  const torch::Tensor received = hidden.detach().clone().set_requires_grad(true);
+  const torch::Tensor stage_losses = last.stage_forward(received, batch.targets);
+  EXPECT_TRUE(bitwise_equal(to_vector(stage_losses), to_vector(losses)));
+  (stage_losses * batch.weights).sum().backward();
+  torch::Tensor& weight = first.param(embedding);
+  torch::autograd::backward({hidden, weight.view_as(weight)},
+                            {received.grad(), last.param(embedding).grad()});
+  for (int p = 0; p < whole.num_params(); ++p) {
+    const std::string& name = spec.params[static_cast<std::size_t>(p)].name;
+    Qwen3Model& owner = first.holds(p) ? first : last;
+    EXPECT_TRUE(bitwise_equal(to_vector(owner.param(p).grad()), to_vector(whole.param(p).grad())))
+        << name;
+  }
+}
+
+TEST_F(Qwen3ModelTest, PipelineStageRefusesALayoutThatDoesNotFit) {
+  const model::ModelSpec spec = tiny_spec(1);
+  EXPECT_THROW(Qwen3Model(tiny(), spec, TpGroup{}, Qwen3Model::Storage::kOwned, {}, {0, 3, {}}),
+               UsageError);
+  EXPECT_THROW(Qwen3Model(tiny(), spec, TpGroup{}, Qwen3Model::Storage::kOwned, {}, {0, 2, {2, 1}}),
+               UsageError);
+}
+
 }  // namespace
 }  // namespace canzona::train

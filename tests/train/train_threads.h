@@ -36,7 +36,8 @@ inline Corpus write_corpus(const std::string& name, const std::vector<std::strin
 inline std::vector<StrategyRun> train_threaded(const model::TransformerConfig& config,
                                                const TrainOptions& o, const Corpus& corpus) {
   const model::ModelSpec spec = training_spec(config, o);
-  const ParallelDims shape{o.job.dims.dp, o.job.dims.tp, 1, o.job.dims.ep, o.job.dims.etp};
+  const ParallelDims shape{o.job.dims.dp, o.job.dims.tp, o.job.dims.pp, o.job.dims.ep,
+                           o.job.dims.etp};
   std::vector<comm::ExpertGroups> groups;
   if (config.is_moe())
     groups = comm::make_thread_expert_groups(shape, comm::ReduceMode::kDeterministic);

@@ -304,15 +304,56 @@ TEST(TrainZero3, RefusesStrategiesThatCannotShardParams) {
 }
 
 // Pipeline stages run in run and compare; train still says so in one line.
-TEST(TrainValidate, PipelineStagesAreRefusedNamingTheFlag) {
-  TrainOptions o = zero3_options(2, 1);
-  o.job.dims.pp = 2;
-  try {
-    validate(o);
-    FAIL() << "--pp 2 accepted";
-  } catch (const UsageError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("--pp 2: train executes one pipeline stage"));
+// Pipeline stages (1F1B over threads as ranks): at PP 2, alone with 3 micro-batches and with
+// DP 2 under ZeRO-3, every strategy's losses and final params are bitwise the single process's
+// (qwen3-tiny ties its embeddings: the last stage's copy trains in step with the first's).
+TEST(TrainThreads, PipelineStagesAreBitwiseTheSingleProcessRun) {
+  for (const int dp : {1, 2}) {
+    SCOPED_TRACE(dp);
+    TrainOptions o = dp == 1 ? tiny_options(1, 1) : zero3_options(2, 1);
+    o.job.dims.pp = 2;
+    o.grad_accum = 3;
+    o.keep_final_params = true;
+    const Corpus corpus = test_corpus(o.seq_len);
+    const std::vector<StrategyRun> runs = train_on_threads(o, corpus);
+    const model::TransformerConfig config = model::preset(o.job.model);
+    const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
+    ASSERT_EQ(runs.size(), o.strategies.size());
+    for (const StrategyRun& r : runs) {
+      SCOPED_TRACE(plan::to_string(r.strategy));
+      ASSERT_EQ(r.steps.size(), ref.losses.size());
+      for (std::size_t s = 0; s < ref.losses.size(); ++s)
+        EXPECT_TRUE(same_bits(r.steps[s].loss, ref.losses[s]))
+            << "step " << s + 1 << ": " << r.steps[s].loss << " vs " << ref.losses[s];
+      ASSERT_EQ(r.final_params.size(), ref.params.size());
+      for (std::size_t p = 0; p < ref.params.size(); ++p) {
+        ASSERT_EQ(r.final_params[p].size(), ref.params[p].size()) << "param " << p;
+        EXPECT_EQ(std::memcmp(r.final_params[p].data(), ref.params[p].data(),
+                              ref.params[p].size() * sizeof(float)),
+                  0)
+            << "param " << p;
+      }
+      ASSERT_EQ(r.stage_steps.size(), 2u);
+      EXPECT_EQ(r.stage_steps[0].size(), r.steps.size());
+      ASSERT_EQ(r.val.size(), 2u);
+      EXPECT_TRUE(same_bits(r.val[1].loss, runs.front().val[1].loss));
+    }
   }
+}
+
+TEST(TrainSpec, PipelineStagesMustFitTheLayersAndTheModel) {
+  TrainOptions o = tiny_options(1, 1);
+  o.job.dims.pp = 2;
+  EXPECT_NO_THROW(validate(o));
+  EXPECT_NO_THROW(training_spec(model::preset("qwen3-tiny"), o));
+  o.job.dims.pp = 3;
+  EXPECT_THAT([&] { training_spec(model::preset("qwen3-tiny"), o); },
+              testing::ThrowsMessage<UsageError>(HasSubstr(
+                  "--pp 3 does not divide the 2 transformer layers of model 'qwen3-tiny'")));
+  o.job.pp_layout = {1, 1};
+  EXPECT_THAT(
+      [&] { training_spec(model::preset("qwen3-tiny"), o); },
+      testing::ThrowsMessage<UsageError>(HasSubstr("--pp-layout 1,1 names 2 stages, --pp is 3")));
 }
 
 }  // namespace

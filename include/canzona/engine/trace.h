@@ -18,6 +18,9 @@ namespace canzona::engine {
 
 inline constexpr int kComputeTrack = 0;
 inline constexpr int kCollectiveTrack = 1;
+// The trainer's 1F1B timeline under PP > 1: each micro-batch's forward ("F3") and backward
+// ("B3"), and the waits for a neighbour stage between them ("wait").
+inline constexpr int kPipelineTrack = 2;
 
 class Trace {
  public:

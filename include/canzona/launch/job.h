@@ -24,6 +24,7 @@ struct JobOptions {
   model::QkvSplit qkv_split = model::QkvSplit::kNone;  // QKV -> q/k/v or per-head tasks
   bool split_fc1 = false;                              // fc1 -> gate/up tasks
   ParallelDims dims;                                   // the grid
+  std::vector<int> pp_layout;  // layers per pipeline stage (--pp-layout); empty: even split
 
   std::string optimizer = "muon";  // matrix optimizer: muon | shampoo | soap
   nlohmann::json optimizer_options = nlohmann::json::object();  // its options (registry keys)
@@ -49,7 +50,8 @@ struct JobOptions {
 // (their names, strings and defaults; apps/planning_flags.h declares the flags, python/ the
 // keywords), with one mapping onto the job options: apply_planning_args.
 struct PlanningArgs {
-  ParallelDims dims;  // --dp, --tp, --pp, --ep, --etp
+  ParallelDims dims;           // --dp, --tp, --pp, --ep, --etp
+  std::vector<int> pp_layout;  // --pp-layout
   std::string planner = "canzona";
   std::string optimizer = "muon";  // matrix optimizer
   std::string cost = "flops";      // the planners' unit

@@ -129,12 +129,21 @@ nlohmann::json param_list_json(const ModelSpec& model);
 // config; validates the result against options.tp.
 ModelSpec load_model(const std::string& model_arg, const BuildOptions& options);
 
+// The first layer of each of `pp` pipeline stages, then num_layers: pp + 1 bounds. An empty
+// `layout` splits the layers evenly (pp must divide them); otherwise stage s holds layout[s]
+// layers (--pp-layout: Megatron's --decoder-first-pipeline-num-layers and
+// --decoder-last-pipeline-num-layers are the layout's first and last entries). Throws
+// UsageError naming the flag when pp <= 0, pp does not divide the layers (no layout), or the
+// layout has not pp entries, an entry below 1, or a sum other than num_layers.
+std::vector<int> stage_bounds(const std::string& model_name, std::int64_t num_layers, int pp,
+                              const std::vector<int>& layout);
+
 // Pipeline stage of every param (index-aligned with model.params) for `pp` stages: transformer
-// layers split evenly (pp must divide num_layers), model-level params before the first layer on
-// stage 0, after the last layer on stage pp-1, explicit ParamSpec::stage wins. Every returned
-// stage lies in [0, pp). Throws UsageError when pp <= 0, a layer or the layer count is outside
-// [0, kMaxLayers) / [1, kMaxLayers], pp does not divide the layer count, or an explicit stage is
-// out of range.
-std::vector<int> assign_stages(const ModelSpec& model, int pp);
+// layers split by stage_bounds (evenly, or by `layout`), model-level params before the first
+// layer on stage 0, after the last layer on stage pp-1, explicit ParamSpec::stage wins. Every
+// returned stage lies in [0, pp). Throws UsageError when pp <= 0, a layer or the layer count is
+// outside [0, kMaxLayers) / [1, kMaxLayers], stage_bounds refuses, or an explicit stage is out of
+// range.
+std::vector<int> assign_stages(const ModelSpec& model, int pp, const std::vector<int>& layout = {});
 
 }  // namespace canzona::model

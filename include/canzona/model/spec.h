@@ -69,6 +69,9 @@ struct ArchInfo {
   std::int64_t padded_vocab_size = 0;  // Megatron: ceil(V / (128 TP)) * 128 TP
   int num_experts = 0;                 // experts per MoE layer; 0: dense
   int experts_per_token = 0;           // top-k: the experts of a layer one token reaches
+  // The output layer is the word embedding (HF tie_word_embeddings): the model has no
+  // output_layer.weight, and at PP > 1 the last stage keeps a copy of the embedding (plan.h).
+  bool tied_embeddings = false;
 };
 
 struct ModelSpec {

@@ -60,6 +60,8 @@ struct PlanOptions {
   // The grid. A mixture-of-experts model's expert buffer is planned over expert DP =
   // dp x tp / (ep x etp) ranks and etp TP ranks (ExpertPlan).
   ParallelDims dims;
+  // Layers of each pipeline stage (--pp-layout, model::stage_bounds); empty: split evenly.
+  std::vector<int> pp_layout;
   double alpha = 1.0;       // Algorithm 1 blend of even split (0) and deficit fill (1)
   double cmax_mb = 512.0;   // fused All-to-All capacity, MiB received per host per group
   int asc_group_tasks = 0;  // asc: tasks per fixed-count group; 0 = tp
@@ -122,7 +124,15 @@ struct Plan {
   std::vector<StagePlan> stages;
   // A MoE model's second buffer (Megatron's expert buffer), or null for a dense model.
   std::shared_ptr<const ExpertPlan> expert;
+  // Tied embeddings at PP > 1 (model arch.tied_embeddings): the word embedding's param index,
+  // listed by the first stage and again, last, by the last stage, which keeps a copy for its
+  // output layer as Megatron does (the copy's gradient is the embedding's, summed over the
+  // embedding group, so both copies take the same step); -1 otherwise.
+  int tied_embedding = -1;
 };
+
+// The word embedding's param index when `model` ties its output layer to it, else -1.
+int tied_embedding_param(const model::ModelSpec& model);
 
 // The expert buffer of a MoE model: the expert params of one EP rank (model::expert_part of EP
 // rank 0; every EP rank holds experts of the same shapes in the same order, so one plan serves

@@ -90,5 +90,9 @@ Link tp_link(const Cluster& cluster, int tp);
 // Link of a DP ring under Megatron placement: intra_node when dp * tp <= gpus_per_node, else
 // inter_node (a ring is as slow as its slowest hop).
 Link dp_link(const Cluster& cluster, int dp, int tp);
+// Link between neighbouring pipeline stages under Megatron placement (stages outermost): a rank
+// and its peer on the next stage are dp x tp ranks apart, on one node when dp x tp x 2 <=
+// gpus_per_node, else on two.
+Link pp_link(const Cluster& cluster, int dp, int tp);
 
 }  // namespace canzona::sim

@@ -9,7 +9,10 @@
 // sync after the step: every micro batch gathers each bucket before its forward and again before
 // its backward, one bucket prefetched, and those gathers' stalls count in dp_comm_exposed_s.
 // fsdp-a2a's owner exchange (the gradients to the owners and the updates back) runs in the step.
-// Pipeline stages run in parallel; the slowest stage's step is the iteration's.
+// Pipeline stages (PP > 1) run 1F1B (plan::one_f_one_b), timed operation by operation with each
+// activation and gradient sent between neighbouring stages (pp_link; activation_bytes per hidden
+// element of a micro batch); each stage steps as soon as its own last backward and gradient sync
+// are done, and the stage that finishes last is the critical one (Breakdown::stages has each).
 //
 //   iteration_s = fwd_bwd_s + ep_comm_s + dp_comm_exposed_s + optimizer_s + tp_comm_s
 //                 + dp_exchange_s + param_sync_s
@@ -48,13 +51,23 @@ struct Workload {
   std::int64_t micro_batch = 1;   // sequences per micro batch
   double grad_bytes = 4.0;        // bytes per gradient element in the DP sync and TP gathers
   double param_bytes = 2.0;       // bytes per model-param element in the param All-Gather
-  double activation_bytes = 2.0;  // MoE: bytes per hidden element in the EP token All-to-Alls
+  double activation_bytes = 2.0;  // bytes per hidden element sent between pipeline stages and in
+                                  // a MoE's EP token All-to-Alls
   double adamw_bytes_per_element = 30.0;  // HBM traffic of one AdamW element update: read and
                                           // write fp32 param, m, v, read fp32 grad, write bf16
   bool attention_flops = true;  // add causal attention FLOPs (6 * seq * heads * head_dim per
                                 // token per layer, fwd+bwd) to 6 * matmul params per token
   bool tp_pipeline = true;      // overlap gather k+1 with compute k (docs/design.md section 4)
   VarCollective var_collective = VarCollective::kGrouped;  // uneven Reduce-Scatter / All-Gather
+};
+
+// One pipeline stage's iteration (seconds).
+struct StageTimes {
+  double fwd_bwd_s = 0.0;          // its micro batches' forward and backward compute
+  double bubble_s = 0.0;           // 1F1B waits for the neighbouring stages and their sends
+  double dp_comm_exposed_s = 0.0;  // its gradient sync past its last backward (and gather stalls)
+  double optimizer_step_s = 0.0;   // its slowest rank's optimizer step (what train's optimizer is)
+  double end_s = 0.0;              // fwd_bwd + bubble + dp_comm_exposed + optimizer_step
 };
 
 // Per-strategy result. Times in seconds for the critical (slowest) pipeline stage.
@@ -85,6 +98,10 @@ struct Breakdown {
   std::int64_t micro_batches = 0;       // per DP replica
   int critical_stage = 0;
   int micro_groups = 0;  // TP micro groups of the critical stage's slowest DP rank
+  // PP > 1: one activation's (or its gradient's) transfer between neighbouring stages, and every
+  // stage's times; at PP 1 `stages` has the one stage (no bubble).
+  double pipeline_p2p_s = 0.0;
+  std::vector<StageTimes> stages;
 };
 
 // Seconds of one optimizer task on its host: the factorization share (cost::factorization_flops,

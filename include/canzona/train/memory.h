@@ -22,10 +22,17 @@
 //               logits and the cross-entropy's softmax
 //   runtime     libtorch, MPI and the process itself: kRuntimeBytes
 // --verify adds, on world rank 0, the single-process reference (TP = 1, DP = 1) after training.
+//
+// Pipeline stages (PP > 1): each stage's ranks hold that stage's params (model::assign_stages;
+// the last stage also the copy of a tied embedding) with their gradients, state and buffers; 1F1B
+// keeps the activations of min(PP - s, grad_accum) micro-batches on stage s, each for the stage's
+// layers only; the logits and cross-entropy terms are the last stage's. The run needs the largest
+// stage's estimate per rank (the first and the last stage differ).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "canzona/model/load.h"
 #include "canzona/model/spec.h"
@@ -44,13 +51,19 @@ struct MemoryNeed {
   double buffer_bytes = 0.0;
   double activations_bytes = 0.0;
   double runtime_bytes = kRuntimeBytes;
+  int stage = 0;  // the pipeline stage whose need this is
   double total() const;
 };
 
 // Per-rank need of training `spec` (built from `config`) with `options` (grid, optimizer, sizes).
 // Pure: no allocation, no files. Doubles, so absurd sizes give a huge number, never an overflow.
+// Under PP > 1: the largest of estimate_stage_memory's.
 MemoryNeed estimate_memory(const model::TransformerConfig& config, const model::ModelSpec& spec,
                            const TrainOptions& options);
+// Per pipeline stage, [stage] (one entry at PP 1).
+std::vector<MemoryNeed> estimate_stage_memory(const model::TransformerConfig& config,
+                                              const model::ModelSpec& spec,
+                                              const TrainOptions& options);
 
 // The single-process reference of --verify (TP = 1, DP = 1, the whole model and its state).
 MemoryNeed estimate_reference_memory(const model::TransformerConfig& config,

@@ -45,6 +45,19 @@
 
 namespace canzona::train {
 
+// One pipeline stage of the model, split as the planner splits it (model::assign_stages): the
+// layers evenly, or `layout[s]` on stage s (--pp-layout, model::stage_bounds); the embedding on
+// the first stage; the final norm and the output layer on the last, which for tied embeddings
+// reads its own copy of the word embedding (the plan's last-stage copy,
+// plan::Plan::tied_embedding).
+struct PipelineStage {
+  int index = 0;
+  int count = 1;
+  std::vector<int> layout;  // layers per stage; empty: even
+  bool first() const { return index == 0; }
+  bool last() const { return index + 1 == count; }
+};
+
 class Qwen3Model {
  public:
   // Checks that the model's params and spec.params are one list: the same names, each with the
@@ -54,21 +67,30 @@ class Qwen3Model {
   // every param must be bind()-ed before use (the trainer binds the engine's buffers, so the
   // model never holds a second copy of the weights, not even while it is built).
   // A MoE model takes its EP group (`ep`; size 1: every expert here); a dense one refuses EP > 1.
+  // A model of one pipeline stage (`stage`) holds that stage's params only; the spec's others are
+  // not its params (holds() is false). Throws UsageError as model::stage_bounds (a layout that
+  // does not fit the layers), or for a MoE model at stage.count > 1.
   enum class Storage { kOwned, kBound };
   Qwen3Model(const model::TransformerConfig& config, const model::ModelSpec& spec, TpGroup tp,
-             Storage storage = Storage::kOwned, EpGroup ep = {});
+             Storage storage = Storage::kOwned, EpGroup ep = {}, PipelineStage stage = {});
   ~Qwen3Model();
   Qwen3Model(const Qwen3Model&) = delete;
   Qwen3Model& operator=(const Qwen3Model&) = delete;
 
   int num_params() const;  // the spec's, held or not
-  // Whether spec param p is this model's (false only for another EP rank's experts).
+  const PipelineStage& stage() const;
+  // Whether spec param p is this model's (false for another EP rank's experts and another
+  // stage's params).
   bool holds(int p) const;
   // Leaf tensor of spec param p (TP-local shape), requires_grad. Throws Error unless holds(p).
   torch::Tensor& param(int p);
   // Makes param p a view of `value` and its gradient a view of `grad` (local numel each; the
   // gradient accumulates there in place). The values are not changed.
   void bind(int p, std::span<float> value, std::span<float> grad);
+  // Makes param p a view of `value` with no gradient buffer: each backward's gradient of it is
+  // param(p).grad(), autograd's own tensor (the last stage's tied-embedding copy, whose gradient
+  // goes to the first stage after every micro-batch).
+  void bind_value(int p, std::span<float> value);
   // The forward reads params segment by segment: the embedding; per layer its attention
   // (qkv norm, qkv weight and bias, q/k norms, output projection), then its MLP (fc1 norm, fc1,
   // fc2; a MoE layer: pre-MLP norm, router, this EP rank's experts' fc1 and fc2 in expert order);
@@ -87,8 +109,12 @@ class Qwen3Model {
   void set_segment_hooks(SegmentHooks hooks);
 
   // Per-token next-token loss [B * S] of inputs/targets [B, S] (int64 token ids < padded
-  // vocabulary), identical on every TP rank.
+  // vocabulary), identical on every TP rank. The whole model (one stage) only.
   torch::Tensor token_losses(const torch::Tensor& inputs, const torch::Tensor& targets);
+  // This stage's forward: `input` is the token ids [B, S] on the first stage, the previous
+  // stage's output [B, S, hidden] (fp32) elsewhere; returns the hidden state [B, S, hidden] for
+  // the next stage, or on the last stage the per-token losses [B * S] of `targets`.
+  torch::Tensor stage_forward(const torch::Tensor& input, const torch::Tensor& targets);
   // This rank's logits columns [B, S, V/T] (tests).
   torch::Tensor local_logits(const torch::Tensor& inputs);
   // Hugging Face's load-balancing loss (moe.h) of the last forward's MoE layers, over that

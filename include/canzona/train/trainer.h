@@ -78,7 +78,11 @@ struct StepRecord {
   double grad_sync_ms = 0.0;
   double opt_ms = 0.0;
   double param_sync_ms = 0.0;  // exposed waits for updated params
-  double tokens_per_s = 0.0;   // tokens_per_step / step time
+  // PP > 1: time this rank waited for a neighbour stage's activations or gradients (and, on the
+  // last stage, for the tied embedding's summed gradient) during the forwards and backwards: the
+  // pipeline bubble as its stage sees it. 0 at PP 1.
+  double pipeline_wait_ms = 0.0;
+  double tokens_per_s = 0.0;  // tokens_per_step / step time
   // This rank's grad_ready calls made from autograd's accumulation hooks while backward ran
   // (every param of the stage, when gradients are handed over during backward).
   int grad_ready_in_backward = 0;
@@ -115,6 +119,14 @@ struct RunMemory {
   std::int64_t model_total_bytes = 0;
 };
 
+// One step of one pipeline stage: each time the max over the stage's ranks.
+struct StageStep {
+  double step_ms = 0.0;
+  double fwd_bwd_ms = 0.0;
+  double opt_ms = 0.0;
+  double pipeline_wait_ms = 0.0;
+};
+
 struct ValRecord {
   std::int64_t step = 0;
   double loss = 0.0;
@@ -124,6 +136,9 @@ struct StrategyRun {
   plan::Strategy strategy = plan::Strategy::kLbAsc;
   std::int64_t first_step = 1;    // 1, or the resumed checkpoint's step + 1
   std::vector<StepRecord> steps;  // world rank 0: per step, times = max over ranks
+  // PP > 1, world rank 0: [stage][step index] the stage's times (the simulator's per-stage
+  // prediction is checked against these); empty at PP 1.
+  std::vector<std::vector<StageStep>> stage_steps;
   std::vector<ValRecord> val;
   std::uint64_t params_hash = 0;  // FNV-1a of every rank's final params in world-rank order
   // FNV-1a of every rank's final optimizer state (Engine::optimizer_state: main params and the

@@ -176,10 +176,12 @@ void validate_plan(const model::ModelSpec& model, const plan::Plan& plan,
   std::size_t dense = model.params.size();
   if (plan.expert)
     for (const model::ParamSpec& p : model.params) dense -= model::is_expert_param(p) ? 1 : 0;
+  // A tied model at PP > 1 has the copy (make_plan's rule); nothing else has one.
   const int tied = plan.tied_embedding;
+  const int expected = o.dims.pp > 1 ? plan::tied_embedding_param(model) : -1;
+  require(tied == expected, "tied embedding copy ", tied, " where the model's plan has ", expected);
   require(tied == -1 ||
-              (o.dims.pp > 1 && tied == plan::tied_embedding_param(model) &&
-               !plan.stages.back().params.empty() && plan.stages.back().params.back() == tied),
+              (!plan.stages.back().params.empty() && plan.stages.back().params.back() == tied),
           "tied embedding copy ", tied, " is not the word embedding listed last by the last stage");
   std::vector<int> holders(model.params.size(), 0);
   std::size_t held = 0;

@@ -11,6 +11,22 @@
 #include "canzona/engine/shard.h"
 
 namespace canzona::runtime {
+namespace {
+
+// Puts a gathered param's `values` into `out`. A param gathered before is the tied embedding,
+// whose last-stage copy must equal the first stage's bitwise: elements that differ become NaN, so
+// the comparison with the reference fails there.
+void put_gathered(std::vector<float>& out, std::vector<float> values) {
+  if (out.empty()) {
+    out = std::move(values);
+    return;
+  }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (std::memcmp(&out[i], &values[i], sizeof(float)) != 0)
+      out[i] = std::numeric_limits<float>::quiet_NaN();
+}
+
+}  // namespace
 
 std::vector<std::vector<float>> gather_replica(comm::Grid& grid, const model::ModelSpec& model,
                                                const StageLayouts& layouts,
@@ -45,23 +61,13 @@ std::vector<std::vector<float>> gather_replica(comm::Grid& grid, const model::Mo
     for (const layout::Bucket& bucket : layouts[static_cast<std::size_t>(s)]->buckets)
       for (const layout::Slot& slot : bucket.slots) {
         const model::ParamSpec& p = model.params[slot.param];
-        std::vector<float>& out = global[slot.param];
-        // A param gathered before is the tied embedding, whose last-stage copy must equal the
-        // first stage's bitwise: elements that differ become NaN, so the comparison fails there.
-        const bool copy = !out.empty();
         std::vector<float> values(static_cast<std::size_t>(p.numel()), 0.0f);
         for (int t = 0; t < shape.tp; ++t) {
           const int q = shape.rank(comm::GridCoord{s, replica, t});
           const float* shard = recv.data() + recv_displs[q] + bucket.offset + slot.offset;
           engine::local_to_task(engine::shard_map(p, -1, shape.tp, t), shard, values.data());
         }
-        if (!copy) {
-          out = std::move(values);
-          continue;
-        }
-        for (std::size_t i = 0; i < out.size(); ++i)
-          if (std::memcmp(&out[i], &values[i], sizeof(float)) != 0)
-            out[i] = std::numeric_limits<float>::quiet_NaN();
+        put_gathered(global[slot.param], std::move(values));
       }
   return global;
 }
@@ -131,11 +137,11 @@ std::vector<std::vector<std::vector<float>>> gather_reduced_grads(
       for (const layout::Bucket& bucket : layout.buckets)
         for (const layout::Slot& slot : bucket.slots) {
           const model::ParamSpec& p = model.params[slot.param];
-          std::vector<float>& out = global[slot.param];
-          out.assign(static_cast<std::size_t>(p.numel()), 0.0f);
+          std::vector<float> values(static_cast<std::size_t>(p.numel()), 0.0f);
           for (int t = 0; t < shape.tp; ++t)
             engine::local_to_task(engine::shard_map(p, -1, shape.tp, t),
-                                  local[t].data() + bucket.offset + slot.offset, out.data());
+                                  local[t].data() + bucket.offset + slot.offset, values.data());
+          put_gathered(global[slot.param], std::move(values));
         }
     }
   }

@@ -191,6 +191,18 @@ std::vector<MemoryNeed> estimate_stage_memory(const model::TransformerConfig& co
         static_cast<double>(std::min<std::int64_t>(dims.pp - s, options.grad_accum));
     need.activations_bytes = in_flight * activations(config, spec, dims.tp, options.micro_batch,
                                                      options.seq_len, layers, s + 1 == dims.pp);
+    // A tied embedding's gradients in flight between the first and the last stage: the copy's
+    // of each micro-batch the first stage has not taken yet (at most PP of them), the sum sent
+    // back.
+    if (config.tied_embeddings && (s == 0 || s + 1 == dims.pp)) {
+      double embedding = 0.0;
+      for (const model::ParamSpec& p : spec.params)
+        if (p.name == "embedding.word_embeddings.weight")
+          embedding = static_cast<double>(p.local_numel(dims.tp)) * kFloat;
+      need.buffer_bytes +=
+          embedding *
+          (s == 0 ? 1.0 : static_cast<double>(std::min<std::int64_t>(dims.pp, options.grad_accum)));
+    }
     need.stage = s;
     needs.push_back(need);
   }

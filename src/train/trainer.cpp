@@ -168,7 +168,7 @@ std::string first_non_finite(const engine::EngineSet::Member& member) {
 //
 // Pipeline stages with tied embeddings (`tied`: the word embedding's index when PP > 1, else -1):
 // on the last stage the model's copy is bound without a gradient buffer (its gradient leaves for
-// the first stage after each micro-batch, PipelineSchedule) and its accumulation hook only
+// the first stage after each micro-batch, Run::pipelined) and its accumulation hook only
 // releases the bucket; on the first stage `before_tied_ready` runs right before grad_ready of the
 // embedding, while the buffer still holds this rank's accumulated, unscaled gradient.
 class EngineHooks {
@@ -455,8 +455,13 @@ class StagePipe {
     return t;
   }
 
+  // Lets the sends move, and lets go of the buffers of those that completed.
   void poll() {
-    for (auto& [request, values] : sends_) request.test();
+    std::erase_if(sends_, [](auto& send) {
+      if (!send.first.test()) return false;
+      send.first.wait();
+      return true;
+    });
   }
   void finish() {
     for (auto& [request, values] : sends_) request.wait();
@@ -935,6 +940,15 @@ model::ModelSpec training_spec(const model::TransformerConfig& config,
   }
   model::validate(spec, job.dims.tp);
   model::assign_stages(spec, job.dims.pp, job.pp_layout);  // --pp / --pp-layout, named
+  // Both copies of a tied embedding reduce the same gradient over DP in their own buckets: equal
+  // results need the rank-order sum.
+  CANZONA_REQUIRE(!config.tied_embeddings || job.dims.pp == 1 || job.dims.dp == 1 ||
+                      job.reduce_mode == comm::ReduceMode::kDeterministic,
+                  "--reduce-mode native with --pp ", job.dims.pp, " and --dp ", job.dims.dp,
+                  ": model '", config.name,
+                  "' ties its embeddings, and the last stage's copy, reduced over DP in other "
+                  "buckets than the first stage's, would drift from it (use --reduce-mode "
+                  "deterministic)");
   CANZONA_REQUIRE(job.dims.pp == 1 || !config.is_moe(), "--pp ", job.dims.pp,
                   ": train runs a mixture-of-experts model at --pp 1 (its load-balancing loss "
                   "spans the routers of every stage)");

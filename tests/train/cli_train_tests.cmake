@@ -119,6 +119,11 @@ if(TARGET canzona AND TARGET canzona-train)
                    COMMAND ${canzona} train --model qwen3-mini --seq-len 32 --micro-batch 2
                            --warmup 1 --pp 4 --grad-accum 5 --strategies sc,lb-asc --steps 2
                            --eval-every 2 --verify)
+  # A tied model (tied4_config.json: 4 layers) at PP 4: middle stages between the two copies.
+  canzona_cli_test(train_cli_exact_pp4_tied NP 4 RC 0 TIMEOUT 120 EXPECT "${verify_pp4}"
+                   COMMAND ${canzona} train --model ${train_cli_src}/tied4_config.json --seq-len 32
+                           --micro-batch 2 --warmup 1 --pp 4 --grad-accum 3 --strategies sc,lb-asc
+                           --steps 2 --eval-every 2 --verify)
   canzona_cli_test(train_cli_exact_pp2_layout NP 2 RC 0 TIMEOUT 90 EXPECT "${verify_pp4}"
                    COMMAND ${canzona} train --model qwen3-mini --seq-len 32 --micro-batch 2
                            --warmup 1 --pp 2 --pp-layout 1,3 --grad-accum 4 --strategies sc,lb-asc

@@ -303,7 +303,6 @@ TEST(TrainZero3, RefusesStrategiesThatCannotShardParams) {
   EXPECT_NO_THROW(validate(o));
 }
 
-// Pipeline stages run in run and compare; train still says so in one line.
 // Pipeline stages (1F1B over threads as ranks): at PP 2, alone with 3 micro-batches and with
 // DP 2 under ZeRO-3, every strategy's losses and final params are bitwise the single process's
 // (qwen3-tiny ties its embeddings: the last stage's copy trains in step with the first's).
@@ -350,6 +349,17 @@ TEST(TrainSpec, PipelineStagesMustFitTheLayersAndTheModel) {
   EXPECT_THAT([&] { training_spec(model::preset("qwen3-tiny"), o); },
               testing::ThrowsMessage<UsageError>(HasSubstr(
                   "--pp 3 does not divide the 2 transformer layers of model 'qwen3-tiny'")));
+  o.job.dims.pp = 2;
+  o.job.dims.dp = 2;
+  o.job.reduce_mode = comm::ReduceMode::kNative;
+  EXPECT_THAT([&] { training_spec(model::preset("qwen3-tiny"), o); },
+              testing::ThrowsMessage<UsageError>(
+                  HasSubstr("--reduce-mode native with --pp 2 and --dp 2: model 'qwen3-tiny' ties "
+                            "its embeddings")));
+  EXPECT_NO_THROW(training_spec(model::preset("qwen3-mini"), o));  // untied
+  o.job.reduce_mode = comm::ReduceMode::kDeterministic;
+  o.job.dims.dp = 1;
+  o.job.dims.pp = 3;
   o.job.pp_layout = {1, 1};
   EXPECT_THAT(
       [&] { training_spec(model::preset("qwen3-tiny"), o); },

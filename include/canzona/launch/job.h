@@ -51,7 +51,7 @@ struct JobOptions {
 // keywords), with one mapping onto the job options: apply_planning_args.
 struct PlanningArgs {
   ParallelDims dims;           // --dp, --tp, --pp, --ep, --etp
-  std::vector<int> pp_layout;  // --pp-layout
+  std::vector<int> pp_layout;  // --pp-layout (a flag only: Python plans even stages)
   std::string planner = "canzona";
   std::string optimizer = "muon";  // matrix optimizer
   std::string cost = "flops";      // the planners' unit

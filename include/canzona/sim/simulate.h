@@ -13,6 +13,7 @@
 // activation and gradient sent between neighbouring stages (pp_link; activation_bytes per hidden
 // element of a micro batch); each stage steps as soon as its own last backward and gradient sync
 // are done, and the stage that finishes last is the critical one (Breakdown::stages has each).
+// The trainer's finiteness agreement over every rank before the step is not modelled.
 //
 //   iteration_s = fwd_bwd_s + ep_comm_s + dp_comm_exposed_s + optimizer_s + tp_comm_s
 //                 + dp_exchange_s + param_sync_s

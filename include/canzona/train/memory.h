@@ -26,8 +26,10 @@
 // Pipeline stages (PP > 1): each stage's ranks hold that stage's params (model::assign_stages;
 // the last stage also the copy of a tied embedding) with their gradients, state and buffers; 1F1B
 // keeps the activations of min(PP - s, grad_accum) micro-batches on stage s, each for the stage's
-// layers only; the logits and cross-entropy terms are the last stage's. The run needs the largest
-// stage's estimate per rank (the first and the last stage differ).
+// layers only; the logits and cross-entropy terms are the last stage's. A tied embedding adds
+// its gradients in flight to the buffers: min(PP, grad_accum) of them on the last stage, one on
+// the first. The run needs the largest stage's estimate per rank (the first and the last stage
+// differ).
 #pragma once
 
 #include <cstdint>

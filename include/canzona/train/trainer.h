@@ -84,7 +84,8 @@ struct StepRecord {
   double pipeline_wait_ms = 0.0;
   double tokens_per_s = 0.0;  // tokens_per_step / step time
   // This rank's grad_ready calls made from autograd's accumulation hooks while backward ran
-  // (every param of the stage, when gradients are handed over during backward).
+  // (every param of the stage, when gradients are handed over during backward, but the last
+  // stage's tied-embedding copy, whose gradient arrives from the first stage afterwards).
   int grad_ready_in_backward = 0;
   // Peak resident size of this process so far in this run (VmHWM, memory.h; -1 unknown); in the
   // JSON the max over ranks.

@@ -26,6 +26,8 @@ Holdings::Holdings(const model::ModelSpec& model, const Plan& plan, const char* 
         const int p = slots[k].param;
         CANZONA_REQUIRE(p >= 0 && static_cast<std::size_t>(p) < n, what, ": plan lays out param ",
                         p, " of a ", n, "-param model");
+        // The last stage's copy of a tied embedding moves with the first stage's original.
+        if (s > 0 && p == plan.tied_embedding) continue;
         stage_[p] = static_cast<int>(s);
         bucket_[p] = static_cast<int>(b);
         slot_[p] = static_cast<int>(k);
@@ -35,6 +37,7 @@ Holdings::Holdings(const model::ModelSpec& model, const Plan& plan, const char* 
       const Task& t = stage.tasks[k];
       CANZONA_REQUIRE(t.param >= 0 && static_cast<std::size_t>(t.param) < n && t.piece >= -1, what,
                       ": plan has a task of param ", t.param, " piece ", t.piece);
+      if (s > 0 && t.param == plan.tied_embedding) continue;
       auto& of = task_of_[t.param];
       if (of.size() < static_cast<std::size_t>(t.piece + 2)) of.resize(t.piece + 2, -1);
       of[t.piece + 1] = static_cast<int>(k);
@@ -102,7 +105,11 @@ Movement state_movement(const model::ModelSpec& model, const Plan& from, const P
   Movement m;
   for (std::size_t s = 0; s < to.stages.size(); ++s) {
     const StagePlan& stage = to.stages[s];
+    // The last stage's copy of a tied embedding is a replica of the first stage's state (read
+    // from the same checkpoint tensors): counted with the original only.
+    const int copy = s > 0 ? to.tied_embedding : -1;
     for (const Task& t : stage.tasks) {
+      if (t.param == copy) continue;
       const RankRange dps = task_dp_ranks(t, o.dims.dp);
       const RankRange tps = task_tp_ranks(t, o.dims.tp);
       const double holders = static_cast<double>(dps.size()) * tps.size();
@@ -128,7 +135,7 @@ Movement state_movement(const model::ModelSpec& model, const Plan& from, const P
     for (std::size_t b = 0; b < stage.layout.buckets.size(); ++b) {
       for (const layout::Slot& slot : stage.layout.buckets[b].slots) {
         const model::ParamSpec& spec = model.params[slot.param];
-        if (spec.is_matrix()) continue;
+        if (spec.is_matrix() || slot.param == copy) continue;
         const bool same_stage = old_h.stage_of(slot.param) == static_cast<int>(s);
         const RankRange dps = slot_dp_ranks(stage, static_cast<int>(b), slot, o.dims.dp);
         for (int d = dps.begin; d < dps.end; ++d) {

@@ -57,8 +57,8 @@ layout::Layout upstream_layerwise_layout(const model::ModelSpec& model,
       others.push_back(p);
       continue;
     }
-    // Our model specs hold one tied embedding (no last-stage copy) and route it to the other
-    // buffer, and no param is GTP-rematerialised, so both flags keep their defaults here.
+    // A tied embedding and its last-stage copy (PP > 1) are element-wise, in the other buffer,
+    // and no param is GTP-rematerialised, so both flags keep their defaults here.
     managed.push_back({p, spec.local_numel(o.dims.tp), spec.local_shape(o.dims.tp)});
   }
   const megatron_layerwise::BufferLayout lw = megatron_layerwise::layerwise_buffer(

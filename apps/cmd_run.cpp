@@ -110,8 +110,6 @@ Launch prepare(RunFlags& flags) {
       CANZONA_REQUIRE(std::find(stage_of.begin(), stage_of.end(), s) != stage_of.end(), "--pp ",
                       l.options.dims.pp, ": stage ", s, " of model '", l.model.name,
                       "' holds no params");
-    CANZONA_REQUIRE(!model::has_experts(l.model), "--pp ", l.options.dims.pp,
-                    ": run and compare execute a mixture-of-experts model at --pp 1 only");
   }
   l.session.verify = flags.verify;
   l.session.trace_path = flags.trace;

@@ -191,13 +191,16 @@ class Verifier {
     // A MoE run's expert engine (member 1 of the engine set) over its expert grid.
     const engine::EngineSet& set = runner.engines();
     const engine::EngineSet::Member* e = set.size() > 1 ? &set.member(1) : nullptr;
+    StageLayouts expert_layouts;  // every pipeline stage's expert buffer
+    if (e)
+      for (const plan::StagePlan& stage : plan.expert->plan.stages)
+        expert_layouts.push_back(&stage.layout);
     if (e) {
       comm::Grid& eg = *e->grid;
       const std::span<const float> params = e->engine->params();
       const std::vector<float> expert_local(params.begin(), params.end());
       for (int r = 0; r < eg.dims().dp; ++r) {
-        const Params got =
-            gather_replica(eg, *e->model, {&e->engine->stage().layout}, expert_local, r);
+        const Params got = gather_replica(eg, *e->model, expert_layouts, expert_local, r);
         Params merged = to_world_root(grid, eg, *set.expert_part(), got);
         if (root) experts.push_back(std::move(merged));
       }
@@ -226,8 +229,8 @@ class Verifier {
       for (const engine::GradRange& g : e->engine->reduced_grads())
         expert_ranges.emplace_back(g.offset, g.values);
       const bool expert_sharded = e->engine->grads_sharded();
-      const std::vector<Params> got = gather_reduced_grads(
-          eg, *e->model, {&e->engine->stage().layout}, expert_ranges, expert_sharded);
+      const std::vector<Params> got =
+          gather_reduced_grads(eg, *e->model, expert_layouts, expert_ranges, expert_sharded);
       // Every EP slice holds as many views (1 sharded, else expert DP): the count is agreed.
       const int count = expert_sharded ? 1 : eg.dims().dp;
       for (int v = 0; v < count; ++v) {
@@ -396,8 +399,6 @@ CompareResult run_strategies(comm::Grid& grid, const model::ModelSpec& model,
                              const std::vector<plan::Strategy>& strategies,
                              const SessionOptions& session, comm::ExpertGroups* experts) {
   validate(options);
-  CANZONA_REQUIRE(!model::has_experts(model) || options.dims.pp == 1, "--pp ", options.dims.pp,
-                  ": run and compare execute a mixture-of-experts model at --pp 1 only");
   comm::Communicator& world = grid.world();
   launch::check_agreement(world, launch_settings(options, session, strategies, model));
   CompareResult result;

@@ -375,9 +375,6 @@ Qwen3Model::Qwen3Model(const model::TransformerConfig& config, const model::Mode
                   spec.name, "': pipeline stage ", stage.index, " of ", stage.count);
   const std::vector<int> bounds =
       model::stage_bounds(spec.name, config.num_layers, stage.count, stage.layout);
-  CANZONA_REQUIRE(stage.count == 1 || !config.is_moe(), "model '", spec.name,
-                  "': a mixture-of-experts model trains at --pp 1 (its load-balancing loss spans "
-                  "every stage's routers)");
   m.stage = stage;
   m.first_layer = bounds[static_cast<std::size_t>(stage.index)];
   m.end_layer = bounds[static_cast<std::size_t>(stage.index) + 1];
@@ -460,6 +457,10 @@ const PipelineStage& Qwen3Model::stage() const {
 
 bool Qwen3Model::holds(int p) const {
   return impl_->held.at(static_cast<std::size_t>(p)) != 0;
+}
+
+StageRouting Qwen3Model::stage_routing() const {
+  return train::stage_routing(impl_->routings, impl_->config.num_experts);
 }
 
 torch::Tensor Qwen3Model::load_balancing_loss() const {

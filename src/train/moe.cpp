@@ -93,6 +93,25 @@ torch::Tensor load_balancing_loss(const std::vector<Routing>& layers, int num_ex
   return static_cast<double>(num_experts) * (choices * p.mean(0)).sum();
 }
 
+StageRouting stage_routing(const std::vector<Routing>& layers, int num_experts) {
+  if (layers.empty()) return {};
+  std::vector<torch::Tensor> probs, chosen;
+  for (const Routing& r : layers) {
+    probs.push_back(r.probs);
+    chosen.push_back(r.experts);
+  }
+  return {torch::cat(probs, 0), torch::one_hot(torch::cat(chosen, 0), num_experts)
+                                    .to(torch::kFloat)
+                                    .sum(at::IntArrayRef{0, 1})
+                                    .detach()};
+}
+
+torch::Tensor load_balancing_share(const torch::Tensor& probs, const torch::Tensor& choices,
+                                   std::int64_t rows, int num_experts) {
+  return static_cast<double>(num_experts) *
+         (choices * (probs.sum(0) / static_cast<double>(rows))).sum();
+}
+
 torch::Tensor moe_experts(const torch::Tensor& x, const Routing& routing,
                           const std::vector<torch::Tensor>& fc1,
                           const std::vector<torch::Tensor>& fc2, int num_experts,

@@ -339,79 +339,70 @@ struct Measurement {
       }
     }
     if (const model::ExpertPart* part = engines.expert_part()) {
-      // Expert DP rank 0 of each EP rank sends its EP index, then its experts' values.
+      // Expert DP rank 0 of each EP rank (of each stage) sends its experts' values.
       const comm::ExpertGroups& groups = *engines.expert_groups();
-      const ParallelDims& dims = engines.member(0).grid->dims();
-      std::vector<float> mine;
-      if (groups.coord.edp == 0 && groups.coord.etp == 0) {
-        mine.push_back(static_cast<float>(groups.coord.ep));
-        for (int p : part->source)
-          mine.insert(mine.end(), values[static_cast<std::size_t>(p)].begin(),
-                      values[static_cast<std::size_t>(p)].end());
-      }
-      const auto all =
-          world.all_gather_bytes(std::as_bytes(std::span<const float>(mine.data(), mine.size())));
-      for (const auto& bytes : all) {
-        if (!root || bytes.empty()) continue;
-        std::vector<float> sent(bytes.size() / sizeof(float));
-        std::memcpy(sent.data(), bytes.data(), sent.size() * sizeof(float));
-        const model::ExpertPart theirs =
-            model::expert_part(spec, dims.ep, dims.etp, static_cast<int>(sent[0]));
-        std::size_t at = 1;
-        for (std::size_t i = 0; i < theirs.source.size(); ++i) {
-          const auto n = static_cast<std::size_t>(theirs.model.params[i].numel());
-          CANZONA_CHECK(at + n <= sent.size(), "expert params sent short");
-          values[static_cast<std::size_t>(theirs.source[i])].assign(sent.begin() + at,
-                                                                    sent.begin() + at + n);
-          at += n;
-        }
-      }
+      std::vector<char> sends(values.size(), 0);
+      if (groups.coord.edp == 0 && groups.coord.etp == 0)
+        for (int p : part->source) sends[static_cast<std::size_t>(p)] = 1;
+      const std::string mine = pack(values, sends);
+      for (const auto& bytes : world.all_gather_bytes(std::as_bytes(std::span(mine))))
+        if (root) unpack(bytes, values);
     }
     if (engines.member(0).grid->dims().pp > 1) gather_stages(engines, values);
     if (!root) values.clear();
     return values;
   }
 
-  // PP > 1: DP rank 0 of each later stage sends (param, count, values) of its stage's params to
-  // world rank 0 (TP = 1). The last stage's copy of a tied embedding must equal the first stage's
-  // bitwise: elements that differ become NaN, so --verify fails there.
+  // PP > 1: DP rank 0 of each later stage sends its stage's params to world rank 0 (TP = 1).
   static void gather_stages(engine::EngineSet& engines, std::vector<std::vector<float>>& values) {
     comm::Grid& grid = *engines.member(0).grid;
-    std::string mine;
-    if (grid.coord().dp == 0 && grid.coord().pp > 0) {
-      for (std::size_t p = 0; p < values.size(); ++p) {
-        if (values[p].empty()) continue;
-        const std::int64_t header[2] = {static_cast<std::int64_t>(p),
-                                        static_cast<std::int64_t>(values[p].size())};
-        mine.append(reinterpret_cast<const char*>(header), sizeof header);
-        mine.append(reinterpret_cast<const char*>(values[p].data()),
-                    values[p].size() * sizeof(float));
-      }
+    std::vector<char> sends(values.size(), 0);
+    if (grid.coord().dp == 0 && grid.coord().pp > 0)
+      for (std::size_t p = 0; p < values.size(); ++p) sends[p] = values[p].empty() ? 0 : 1;
+    const std::string mine = pack(values, sends);
+    for (const auto& bytes : grid.world().all_gather_bytes(std::as_bytes(std::span(mine))))
+      if (grid.world().rank() == 0) unpack(bytes, values);
+  }
+
+  // (param, count, values) of each param `sends` marks that this rank holds.
+  static std::string pack(const std::vector<std::vector<float>>& values,
+                          const std::vector<char>& sends) {
+    std::string out;
+    for (std::size_t p = 0; p < values.size(); ++p) {
+      if (!sends[p] || values[p].empty()) continue;
+      const std::int64_t header[2] = {static_cast<std::int64_t>(p),
+                                      static_cast<std::int64_t>(values[p].size())};
+      out.append(reinterpret_cast<const char*>(header), sizeof header);
+      out.append(reinterpret_cast<const char*>(values[p].data()), values[p].size() * sizeof(float));
     }
-    const auto all = grid.world().all_gather_bytes(std::as_bytes(std::span(mine)));
-    if (grid.world().rank() != 0) return;
-    for (const auto& bytes : all) {
-      for (std::size_t at = 0; at < bytes.size();) {
-        std::int64_t header[2];
-        CANZONA_CHECK(at + sizeof header <= bytes.size(), "stage params sent short");
-        std::memcpy(header, bytes.data() + at, sizeof header);
-        const auto p = static_cast<std::size_t>(header[0]);
-        const auto n = static_cast<std::size_t>(header[1]);
-        at += sizeof header;
-        CANZONA_CHECK(p < values.size() && at + n * sizeof(float) <= bytes.size(),
-                      "stage params sent short");
-        std::vector<float> v(n);
-        std::memcpy(v.data(), bytes.data() + at, n * sizeof(float));
-        at += n * sizeof(float);
-        if (values[p].empty()) {
-          values[p] = std::move(v);
-          continue;
-        }
-        CANZONA_CHECK_EQ(values[p].size(), n);
-        for (std::size_t i = 0; i < n; ++i)
-          if (std::memcmp(&values[p][i], &v[i], sizeof(float)) != 0)
-            values[p][i] = std::numeric_limits<float>::quiet_NaN();
+    return out;
+  }
+
+  // Puts what pack() wrote into `values`: an empty entry takes the values; one filled before (the
+  // last stage's copy of a tied embedding, or an expert a rank sent through both the expert and
+  // the stage gather) must equal them bitwise, and elements that differ become NaN, so --verify
+  // fails there.
+  static void unpack(const std::vector<std::byte>& bytes, std::vector<std::vector<float>>& values) {
+    for (std::size_t at = 0; at < bytes.size();) {
+      std::int64_t header[2];
+      CANZONA_CHECK(at + sizeof header <= bytes.size(), "params sent short");
+      std::memcpy(header, bytes.data() + at, sizeof header);
+      const auto p = static_cast<std::size_t>(header[0]);
+      const auto n = static_cast<std::size_t>(header[1]);
+      at += sizeof header;
+      CANZONA_CHECK(p < values.size() && at + n * sizeof(float) <= bytes.size(),
+                    "params sent short");
+      std::vector<float> v(n);
+      std::memcpy(v.data(), bytes.data() + at, n * sizeof(float));
+      at += n * sizeof(float);
+      if (values[p].empty()) {
+        values[p] = std::move(v);
+        continue;
       }
+      CANZONA_CHECK_EQ(values[p].size(), n);
+      for (std::size_t i = 0; i < n; ++i)
+        if (std::memcmp(&values[p][i], &v[i], sizeof(float)) != 0)
+          values[p][i] = std::numeric_limits<float>::quiet_NaN();
     }
   }
 };
@@ -430,13 +421,15 @@ class StagePipe {
     kTiedGradient = 3,  // last -> first stage: the output layer's gradient of the tied embedding
     kTiedSum = 4,       // first -> last stage: the embedding's gradient summed over both uses
     kLoss = 5,          // last stage -> the others: the step's (or validation's) reduced losses
+    kRouting = 6,       // MoE, s -> s + 1 (before the activation): counts, probability sums, rows
+    kChoices = 7,       // MoE, s + 1 -> s (before the gradient): every stage's choices, the rows
   };
 
   void send(comm::Communicator& comm, int peer, Tag tag, torch::Tensor values) {
     values = values.contiguous();
     comm::Request request =
-        comm.isend(std::as_bytes(std::span<const float>(values.data_ptr<float>(),
-                                                        static_cast<std::size_t>(values.numel()))),
+        comm.isend(std::span<const std::byte>(static_cast<const std::byte*>(values.data_ptr()),
+                                              values.nbytes()),
                    peer, tag);
     sends_.push_back({std::move(request), std::move(values)});
   }
@@ -448,10 +441,12 @@ class StagePipe {
     wait_ms_ += wall_ms() - t0;
   }
   torch::Tensor receive(comm::Communicator& comm, int peer, Tag tag,
-                        std::vector<std::int64_t> shape) {
-    torch::Tensor t = torch::empty(shape, torch::kFloat32);
-    receive(comm, peer, tag,
-            std::span<float>(t.data_ptr<float>(), static_cast<std::size_t>(t.numel())));
+                        std::vector<std::int64_t> shape, torch::Dtype dtype = torch::kFloat32) {
+    torch::Tensor t = torch::empty(shape, dtype);
+    const double t0 = wall_ms();
+    comm.irecv(std::span<std::byte>(static_cast<std::byte*>(t.data_ptr()), t.nbytes()), peer, tag)
+        .wait();
+    wait_ms_ += wall_ms() - t0;
     return t;
   }
 
@@ -500,6 +495,7 @@ class Run {
       ep = {experts->ep.get(), grid.dims().ep, experts->coord.ep};
     stage_ = {grid.coord().pp, grid.dims().pp, options.job.pp_layout};
     hidden_ = config.hidden;
+    num_experts_ = config.is_moe() ? config.num_experts : 0;
     model_ = std::make_unique<Qwen3Model>(config, spec,
                                           TpGroup{&grid.tp(), grid.dims().tp, grid.coord().tp},
                                           Qwen3Model::Storage::kBound, ep, stage_);
@@ -670,8 +666,11 @@ class Run {
     std::vector<torch::Tensor> inputs(static_cast<std::size_t>(micro));
     std::vector<torch::Tensor> outputs(static_cast<std::size_t>(micro));
     std::vector<std::int64_t> shape;
-    float local_loss = 0.0f;
+    float local_loss = 0.0f, local_aux = 0.0f;
     double compute_ms = 0.0;
+    const bool moe = num_experts_ > 0;
+    const int num_experts = num_experts_;
+    std::vector<RoutingStats> routing(moe ? static_cast<std::size_t>(micro) : 0);
     pipe_.take_wait_ms();
     for (const plan::PipelineOp& op : plan::one_f_one_b(stage_.count, stage_.index, micro)) {
       const auto m = static_cast<std::size_t>(op.micro);
@@ -687,12 +686,29 @@ class Run {
         const std::int64_t heap0 = heap_in_use_bytes();
         torch::Tensor out =
             model_->stage_forward(input, tokens(batch.targets, batch.micro_batch, batch.seq_len));
+        if (moe) {
+          forward_routing(m, routing);
+          waited += pipe_.take_wait_ms();
+        }
         if (stage_.last()) {
           out = out.mean() * inv_accum;
           if (op.micro == 0 &&
               faults::fires(faults::Fault::kPoisonLoss, grid_.world().rank(), step))
             out = out * std::numeric_limits<float>::quiet_NaN();
           local_loss += out.item<float>();
+          if (moe) {
+            // HF Qwen3-MoE's loss + coef x the load-balancing loss: here this stage's share of
+            // it; the reported value is the whole loss (to rounding: the stages' probability
+            // sums add in stage order, PP 1's mean in one pass).
+            const RoutingStats& r = routing[m];
+            const torch::Tensor prob_sums =
+                r.totals.narrow(0, num_experts, num_experts).to(torch::kFloat32);
+            local_aux +=
+                static_cast<float>(num_experts) *
+                (r.choices * (prob_sums / static_cast<double>(r.rows))).sum().item<float>() *
+                inv_accum;
+            if (r.share.defined()) out = out + r.share * (aux_coef_ * inv_accum);
+          }
         } else {
           pipe_.send(pipe, stage_.index + 1, StagePipe::kActivation, out.detach());
         }
@@ -703,11 +719,23 @@ class Run {
         hooks_->set_last_micro(op.micro + 1 == micro);
         hooks_->set_in_backward(true);
         if (stage_.last()) {
+          if (moe && stage_.count > 1) send_choices(routing[m]);
           outputs[m].backward();
         } else {
           std::vector<torch::Tensor> roots = {outputs[m]};
           std::vector<torch::Tensor> grads = {
               pipe_.receive(pipe, stage_.index + 1, StagePipe::kGradient, shape)};
+          if (moe) {
+            // This stage's share of the load-balancing loss, with every stage's choices.
+            RoutingStats& r = routing[m];
+            receive_choices(r);
+            if (!stage_.first()) send_choices(r);
+            if (r.probs.defined()) {
+              roots.push_back(load_balancing_share(r.probs, r.choices, r.rows, num_experts) *
+                              (aux_coef_ * inv_accum));
+              grads.push_back(torch::ones({}, torch::kFloat32));
+            }
+          }
           if (tied_ >= 0 && stage_.first()) {
             torch::Tensor& weight = model_->param(tied_);
             roots.push_back(weight.view_as(weight));
@@ -727,6 +755,7 @@ class Run {
         }
         inputs[m] = torch::Tensor();
         outputs[m] = torch::Tensor();
+        if (moe) routing[m] = RoutingStats{};
       }
       if (trace_.enabled()) {
         const double us1 = us0 + 1000.0 * waited;
@@ -749,7 +778,61 @@ class Run {
     hooks_->set_last_micro(false);
     record.grad_ready_in_backward = hooks_->take_grad_ready_in_backward();
     record.fwd_bwd_ms = compute_ms;
-    return {local_loss, 0.0f};
+    return {local_loss, local_aux};
+  }
+
+  // MoE under PP, one micro-batch: this stage's routing (probabilities, autograd-connected) and
+  // the running totals of every stage so far: expert counts [E], probability sums [E] and rows.
+  // The last stage turns the totals into the choices (counts / rows, as load_balancing_loss
+  // forms them) and sends them back with the gradients, so each stage's backward can add its
+  // share of the loss (load_balancing_share).
+  struct RoutingStats {
+    torch::Tensor probs;    // [rows of this stage, E]; undefined without MoE layers here
+    torch::Tensor totals;   // [2E + 1] fp64: counts, probability sums, rows (stages 0..s)
+    torch::Tensor choices;  // [E] fp32
+    torch::Tensor share;    // the last stage's share, autograd-connected
+    std::int64_t rows = 0;  // every stage's
+  };
+
+  void forward_routing(std::size_t m, std::vector<RoutingStats>& routing) {
+    const int e = num_experts_;
+    RoutingStats& r = routing[m];
+    const StageRouting mine = model_->stage_routing();
+    torch::Tensor totals = torch::zeros({2 * e + 1}, torch::kFloat64);
+    if (!stage_.first())
+      totals = pipe_.receive(grid_.pp(), stage_.index - 1, StagePipe::kRouting, {2 * e + 1},
+                             torch::kFloat64);
+    if (mine.probs.defined()) {
+      r.probs = mine.probs;
+      totals.narrow(0, 0, e).add_(mine.counts);  // whole numbers: exact in fp64
+      totals.narrow(0, e, e).add_(mine.probs.detach().sum(0));
+      totals[2 * e] += static_cast<double>(mine.probs.size(0));
+    }
+    r.totals = totals;
+    if (!stage_.last()) {
+      pipe_.send(grid_.pp(), stage_.index + 1, StagePipe::kRouting, totals.clone());
+      return;
+    }
+    r.rows = static_cast<std::int64_t>(totals[2 * e].item<double>());
+    // As load_balancing_loss forms them: fp32 counts over the rows.
+    r.choices = totals.narrow(0, 0, e).to(torch::kFloat32) / static_cast<double>(r.rows);
+    if (r.probs.defined()) r.share = load_balancing_share(r.probs, r.choices, r.rows, e);
+  }
+
+  // [E + 1] fp64: the choices (fp32 values, exact in fp64) and the rows.
+  void send_choices(const RoutingStats& r) {
+    const torch::Tensor message =
+        torch::cat({r.choices.to(torch::kFloat64),
+                    torch::full({1}, static_cast<double>(r.rows), torch::kFloat64)});
+    pipe_.send(grid_.pp(), stage_.index - 1, StagePipe::kChoices, message);
+  }
+
+  void receive_choices(RoutingStats& r) {
+    const int e = num_experts_;
+    const torch::Tensor message =
+        pipe_.receive(grid_.pp(), stage_.index + 1, StagePipe::kChoices, {e + 1}, torch::kFloat64);
+    r.choices = message.narrow(0, 0, e).to(torch::kFloat32);
+    r.rows = static_cast<std::int64_t>(message[e].item<double>());
   }
 
   // A non-finite gradient is as fatal as a non-finite loss: every rank checks its gradients and
@@ -790,7 +873,8 @@ class Run {
   std::int64_t activations_bytes_ = 0;
   PipelineStage stage_;
   std::int64_t hidden_ = 0;
-  int tied_ = -1;  // the tied embedding (original or copy) this rank's stage holds at PP > 1
+  int num_experts_ = 0;  // a MoE model's experts per layer, 0 for a dense one
+  int tied_ = -1;        // the tied embedding (original or copy) this rank's stage holds at PP > 1
   StagePipe pipe_;
 };
 
@@ -949,9 +1033,6 @@ model::ModelSpec training_spec(const model::TransformerConfig& config,
                   "' ties its embeddings, and the last stage's copy, reduced over DP in other "
                   "buckets than the first stage's, would drift from it (use --reduce-mode "
                   "deterministic)");
-  CANZONA_REQUIRE(job.dims.pp == 1 || !config.is_moe(), "--pp ", job.dims.pp,
-                  ": train runs a mixture-of-experts model at --pp 1 (its load-balancing loss "
-                  "spans the routers of every stage)");
   if (config.is_moe() || job.dims.ep != 1 || job.dims.etp != 1) {
     // The expert grid's own checks: a MoE model, ep dividing the experts and ep x etp the grid.
     model::expert_part(spec, job.dims.ep, job.dims.etp, 0);

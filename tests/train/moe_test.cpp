@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <vector>
@@ -93,6 +94,46 @@ TEST(MoeRouting, LoadBalancingLossByHand) {
   const torch::Tensor skewed = load_balancing_loss(
       {layer({0.75f, 0.25f, 0.5f, 0.5f}, {0, 0}), layer({0.25f, 0.75f, 0.25f, 0.75f}, {0, 0})}, 2);
   EXPECT_NEAR(skewed.item<double>(), 0.875, 1e-7);
+}
+
+// Pipeline stages: two "stages" of two layers each, random probabilities and choices. Each
+// stage's share with every stage's choices (counts / rows) has, for its layers' probabilities,
+// the gradient of the whole loss bit for bit, and the shares add up to the loss to rounding.
+TEST(MoeRouting, StageSharesCarryTheWholeLossGradientBitwise) {
+  const int e = 4;
+  auto g = at::detail::createCPUGenerator(7);
+  std::vector<Routing> layers(4);
+  for (Routing& r : layers) {
+    r.probs = torch::softmax(torch::randn({6, e}, g), -1).set_requires_grad(true);
+    r.experts = torch::randint(0, e, {6, 2}, g);
+  }
+  const torch::Tensor whole = load_balancing_loss(layers, e) * 0.03f;
+  whole.backward();
+  std::vector<torch::Tensor> expected;
+  for (Routing& r : layers) {
+    expected.push_back(r.probs.grad().clone());
+    r.probs.mutable_grad() = torch::Tensor();
+  }
+  const std::vector<Routing> first(layers.begin(), layers.begin() + 2);
+  const std::vector<Routing> second(layers.begin() + 2, layers.end());
+  const StageRouting a = stage_routing(first, e), b = stage_routing(second, e);
+  const std::int64_t rows = a.probs.size(0) + b.probs.size(0);
+  ASSERT_EQ(rows, 24);
+  const torch::Tensor choices = (a.counts + b.counts) / static_cast<double>(rows);
+  const torch::Tensor share_a = load_balancing_share(a.probs, choices, rows, e) * 0.03f;
+  const torch::Tensor share_b = load_balancing_share(b.probs, choices, rows, e) * 0.03f;
+  share_a.backward();
+  share_b.backward();
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const torch::Tensor got = layers[l].probs.grad().contiguous();
+    ASSERT_EQ(got.numel(), expected[l].numel());
+    EXPECT_EQ(std::memcmp(got.data_ptr<float>(), expected[l].contiguous().data_ptr<float>(),
+                          static_cast<std::size_t>(got.numel()) * sizeof(float)),
+              0)
+        << "layer " << l;
+  }
+  EXPECT_NEAR((share_a + share_b).item<double>(), whole.item<double>(), 1e-6);
+  EXPECT_GT(whole.item<double>(), 0.0);
 }
 
 struct Weights {

@@ -65,6 +65,17 @@ bool bits_equal(double a, double b) {
   return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
+// Every final param equal to the reference's, byte for byte.
+void expect_params_bitwise(const std::vector<std::vector<float>>& got,
+                           const std::vector<std::vector<float>>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t p = 0; p < want.size(); ++p) {
+    ASSERT_EQ(got[p].size(), want[p].size()) << p;
+    EXPECT_EQ(std::memcmp(got[p].data(), want[p].data(), want[p].size() * sizeof(float)), 0)
+        << "param " << p;
+  }
+}
+
 // Every strategy's losses, load-balancing losses, validation and final params equal the first's.
 void expect_strategies_agree(const std::vector<StrategyRun>& runs, std::size_t steps) {
   ASSERT_EQ(runs.size(), 6u);
@@ -96,19 +107,47 @@ TEST(TrainMoe, EveryStrategyIsBitwiseTheSingleProcessRunAtEp1) {
     for (std::size_t s = 0; s < 3; ++s)
       EXPECT_TRUE(bits_equal(r.steps[s].loss, ref.losses[s]))
           << "step " << s + 1 << ": " << r.steps[s].loss << " vs " << ref.losses[s];
-    ASSERT_EQ(r.final_params.size(), ref.params.size());
-    for (std::size_t p = 0; p < ref.params.size(); ++p) {
-      ASSERT_EQ(r.final_params[p].size(), ref.params[p].size()) << p;
-      EXPECT_EQ(std::memcmp(r.final_params[p].data(), ref.params[p].data(),
-                            ref.params[p].size() * sizeof(float)),
-                0)
-          << "param " << p;
-    }
+    expect_params_bitwise(r.final_params, ref.params);
   }
   // The load-balancing loss is reported: E sum_e F_e P_e is k = 2 for an even routing, and a
   // router initialised N(0, 0.02) routes nearly evenly.
   for (const StepRecord& s : runs.front().steps) EXPECT_NEAR(s.aux_loss, 2.0, 0.5) << s.step;
   EXPECT_FALSE(bits_equal(ref.losses[0], ref.losses[2]));  // it trained
+}
+
+// Pipeline stages with MoE layers on both, and with a dense first stage that only relays the
+// routing statistics (the load-balancing loss spans them: each stage adds its share with every
+// stage's expert choices): DP 2 x PP 2, 3 micro-batches, EP 1: every
+// strategy bitwise the single process; the reported load-balancing loss is the whole model's, to
+// rounding (the stages' probability sums add in stage order).
+TEST(TrainMoe, PipelineStagesAreBitwiseTheSingleProcessRun) {
+  for (const bool dense_first : {false, true}) {
+    SCOPED_TRACE(dense_first ? "layer 0 dense (stage 0 relays the statistics)" : "both MoE");
+    model::TransformerConfig config = tiny_moe(4, 2);
+    if (!dense_first) config.mlp_only_layers.clear();
+    TrainOptions o = moe_options(2, 1, 1);
+    o.job.dims.pp = 2;
+    o.grad_accum = 3;
+    const Corpus corpus = moe_corpus(o.seq_len);
+    const std::vector<StrategyRun> runs = test_util::train_threaded(config, o, corpus);
+    TrainOptions one = o;
+    one.job.dims.pp = 1;
+    one.strategies = {plan::Strategy::kLbAsc};
+    const std::vector<StrategyRun> flat = test_util::train_threaded(config, one, corpus);
+    const ReferenceRun ref = run_reference(config, training_spec(config, o), o, corpus);
+    ASSERT_EQ(runs.size(), 6u);
+    for (const StrategyRun& r : runs) {
+      SCOPED_TRACE(plan::to_string(r.strategy));
+      ASSERT_EQ(r.steps.size(), 3u);
+      for (std::size_t s = 0; s < 3; ++s) {
+        EXPECT_TRUE(bits_equal(r.steps[s].loss, ref.losses[s]))
+            << "step " << s + 1 << ": " << r.steps[s].loss << " vs " << ref.losses[s];
+        EXPECT_NEAR(r.steps[s].aux_loss, flat[0].steps[s].aux_loss,
+                    1e-5 * flat[0].steps[s].aux_loss);
+      }
+      expect_params_bitwise(r.final_params, ref.params);
+    }
+  }
 }
 
 // DP4 x EP2 (expert DP 2): tokens cross the EP group, so an expert's gradient is one GEMM over

@@ -60,9 +60,10 @@ struct StepBytes {
 
 class StrategyRunner {
  public:
-  // Collective over grid.dp() and grid.tp(). Needs a plan made for this model with pp == 1 and
-  // the grid's dp and tp (validate_plan). Builds the Engine, fills its params with the synthetic
-  // init and loads the main params of the tasks this rank computes. Trace is borrowed.
+  // Collective over grid.dp() and grid.tp(). Needs a plan made for this model with the grid's
+  // dp, tp and pp (validate_plan); runs stage grid.coord().pp of it. Builds the Engine, fills its
+  // params with the synthetic init and loads the main params of the tasks this rank computes. Trace
+  // is borrowed.
   //
   // A MoE plan (plan.expert) needs `experts`, this rank's expert groups (comm/grid.h): the
   // engine set (engine/engine_set.h) then runs its EP rank's expert buffer on the expert grid

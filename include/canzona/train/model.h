@@ -69,7 +69,7 @@ class Qwen3Model {
   // A MoE model takes its EP group (`ep`; size 1: every expert here); a dense one refuses EP > 1.
   // A model of one pipeline stage (`stage`) holds that stage's params only; the spec's others are
   // not its params (holds() is false). Throws UsageError as model::stage_bounds (a layout that
-  // does not fit the layers), or for a MoE model at stage.count > 1.
+  // does not fit the layers).
   enum class Storage { kOwned, kBound };
   Qwen3Model(const model::TransformerConfig& config, const model::ModelSpec& spec, TpGroup tp,
              Storage storage = Storage::kOwned, EpGroup ep = {}, PipelineStage stage = {});
@@ -121,6 +121,9 @@ class Qwen3Model {
   // forward's tokens, autograd-connected to the routers (identical on every TP rank); undefined
   // for a dense model. The training loss adds router_aux_loss_coef times it.
   torch::Tensor load_balancing_loss() const;
+  // The last forward's routing over this stage's MoE layers (moe.h: stage_routing); undefined
+  // tensors for a dense model or a stage without MoE layers.
+  StageRouting stage_routing() const;
 
  private:
   struct Impl;

@@ -44,6 +44,21 @@ Routing route(const torch::Tensor& x, const torch::Tensor& router_weight, int k,
 // gradient flows through P only. A scalar; multiply by router_aux_loss_coef.
 torch::Tensor load_balancing_loss(const std::vector<Routing>& layers, int num_experts);
 
+// Pipeline stages: the MoE layers of one stage, their tokens concatenated: the router
+// probabilities [rows, E] (autograd-connected) and each expert's count of choices [E] (fp32,
+// whole numbers, detached); undefined tensors for no layer.
+struct StageRouting {
+  torch::Tensor probs;
+  torch::Tensor counts;
+};
+StageRouting stage_routing(const std::vector<Routing>& layers, int num_experts);
+// One stage's share of load_balancing_loss: E x sum_e choices_e x (its probs' column sums /
+// rows), where choices = every stage's counts summed / rows and rows counts every stage's. The
+// shares add up to the loss (to rounding), and each share's gradient is the loss's gradient of
+// its rows bit for bit (load_balancing_loss's own operations, the mean's division included).
+torch::Tensor load_balancing_share(const torch::Tensor& probs, const torch::Tensor& choices,
+                                   std::int64_t rows, int num_experts);
+
 // The experts' output for this rank's tokens: out[n] = sum_j weights[n, j] x
 // expert_{experts[n, j]}(x[n]), expert_e(v) = fc2_e (silu(gate_e v) * up_e v) with fc1_e =
 // [gate_e; up_e] ([2 f, h]) and fc2_e [h, f]. fc1 and fc2 hold this EP rank's E / ep.size experts

@@ -199,7 +199,8 @@ void keep_freed_memory();
 // make_thread_expert_groups for job.dims): its experts train in a second engine over the
 // expert grid, their gradients scaled by 1/DP and reduced over expert DP (Megatron's
 // expert_gradient_scaling_factor), the dense step first, then the expert step; the loss adds
-// router_aux_loss_coef x the load-balancing loss (Qwen3Model::load_balancing_loss).
+// router_aux_loss_coef x the load-balancing loss (Qwen3Model::load_balancing_loss; under PP each
+// stage adds its share, load_balancing_share, with every stage's expert choices).
 std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig& config,
                                const model::ModelSpec& spec, const TrainOptions& options,
                                const Corpus& corpus, const Progress& progress,

@@ -13,7 +13,8 @@
 #   4. qwen3-mini (4 layers, untied): PP=1 saved at steps 2 and 3 (M); M's step 2 resumed at PP=4
 #      for step 3 is M's step 3 (PP 1 -> 4); a PP=4 run's step 2 reloaded at PP=1 and saved at once
 #      is itself (PP 4 -> 1); PP=2 with --pp-layout 1,3 from scratch is M's step 3.
-#   5. `canzona plan --from-plan` re-plans a PP=2 plan for PP=1 and a PP=1 plan for PP=2, and a
+#   5. A MoE model (tiny-moe, DP=2 x EP=2) at PP=2 against PP=1: losses and checkpoint.
+#   6. `canzona plan --from-plan` re-plans a PP=2 plan for PP=1 and a PP=1 plan for PP=2, and a
 #      PP=2 plan for its own grid moving nothing (the tied embedding's copy included).
 # shellcheck disable=SC1091,SC2154,SC2034 # sourced lib; mpirun_exe is used by ckpt_lib.sh
 canzona=$1
@@ -97,7 +98,27 @@ if expect_ok p4 mini 4 --pp 4 --steps 2 --save-dir "$work/p4"; then
     same_state "$work/p4/$s2" "$work/p41/$s2" "a PP=4 step 2 reloaded at PP=1"
 fi
 
-# --- 5. Re-plans across a PP change.
+# --- 5. MoE layers inside the stages (tests/runtime/data/tiny-moe, DP=2 x EP=2): PP 2 against PP 1,
+# losses and checkpoint bytes (at EP 2 the single process is followed only to rounding).
+moe_run() {
+  local np=$1
+  shift
+  timeout 120 "$mpirun_exe" --allow-run-as-root --oversubscribe --mca btl self,vader -np "$np" \
+    "$canzona" train --model "$here/../../runtime/data/tiny-moe/config.json" --seq-len 32 \
+    --micro-batch 2 --warmup 1 --bucket-size 100000 --eval-every 0 --grad-accum 3 --dp 2 --ep 2 \
+    --steps 3 "$@"
+}
+if expect_ok moe1 moe_run 2 --save-dir "$work/moe1" --json "$work/moe1.json" &&
+  expect_ok moe2 moe_run 4 --pp 2 --save-dir "$work/moe2" --json "$work/moe2.json"; then
+  if diff <(train_losses "$work/moe1.json" 1) <(train_losses "$work/moe2.json" 1) >"$work/d6"; then
+    pass
+  else
+    fail "MoE DP=2 x EP=2: the losses at PP=2 differ from PP=1's: $(cat "$work/d6")"
+  fi
+  same_state "$work/moe1/$s3" "$work/moe2/$s3" "MoE DP=2 x EP=2 step 3 at PP=1 and PP=2"
+fi
+
+# --- 6. Re-plans across a PP change.
 for from_to in "2 1" "1 2"; do
   read -r from to <<<"$from_to"
   if expect_ok "plan_pp$from" "$canzona" plan --model qwen3-tiny --dp 2 --pp "$from" \

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "canzona/comm/mpi.h"
+#include "canzona/comm/timeout.h"
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/common/faults.h"
@@ -44,6 +45,7 @@ struct RunFlags : PlanningFlags {
   std::string reduce_mode = "deterministic";
   std::string optimizer_options = "{}";
   std::string seed = "1";  // parse_seed
+  double collective_timeout = comm::kDefaultCollectiveTimeoutS;
   bool no_pipeline = false;
   bool verify = false;
   int perturb_plan_rank = -1, corrupt_rank = -1;  // faults (common/faults.h); -1 = off
@@ -57,6 +59,7 @@ runtime::RunOptions resolve(RunFlags& f) {
   runtime::RunOptions o = f.options;
   apply_planning_flags(f, "run/compare", o);
   o.reduce_mode = comm::parse_reduce_mode(f.reduce_mode);
+  comm::set_collective_timeout(f.collective_timeout);
   o.pipeline = !f.no_pipeline;
   o.seed = parse_seed(f.seed);
   std::vector<std::set<std::string>> keys;  // per open object: the keys seen so far
@@ -174,6 +177,9 @@ void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
   sub->add_option("--tokens", o.tokens, "Tokens per simulated batch")->capture_default_str();
   sub->add_option("--reduce-mode", f.reduce_mode, "deterministic | native")->capture_default_str();
   sub->add_option("--seed", f.seed, "Synthetic init and gradients")->capture_default_str();
+  sub->add_option("--collective-timeout", f.collective_timeout,
+                  "Seconds one collective or message may take before the rank ends (exit 2)")
+      ->capture_default_str();
   sub->add_flag("--no-pipeline", f.no_pipeline,
                 "Run TP micro groups one after another (no gather/compute overlap)");
   sub->add_flag("--verify", f.verify,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "canzona/comm/mpi.h"
+#include "canzona/comm/timeout.h"
 #include "canzona/common/error.h"
 #include "canzona/common/fnv.h"
 #include "canzona/common/hex.h"
@@ -720,6 +721,9 @@ PYBIND11_MODULE(_canzona, m) {
       .def("close", &DistributedEngine::close);
   m.def("mpi_finalize", [] { canzona::python::mpi_session().reset(); });
   m.def("launched_world_size", [] { return canzona::comm::launched_world_size(); });
+  m.def("set_collective_timeout", [](double seconds) {
+    canzona::comm::set_collective_timeout(seconds, "collective_timeout");
+  });
   py::class_<PyOptimizer>(m, "Optimizer")
       .def(py::init<const std::string&, const std::string&, std::int64_t, std::int64_t,
                     const std::string&>(),

@@ -21,6 +21,7 @@ packages=(
   python3-venv python3-dev pybind11-dev  # .venv and the Python package (python/, docs/python.md)
   python3-numpy  # the tests' independent readers of safetensors and checkpoints (tests/ckpt, tests/train)
   libgoogle-perftools-dev  # tcmalloc: canzona-train links it, vs-pytorch.sh gives it to PyTorch
+  iproute2 util-linux  # ip netns / ip tuntap and unshare: scripts/cluster.sh, tests/cluster
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages=(clang libclang-rt-14-dev)

@@ -28,6 +28,7 @@
 #include "../planning_flags.h"
 #include "canzona/ckpt/checkpoint.h"
 #include "canzona/comm/mpi.h"
+#include "canzona/comm/timeout.h"
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/common/faults.h"
@@ -59,6 +60,7 @@ struct TrainFlags : PlanningFlags {
   train::DataOptions data;
   std::string seed;  // parse_seed; "": 1, or the checkpoint's with --resume
   std::string reduce_mode = "deterministic";
+  double collective_timeout = comm::kDefaultCollectiveTimeoutS;
   bool no_pipeline = false, verify = false;
   std::string json, trace, plot, plot_from;
   std::int64_t poison_step = 0;
@@ -67,6 +69,7 @@ struct TrainFlags : PlanningFlags {
   std::int64_t kill_step = 0;
   int kill_rank = 0;
   bool kill_in_save = false;
+  bool stall = false;  // --test-stall: the kill step stalls the rank instead
 };
 
 void add_flags(CLI::App& app, TrainFlags& f) {
@@ -114,6 +117,9 @@ void add_flags(CLI::App& app, TrainFlags& f) {
       ->capture_default_str();
   app.add_option("--seed", f.seed, "Init and data sampling (default: 1, or the checkpoint's)");
   app.add_option("--reduce-mode", f.reduce_mode, "deterministic | native")->capture_default_str();
+  app.add_option("--collective-timeout", f.collective_timeout,
+                 "Seconds one collective or message may take before the rank ends (exit 2)")
+      ->capture_default_str();
   app.add_flag("--no-pipeline", f.no_pipeline, "TP micro groups one after another");
   app.add_flag("--verify", f.verify,
                "Compare with a single-process run of the same batches (bitwise at TP = 1)");
@@ -138,6 +144,7 @@ void add_flags(CLI::App& app, TrainFlags& f) {
   app.add_option("--test-kill-step", f.kill_step)->group("");
   app.add_option("--test-kill-rank", f.kill_rank)->group("");
   app.add_flag("--test-kill-in-save", f.kill_in_save)->group("");
+  app.add_flag("--test-stall", f.stall)->group("");
   app.add_option("--test-poison-step", f.poison_step)->group("");
   app.add_option("--test-poison-rank", f.poison_rank)->group("");
 }
@@ -231,6 +238,7 @@ Launch prepare(TrainFlags& f) {
   launch::JobOptions& r = o.job;
   apply_planning_flags(f, "train", r);
   r.reduce_mode = comm::parse_reduce_mode(f.reduce_mode);
+  comm::set_collective_timeout(f.collective_timeout);
   r.pipeline = !f.no_pipeline;
   // --resume / --init-from: the checkpoint's model and (resume) data seed unless given.
   std::string resume_dir, seed = f.seed.empty() ? "1" : f.seed;
@@ -303,7 +311,9 @@ Launch prepare(TrainFlags& f) {
   // The hidden test flags arm faults (common/faults.h); step 0 = off.
   if (f.poison_step > 0) faults::arm(faults::Fault::kPoisonLoss, {f.poison_rank, f.poison_step});
   if (f.kill_step > 0)
-    faults::arm(f.kill_in_save ? faults::Fault::kKillInSave : faults::Fault::kKillAfterStep,
+    faults::arm(f.kill_in_save ? faults::Fault::kKillInSave
+                : f.stall      ? faults::Fault::kStallAfterStep
+                               : faults::Fault::kKillAfterStep,
                 {f.kill_rank, f.kill_step});
   train::validate(o);
   if (!o.checkpoint.save_dir.empty()) {

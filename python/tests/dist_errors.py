@@ -72,6 +72,8 @@ def run(case):
         ct.DistributedOptimizer(m)
     elif case == "zero_stage":
         ct.DistributedOptimizer(model(), zero_stage=2)
+    elif case == "collective_timeout":
+        ct.DistributedOptimizer(model(), collective_timeout=0)
     elif case == "zero_strategy":
         ct.DistributedOptimizer(model(), strategy="sc", zero_stage=3)
     else:

@@ -72,6 +72,8 @@ BAD_INPUT = [
     ("view_missing", "ValueError: DistributedOptimizer: model: param '0.weight' has 4 dims "
                      "(4, 3, 2, 2); the matrix optimizer needs its 2-D view: give matrix_view="),
     ("zero_stage", "ValueError: DistributedOptimizer: zero_stage must be 1 or 3 (got 2)"),
+    ("collective_timeout", "ValueError: DistributedOptimizer: collective_timeout must be a number "
+                           "of seconds in (0, 604800] (got 0)"),
     ("expert_no_ep", "ValueError: DistributedOptimizer: param '1.weight' is an expert param "
                      "(allreduce=False or expert_params) but the parallel grid has no expert "
                      "groups: call canzona.torch.parallel.init(ep=...)"),

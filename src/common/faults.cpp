@@ -6,7 +6,7 @@
 namespace canzona::faults {
 namespace {
 
-constexpr std::size_t kFaults = static_cast<std::size_t>(Fault::kKillInSave) + 1;
+constexpr std::size_t kFaults = static_cast<std::size_t>(Fault::kStallAfterStep) + 1;
 
 std::array<Site, kFaults>& sites() {
   static std::array<Site, kFaults> armed{};

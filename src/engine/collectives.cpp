@@ -4,9 +4,10 @@
 
 namespace canzona::engine {
 
-void CollectiveWaits::label(Pending& pending, std::string name) {
+comm::ScopedOpLabel CollectiveWaits::label(Pending& pending, std::string name) {
   pending.name = std::move(name);
   pending.posted_us = trace_.now_us();
+  return comm::ScopedOpLabel(pending.name);
 }
 
 void CollectiveWaits::wait(Pending& pending, double& exposed_ms) {

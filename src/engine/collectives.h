@@ -6,6 +6,7 @@
 #include <string>
 
 #include "canzona/comm/request.h"
+#include "canzona/comm/timeout.h"
 #include "canzona/engine/trace.h"
 
 namespace canzona::engine {
@@ -20,8 +21,10 @@ class CollectiveWaits {
  public:
   explicit CollectiveWaits(Trace& trace) : trace_(trace) {}
 
-  // Labels `pending` and stamps its post time: call right before posting its collective.
-  void label(Pending& pending, std::string name);
+  // Labels `pending` and stamps its post time: call right before posting its collective, and keep
+  // the returned scope until it is posted (a timed-out wait names the operation by this label,
+  // canzona/comm/timeout.h).
+  [[nodiscard]] comm::ScopedOpLabel label(Pending& pending, std::string name);
   // Waits for `pending` if in flight, adds the wall time to exposed_ms and traces it.
   void wait(Pending& pending, double& exposed_ms);
   double wait_cpu_ms() const { return wait_cpu_ms_; }

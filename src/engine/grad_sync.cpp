@@ -46,7 +46,7 @@ void GradSync::mark_ready(int p) {
     for (float& g : values) g *= scale;
   }
   Pending& pending = pending_[b];
-  waits_.label(pending, str("bucket ", b, " ", collective()));
+  const comm::ScopedOpLabel op_label = waits_.label(pending, str("bucket ", b, " ", collective()));
   pending.request = post(b, values);
 }
 

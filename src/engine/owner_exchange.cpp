@@ -144,7 +144,8 @@ class OwnerAllToAll final : public OwnerExchange {
       std::copy(src, src + piece.numel, b.send.begin() + piece.offset);
     }
     b.recv.assign(static_cast<std::size_t>(plan.recv_total()), 0.0f);
-    parts_.waits.label(b.gather, str("owner batch ", plan.index, " gather (all-to-all)"));
+    const comm::ScopedOpLabel op_label =
+        parts_.waits.label(b.gather, str("owner batch ", plan.index, " gather (all-to-all)"));
     b.gather.request = parts_.dp.all_to_all(b.send, plan.send_counts, plan.send_displs, b.recv,
                                             plan.recv_counts, plan.recv_displs);
   }
@@ -173,7 +174,8 @@ class OwnerAllToAll final : public OwnerExchange {
     b.tp_recv.assign(static_cast<std::size_t>(b.block * context_.tp), 0.0f);
     std::vector<std::int64_t> counts(static_cast<std::size_t>(context_.tp), b.block), displs;
     for (int q : tp_ranks_) displs.push_back(q * b.block);
-    parts_.waits.label(b.tp_gather, str("owner batch ", plan.index, " TP all-gather"));
+    const comm::ScopedOpLabel op_label =
+        parts_.waits.label(b.tp_gather, str("owner batch ", plan.index, " TP all-gather"));
     b.tp_gather.request = parts_.tp.all_gather(b.tp_send, b.tp_recv, counts, displs);
     parts_.waits.wait(b.tp_gather, comm_ms);
     release(b.tp_send);
@@ -217,7 +219,8 @@ class OwnerAllToAll final : public OwnerExchange {
     }
     release(b.local);
     b.back.assign(static_cast<std::size_t>(plan.send_total()), 0.0f);
-    parts_.waits.label(b.scatter, str("owner batch ", plan.index, " scatter (all-to-all)"));
+    const comm::ScopedOpLabel op_label =
+        parts_.waits.label(b.scatter, str("owner batch ", plan.index, " scatter (all-to-all)"));
     b.scatter.request = parts_.dp.all_to_all(b.recv, plan.recv_counts, plan.recv_displs, b.back,
                                              plan.send_counts, plan.send_displs);
     b.applied = false;

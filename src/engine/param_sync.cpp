@@ -51,7 +51,7 @@ class LayerwiseAllGatherV final : public ParamSync {
       offset += numel;
     }
     Pending pending;
-    waits_.label(pending, "layerwise all-gather-v");
+    const comm::ScopedOpLabel op_label = waits_.label(pending, "layerwise all-gather-v");
     pending.request = dp_.all_gather(
         std::span<const float>(buffer_.data() + displs_[me], static_cast<std::size_t>(counts_[me])),
         buffer_, counts_, displs_);
@@ -97,7 +97,7 @@ class BucketAllGather final : public ParamSync {
     for (std::size_t i = pending_.size(); i-- > 0;) {
       const plan::BucketShards& s = shards_[i];
       Pending& pending = pending_[i];
-      waits_.label(pending, str("bucket ", i, " all-gather"));
+      const comm::ScopedOpLabel op_label = waits_.label(pending, str("bucket ", i, " all-gather"));
       pending.request = all_gather_bucket(dp_, buffers_, s, dp_rank_, static_cast<int>(i));
     }
     return 0.0;

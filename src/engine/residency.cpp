@@ -29,7 +29,8 @@ ParamResidency::~ParamResidency() {
 void ParamResidency::prefetch(int b) {
   if (!sharded_ || state_.at(b) != State::kReleased) return;
   Pending& pending = pending_[b];
-  waits_.label(pending, str("bucket ", b, " param all-gather"));
+  const comm::ScopedOpLabel op_label =
+      waits_.label(pending, str("bucket ", b, " param all-gather"));
   pending.request =
       all_gather_bucket(dp_, buffers_, context_.rank_plan.shards[b], context_.dp_rank, b);
   state_[b] = State::kInFlight;

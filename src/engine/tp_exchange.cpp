@@ -84,7 +84,7 @@ class RedundantGather final : public TpExchange {
       const float* src = use_params ? parts_.buffers.param(p) : parts_.grads.reduced_grad(p);
       std::copy(src, src + parts_.buffers.place(p).numel, send_.begin() + offset_of_[p]);
     }
-    parts_.waits.label(pending, "TP all-gather (gradients)");
+    const comm::ScopedOpLabel op_label = parts_.waits.label(pending, "TP all-gather (gradients)");
     pending.request = parts_.tp.all_gather(send_, recv_, counts_, displs_);
   }
 
@@ -196,7 +196,8 @@ class MicroGroups final : public TpExchange {
   }
 
   void post_gather(GroupExchange& g) {
-    parts_.waits.label(g.gather, str("group ", g.index, " gather (all-to-all)"));
+    const comm::ScopedOpLabel op_label =
+        parts_.waits.label(g.gather, str("group ", g.index, " gather (all-to-all)"));
     g.gather.request = parts_.tp.all_to_all(g.send, g.send_counts, g.send_displs, g.recv,
                                             g.recv_counts, g.recv_displs);
   }
@@ -223,7 +224,8 @@ class MicroGroups final : public TpExchange {
   }
 
   void post_scatter(GroupExchange& g) {
-    parts_.waits.label(g.scatter, str("group ", g.index, " scatter (all-to-all)"));
+    const comm::ScopedOpLabel op_label =
+        parts_.waits.label(g.scatter, str("group ", g.index, " scatter (all-to-all)"));
     g.scatter.request = parts_.tp.all_to_all(g.back_send, g.recv_counts, g.recv_displs, g.back_recv,
                                              g.send_counts, g.send_displs);
   }

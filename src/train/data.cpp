@@ -426,30 +426,38 @@ double unigram_entropy(const std::vector<std::int32_t>& tokens) {
 }
 
 Sampler::Sampler(const std::vector<std::int32_t>& train, std::int64_t seq_len,
-                 std::int64_t micro_batch, std::uint64_t seed)
-    : train_(train), seq_len_(seq_len), micro_batch_(micro_batch), seed_(seed) {
+                 std::int64_t micro_batch, std::int64_t grad_accum, std::uint64_t seed)
+    : train_(train),
+      seq_len_(seq_len),
+      micro_batch_(micro_batch),
+      grad_accum_(grad_accum),
+      seed_(seed) {
   CANZONA_REQUIRE(seq_len >= 1, "sampler: seq_len must be positive (got ", seq_len, ")");
   CANZONA_REQUIRE(micro_batch >= 1, "sampler: micro_batch must be positive (got ", micro_batch,
                   ")");
+  CANZONA_REQUIRE(grad_accum >= 1, "sampler: grad_accum must be positive (got ", grad_accum, ")");
   CANZONA_REQUIRE(static_cast<std::int64_t>(train.size()) >= seq_len + 1, "sampler: train part of ",
                   train.size(), " tokens is shorter than one window of seq_len + 1 = ", seq_len + 1,
                   " tokens");
 }
 
-Batch Sampler::batch(std::int64_t step, int dp_rank, int micro) const {
-  CANZONA_CHECK(step >= 0 && dp_rank >= 0 && micro >= 0, "step ", step, " dp_rank ", dp_rank,
-                " micro ", micro);
+std::int64_t Sampler::sample_start(std::int64_t step, std::int64_t sample) const {
+  CANZONA_CHECK(step >= 0 && sample >= 0, "step ", step, " sample ", sample);
   const auto n_starts = static_cast<std::uint64_t>(train_.size()) -
                         static_cast<std::uint64_t>(seq_len_);  // starts [0, size - seq_len - 1]
   std::uint64_t key = splitmix64(seed_);
   key = splitmix64(key ^ static_cast<std::uint64_t>(step));
-  key = splitmix64(key ^ static_cast<std::uint64_t>(dp_rank));
-  key = splitmix64(key ^ static_cast<std::uint64_t>(micro));
+  key = splitmix64(key ^ static_cast<std::uint64_t>(sample));
+  return static_cast<std::int64_t>(uniform_below(key, n_starts));
+}
+
+Batch Sampler::batch(std::int64_t step, int dp_rank, int micro) const {
+  CANZONA_CHECK(step >= 0 && dp_rank >= 0 && micro >= 0 && micro < grad_accum_, "step ", step,
+                " dp_rank ", dp_rank, " micro ", micro, " of ", grad_accum_);
+  const std::int64_t first = (dp_rank * grad_accum_ + micro) * micro_batch_;
   std::vector<std::int64_t> starts(static_cast<std::size_t>(micro_batch_));
-  for (std::size_t row = 0; row < starts.size(); ++row) {
-    const std::uint64_t row_key = splitmix64(key ^ static_cast<std::uint64_t>(row));
-    starts[row] = static_cast<std::int64_t>(uniform_below(row_key, n_starts));
-  }
+  for (std::size_t row = 0; row < starts.size(); ++row)
+    starts[row] = sample_start(step, first + static_cast<std::int64_t>(row));
   return make_batch(train_, starts, seq_len_);
 }
 

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "bucket_schedule.h"
+#include "canzona/comm/timeout.h"
 #include "canzona/common/checked.h"
 #include "canzona/common/clock.h"
 #include "canzona/common/error.h"
@@ -128,6 +129,7 @@ torch::Tensor tokens(const std::vector<std::int64_t>& values, std::int64_t rows,
 
 // Sum over `comm` in its reduce mode (rank order under kDeterministic).
 std::vector<float> sum_over(comm::Communicator& comm, std::vector<float> values) {
+  const comm::ScopedOpLabel op_label("loss sum");
   comm.all_reduce(values, values).wait();
   return values;
 }
@@ -482,7 +484,8 @@ class Run {
         options_(options),
         trace_(trace),
         aux_coef_(static_cast<float>(config.router_aux_loss_coef)),
-        sampler_(corpus.train, options.seq_len, options.micro_batch, options.job.seed),
+        sampler_(corpus.train, options.seq_len, options.micro_batch, options.grad_accum,
+                 options.job.seed),
         plan_(plan::make_plan(spec, launch::plan_options(options.job, strategy))) {
     launch::validate_plan(spec, plan_, grid.dims());
     launch::check_plan_agreement(grid.world(), plan_);
@@ -588,6 +591,7 @@ class Run {
     const float inv_accum = 1.0f / static_cast<float>(options_.grad_accum);
     double compute_ms = 0.0;
     for (std::int64_t m = 0; m < options_.grad_accum; ++m) {
+      const comm::ScopedOpLabel op_label(str("forward-backward of micro-batch ", m));
       const Batch batch = sampler_.batch(step, grid_.coord().dp, static_cast<int>(m));
       hooks_->set_last_micro(m + 1 == options_.grad_accum);
       const double c0 = wall_ms(), sync0 = hooks_->param_sync_ms();
@@ -673,6 +677,9 @@ class Run {
     std::vector<RoutingStats> routing(moe ? static_cast<std::size_t>(micro) : 0);
     pipe_.take_wait_ms();
     for (const plan::PipelineOp& op : plan::one_f_one_b(stage_.count, stage_.index, micro)) {
+      const bool forward = op.kind == plan::PipelineOp::Kind::kForward;
+      const comm::ScopedOpLabel op_label(str(forward ? "forward" : "backward", " of micro-batch ",
+                                             op.micro, " on pipeline stage ", stage_.index));
       const auto m = static_cast<std::size_t>(op.micro);
       const double c0 = wall_ms(), sync0 = hooks_->param_sync_ms();
       const double us0 = trace_.now_us();
@@ -1123,6 +1130,8 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
           ((ckpt_options.save_every > 0 && s % ckpt_options.save_every == 0) || s == options.steps))
         save(s);
       if (faults::fires(faults::Fault::kKillAfterStep, grid.world().rank(), s)) std::raise(SIGKILL);
+      if (faults::fires(faults::Fault::kStallAfterStep, grid.world().rank(), s))
+        for (;;) pause();
       if (const int signal = StopSignals::agreed(grid.world())) {
         const bool saved_now = !ckpt_options.save_dir.empty() &&
                                ((ckpt_options.save_every > 0 && s % ckpt_options.save_every == 0) ||

@@ -30,7 +30,8 @@ ReferenceRun run_reference(const model::TransformerConfig& config, const model::
     model.bind(static_cast<int>(p), params[p], local[p]);
   }
   engine::ReferenceOptimizer optimizer(whole, launch::engine_options(options.job), params);
-  const Sampler sampler(corpus.train, options.seq_len, options.micro_batch, options.job.seed);
+  const Sampler sampler(corpus.train, options.seq_len, options.micro_batch, options.grad_accum,
+                        options.job.seed);
   // Megatron's gradient_scaling_factor, 1/DP in fp32, and the loss average, written here
   // independently of the engine and the trainer.
   const float scale = 1.0f / static_cast<float>(dp);

@@ -390,4 +390,27 @@ if(TARGET canzona AND TARGET canzona-train)
                    $<TARGET_FILE:canzona_check_output>)
   set_tests_properties(train_cli_pp PROPERTIES LABELS "cli;mpi" TIMEOUT ${timeout}
                        ENVIRONMENT "${CANZONA_TEST_ENV}")
+  # --- 11. The collective timeout (--collective-timeout, canzona/comm/timeout.h). Rank 1 stalls
+  # for good after step 2 (a hung rank, --test-stall): rank 0's next wait ends it with the one line
+  # naming the operation, the group and the rank it waited for, exit 2, and the launcher ends rank
+  # 1; no rank hangs. A timeout that is not a positive number of seconds is refused in one line.
+  # The same over a network, with a cut link: tests/cluster (cluster_cut).
+  canzona_cli_test(train_cli_collective_timeout NP 2 RC 2 ONE_LINE TIMEOUT 60
+                   EXPECT "canzona: error: rank 0 \\(host [^)]+\\): collective timeout: .*MPI_I[a-z]+.* on the (DP|world) group did not complete within 2 s. waiting for world rank 1 \\(--collective-timeout\\)"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --steps 60 --collective-timeout 2
+                           --test-kill-step 2 --test-kill-rank 1 --test-stall)
+  canzona_cli_test(train_cli_collective_timeout_bad RC 2 ONE_LINE
+                   EXPECT "--collective-timeout must be a number of seconds in \\(0, 604800. \\(got 0\\)"
+                   COMMAND ${canzona} train ${train_quick} --collective-timeout 0)
+  canzona_cli_test(cli_run_collective_timeout_bad RC 2 ONE_LINE
+                   EXPECT "--collective-timeout must be a number of seconds in \\(0, 604800. \\(got -1\\)"
+                   COMMAND ${canzona} run --model qwen3-tiny --collective-timeout -1)
+  # --- 12. The data a step sees does not depend on the grid (resume_grid_test.sh): a DP 2
+  # checkpoint resumed at DP 1 x accumulation 2 and at DP 4 x micro-batch 1 stays within 1e-5
+  # relative of the run that never stopped.
+  add_test(NAME train_cli_resume_grid
+           COMMAND bash ${train_cli_src}/resume_grid_test.sh ${canzona} ${MPIEXEC_EXECUTABLE}
+                   $<TARGET_FILE:canzona_check_output>)
+  set_tests_properties(train_cli_resume_grid PROPERTIES LABELS "cli;mpi" TIMEOUT 120
+                       ENVIRONMENT "${CANZONA_TEST_ENV}")
 endif()

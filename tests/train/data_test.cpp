@@ -433,10 +433,10 @@ std::vector<std::int32_t> iota_stream(std::int32_t n) {
 
 TEST(Sampler, SameArgumentsGiveTheSameBatch) {
   const std::vector<std::int32_t> train = iota_stream(100000);
-  const Sampler a(train, 16, 4, 1234);
+  const Sampler a(train, 16, 4, 3, 1234);
   const Batch first = a.batch(7, 1, 2);
   for (int s = 0; s < 20; ++s) a.batch(s, 0, 0);  // sampling something else in between
-  const Sampler b(train, 16, 4, 1234);
+  const Sampler b(train, 16, 4, 3, 1234);
   const Batch again = b.batch(7, 1, 2);
   EXPECT_EQ(first.inputs, again.inputs);
   EXPECT_EQ(first.targets, again.targets);
@@ -445,16 +445,52 @@ TEST(Sampler, SameArgumentsGiveTheSameBatch) {
 
 TEST(Sampler, DifferentArgumentsGiveDifferentWindows) {
   const std::vector<std::int32_t> train = iota_stream(100000);
-  const Sampler s(train, 8, 4, 99);
+  const Sampler s(train, 8, 4, 2, 99);
   const Batch base = s.batch(3, 0, 0);
   EXPECT_NE(base.inputs, s.batch(4, 0, 0).inputs);
   EXPECT_NE(base.inputs, s.batch(3, 1, 0).inputs);
   EXPECT_NE(base.inputs, s.batch(3, 0, 1).inputs);
-  EXPECT_NE(base.inputs, Sampler(train, 8, 4, 100).batch(3, 0, 0).inputs);
+  EXPECT_NE(base.inputs, Sampler(train, 8, 4, 2, 100).batch(3, 0, 0).inputs);
   // Rows of one batch differ too.
   std::set<std::int64_t> starts;
   for (int row = 0; row < 4; ++row) starts.insert(base.inputs[static_cast<std::size_t>(row * 8)]);
   EXPECT_EQ(starts.size(), 4u);
+}
+
+// A step's global batch is the same samples however it is split over DP ranks, accumulation
+// and micro-batch: 8 samples as DP 2 x 1 x 4, DP 1 x 2 x 4, DP 4 x 1 x 2 and DP 1 x 8 x 1, read
+// in rank-major, micro-major, row order, give the same window starts (the start is the first
+// input of an iota stream).
+TEST(Sampler, GlobalBatchDoesNotDependOnTheGrid) {
+  const std::vector<std::int32_t> train = iota_stream(100000);
+  const std::int64_t seq_len = 8;
+  struct Split {
+    int dp;
+    std::int64_t accum, micro_batch;
+  };
+  std::vector<std::vector<std::int64_t>> seen;
+  for (const Split split : {Split{2, 1, 4}, Split{1, 2, 4}, Split{4, 1, 2}, Split{1, 8, 1}}) {
+    const Sampler s(train, seq_len, split.micro_batch, split.accum, 77);
+    std::vector<std::int64_t> starts;
+    for (std::int64_t step = 5; step <= 6; ++step)
+      for (int d = 0; d < split.dp; ++d)
+        for (int m = 0; m < split.accum; ++m) {
+          const Batch b = s.batch(step, d, m);
+          for (std::int64_t r = 0; r < split.micro_batch; ++r)
+            starts.push_back(b.inputs[static_cast<std::size_t>(r * seq_len)]);
+        }
+    ASSERT_EQ(starts.size(), 16u);
+    seen.push_back(starts);
+  }
+  for (std::size_t i = 1; i < seen.size(); ++i) EXPECT_EQ(seen[i], seen[0]) << "split " << i;
+  // Sample g of a step is sample_start(step, g); the two steps draw different windows.
+  const Sampler s(train, seq_len, 4, 1, 77);
+  for (std::int64_t g = 0; g < 8; ++g) {
+    EXPECT_EQ(seen[0][static_cast<std::size_t>(g)], s.sample_start(5, g));
+    EXPECT_EQ(seen[0][static_cast<std::size_t>(8 + g)], s.sample_start(6, g));
+  }
+  EXPECT_NE(std::vector<std::int64_t>(seen[0].begin(), seen[0].begin() + 8),
+            std::vector<std::int64_t>(seen[0].begin() + 8, seen[0].end()));
 }
 
 TEST(Sampler, TargetsAreInputsShiftedByOneInTheTrainStream) {
@@ -463,8 +499,8 @@ TEST(Sampler, TargetsAreInputsShiftedByOneInTheTrainStream) {
   for (int i = 0; i < 5000; ++i) train.push_back((i * 37 + i / 13) % 251);
   const std::vector<std::int32_t> index = iota_stream(5000);
   const std::int64_t seq_len = 12, rows = 3;
-  const Sampler values(train, seq_len, rows, 5);
-  const Sampler positions(index, seq_len, rows, 5);  // same seed and sizes: same starts
+  const Sampler values(train, seq_len, rows, 1, 5);
+  const Sampler positions(index, seq_len, rows, 1, 5);  // same seed and sizes: same starts
   for (std::int64_t step = 0; step < 50; ++step) {
     const Batch b = values.batch(step, 1, 0);
     const Batch p = positions.batch(step, 1, 0);
@@ -488,7 +524,7 @@ TEST(Sampler, TargetsAreInputsShiftedByOneInTheTrainStream) {
 TEST(Sampler, EveryStartOfAShortStreamAppears) {
   // 10 tokens, seq_len 3: starts 0..6 (7 of them). 2000 draws, about 286 each.
   const std::vector<std::int32_t> train = iota_stream(10);
-  const Sampler s(train, 3, 4, 2024);
+  const Sampler s(train, 3, 4, 2, 2024);
   std::map<std::int64_t, int> counts;
   for (std::int64_t step = 0; step < 250; ++step)
     for (int micro = 0; micro < 2; ++micro) {
@@ -506,7 +542,7 @@ TEST(Sampler, EveryStartOfAShortStreamAppears) {
 
 TEST(Sampler, OneWindowStreamAlwaysStartsAtZero) {
   const std::vector<std::int32_t> train = {4, 5, 6};
-  const Sampler s(train, 2, 2, 1);
+  const Sampler s(train, 2, 2, 2, 1);
   const Batch b = s.batch(11, 3, 1);
   EXPECT_EQ(b.inputs, (std::vector<std::int64_t>{4, 5, 4, 5}));
   EXPECT_EQ(b.targets, (std::vector<std::int64_t>{5, 6, 5, 6}));
@@ -514,10 +550,11 @@ TEST(Sampler, OneWindowStreamAlwaysStartsAtZero) {
 
 TEST(Sampler, RejectsBadSizes) {
   const std::vector<std::int32_t> train = iota_stream(8);
-  EXPECT_THROW(Sampler(train, 0, 1, 0), UsageError);
-  EXPECT_THROW(Sampler(train, 2, 0, 0), UsageError);
-  EXPECT_THROW(Sampler(train, 8, 1, 0), UsageError);  // needs 9 tokens
-  EXPECT_NO_THROW(Sampler(train, 7, 1, 0));
+  EXPECT_THROW(Sampler(train, 0, 1, 1, 0), UsageError);
+  EXPECT_THROW(Sampler(train, 2, 0, 1, 0), UsageError);
+  EXPECT_THROW(Sampler(train, 2, 1, 0, 0), UsageError);
+  EXPECT_THROW(Sampler(train, 8, 1, 1, 0), UsageError);  // needs 9 tokens
+  EXPECT_NO_THROW(Sampler(train, 7, 1, 1, 0));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,15 +10,17 @@
 namespace canzona::faults {
 
 enum class Fault {
-  kPerturbPlan,    // `run`/`compare`: this rank plans with the other planner variant, so the
-                   // plan-hash check must catch the disagreement
-  kCorruptParams,  // `run`/`compare`: this rank flips the lowest bit of the first element of its
-                   // first layout slot after the run, before --verify gathers the params
-  kPoisonLoss,     // `train`: at this step this rank multiplies its first micro-batch's loss by
-                   // NaN, so the non-finite path must stop every rank
-  kKillAfterStep,  // `train`: this rank raises SIGKILL right after this step (and its save)
-  kKillInSave,     // `train`: this rank raises SIGKILL inside this step's save, after the data
-                   // is written and before the directory is published
+  kPerturbPlan,     // `run`/`compare`: this rank plans with the other planner variant, so the
+                    // plan-hash check must catch the disagreement
+  kCorruptParams,   // `run`/`compare`: this rank flips the lowest bit of the first element of its
+                    // first layout slot after the run, before --verify gathers the params
+  kPoisonLoss,      // `train`: at this step this rank multiplies its first micro-batch's loss by
+                    // NaN, so the non-finite path must stop every rank
+  kKillAfterStep,   // `train`: this rank raises SIGKILL right after this step (and its save)
+  kKillInSave,      // `train`: this rank raises SIGKILL inside this step's save, after the data
+                    // is written and before the directory is published
+  kStallAfterStep,  // `train`: this rank sleeps for good right after this step (a hung rank), so
+                    // the others' collective timeout must end the job
 };
 
 struct Site {

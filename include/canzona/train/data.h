@@ -68,21 +68,27 @@ struct Batch {
   std::vector<std::int64_t> targets;  // [micro_batch * seq_len]
 };
 
-// Deterministic sampling: the window starts of (step, dp_rank, micro) are drawn from a
-// counter-based generator of (seed, step, dp_rank, micro, row), uniform over the train part's
-// window starts [0, train.size() - seq_len - 1]. The same arguments give the same batch on every
-// rank, in every run and process, whatever else was sampled before (so a resumed run and a
-// single process replaying the DP ranks in order see the same data).
+// Deterministic sampling by global sample index, as Megatron's sampler counts consumed samples.
+// A step's global batch holds dp x grad_accum x micro_batch samples, numbered g = 0, 1, ...: DP
+// rank d's micro-batch m holds samples (d x grad_accum + m) x micro_batch + row. Sample g of step
+// s starts at a window start drawn from a counter-based generator of (seed, s, g), uniform over
+// the train part's window starts [0, train.size() - seq_len - 1]. So the same arguments give the
+// same batch on every rank, in every run and process, whatever else was sampled before; and the
+// same global batch split as another DP x accumulation x micro-batch sees the same samples in each
+// step (a resume under another grid differs only in the order of sums).
 class Sampler {
  public:
   // Needs train.size() >= seq_len + 1 and positive sizes (checked, UsageError).
   Sampler(const std::vector<std::int32_t>& train, std::int64_t seq_len, std::int64_t micro_batch,
-          std::uint64_t seed);
+          std::int64_t grad_accum, std::uint64_t seed);
+  // Micro-batch `micro` (< grad_accum) of DP rank `dp_rank`.
   Batch batch(std::int64_t step, int dp_rank, int micro) const;
+  // The window start of global sample `sample` of `step`.
+  std::int64_t sample_start(std::int64_t step, std::int64_t sample) const;
 
  private:
   const std::vector<std::int32_t>& train_;
-  std::int64_t seq_len_, micro_batch_;
+  std::int64_t seq_len_, micro_batch_, grad_accum_;
   std::uint64_t seed_;
 };
 

@@ -76,6 +76,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
     names and shapes. In the plan and in checkpoints, local expert i of EP rank r is expert
     r * E / ep + i (E = ep x the local experts); experts_per_token (the router's top-k) prices
     them in the plan.
+
+    collective_timeout: seconds any collective or message of this process may take (Megatron's
+    --distributed-timeout-minutes, torch.distributed's timeout); past it the process prints one
+    line naming the operation and the ranks it waited for, and exits with status 2.
     """
 
     def __init__(self, model, optimizer="muon", strategy="lb-asc", *, lr=0.02, adamw_lr=1e-3,
@@ -83,7 +87,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
                  planner="canzona", cost="flops", split_fc1=False, layerwise_tp="duplicated",
                  layerwise_buckets="soft-min", bucket_order="free", alpha=1.0, cmax_mb=512.0,
                  pipeline=True, overlap_param_gather=True, broadcast=True, is_matrix=None,
-                 matrix_view=None, zero_stage=1, expert_params=None, experts_per_token=1):
+                 matrix_view=None, zero_stage=1, expert_params=None, experts_per_token=1,
+                 collective_timeout=600.0):
         if not isinstance(model, torch.nn.Module):
             raise TypeError("DistributedOptimizer: model must be a torch.nn.Module, got "
                             f"{type(model).__name__}")
@@ -102,6 +107,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
                     not math.isfinite(value) or value < 0:
                 raise ValueError(f"DistributedOptimizer: {key} must be a finite number >= 0 "
                                  f"(got {value!r})")
+        if isinstance(collective_timeout, bool) or \
+                not isinstance(collective_timeout, (int, float)) or \
+                not math.isfinite(collective_timeout) or not 0 < collective_timeout <= 7 * 24 * 3600:
+            raise ValueError("DistributedOptimizer: collective_timeout must be a number of seconds "
+                             f"in (0, 604800] (got {collective_timeout!r})")
         if isinstance(zero_stage, bool) or zero_stage not in (1, 3):
             raise ValueError(f"DistributedOptimizer: zero_stage must be 1 or 3 (got "
                              f"{zero_stage!r})")
@@ -110,6 +120,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             if fn is not None and not callable(fn):
                 raise TypeError(f"DistributedOptimizer: {key} must be callable(name, param) "
                                 f"(got {fn!r})"[:200])
+        _canzona.set_collective_timeout(float(collective_timeout))
         try:
             if tp is None and parallel._GRID is not None:
                 grid = parallel.grid()

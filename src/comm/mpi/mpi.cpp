@@ -28,14 +28,15 @@ bool mpi_usable() {
 }
 
 // Splits the world by `color`, ordered by `key`, into a communicator of this rank's group; null
-// when color is MPI_UNDEFINED (the rank is in no group; the split is still collective).
-std::unique_ptr<Communicator> split_world(int color, int key, ReduceMode mode) {
+// when color is MPI_UNDEFINED (the rank is in no group; the split is still collective). `name`
+// names the group in a timeout's line.
+std::unique_ptr<Communicator> split_world(int color, int key, ReduceMode mode, const char* name) {
   MPI_Comm group = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, &group), "MPI_Comm_split");
   if (group == MPI_COMM_NULL) return nullptr;
   std::unique_ptr<Communicator> communicator;
   try {
-    communicator = std::make_unique<MpiCommunicator>(group, mode);
+    communicator = std::make_unique<MpiCommunicator>(group, mode, name);
   } catch (...) {
     MPI_Comm_free(&group);
     throw;
@@ -172,9 +173,9 @@ std::unique_ptr<Communicator> make_mpi_control_world() {
 // Collective over the world: middle stages pass MPI_UNDEFINED for the embedding group.
 static std::pair<std::unique_ptr<Communicator>, std::unique_ptr<Communicator>> split_pipeline(
     const ParallelDims& dims, const GridCoord& coord, int line, ReduceMode mode) {
-  auto pp_group = split_world(line, coord.pp, mode);
-  auto embedding =
-      split_world(is_embedding_stage(coord.pp, dims.pp) ? line : MPI_UNDEFINED, coord.pp, mode);
+  auto pp_group = split_world(line, coord.pp, mode, "PP");
+  auto embedding = split_world(is_embedding_stage(coord.pp, dims.pp) ? line : MPI_UNDEFINED,
+                               coord.pp, mode, "embedding");
   return {std::move(pp_group), std::move(embedding)};
 }
 
@@ -187,8 +188,10 @@ std::unique_ptr<Grid> make_mpi_grid(const ParallelDims& dims, ReduceMode mode) {
   dims.check_world(world_size);
   const GridCoord coord = dims.coord(world_rank);
   auto world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, mode);
-  auto dp_group = split_world(/*color=*/coord.pp * dims.tp + coord.tp, /*key=*/coord.dp, mode);
-  auto tp_group = split_world(/*color=*/coord.pp * dims.dp + coord.dp, /*key=*/coord.tp, mode);
+  auto dp_group =
+      split_world(/*color=*/coord.pp * dims.tp + coord.tp, /*key=*/coord.dp, mode, "DP");
+  auto tp_group =
+      split_world(/*color=*/coord.pp * dims.dp + coord.dp, /*key=*/coord.tp, mode, "TP");
   auto [pp_group, embedding] =
       split_pipeline(dims, coord, /*line=*/coord.dp * dims.tp + coord.tp, mode);
   return std::make_unique<Grid>(dims, coord, std::move(world), std::move(dp_group),
@@ -208,10 +211,11 @@ ExpertGroups make_mpi_expert_groups(const Grid& dense, ReduceMode mode) {
   const ParallelDims dims{.dp = edp, .tp = etp, .pp = s.pp};
   const GridCoord coord{g.pp, c.edp, c.etp};
   // Colors unique per group over the world; keys order each group as grid.h says.
-  auto slice = split_world(c.ep, dims.rank(coord), mode);  // every stage of this EP rank
-  auto edp_group = split_world((g.pp * ep + c.ep) * etp + c.etp, c.edp, mode);
-  auto etp_group = split_world((g.pp * edp + c.edp) * ep + c.ep, c.etp, mode);
-  out.ep = split_world((g.pp * edp + c.edp) * etp + c.etp, c.ep, mode);
+  auto slice =
+      split_world(c.ep, dims.rank(coord), mode, "expert slice");  // every stage of this EP rank
+  auto edp_group = split_world((g.pp * ep + c.ep) * etp + c.etp, c.edp, mode, "expert DP");
+  auto etp_group = split_world((g.pp * edp + c.edp) * ep + c.ep, c.etp, mode, "expert TP");
+  out.ep = split_world((g.pp * edp + c.edp) * etp + c.etp, c.ep, mode, "EP");
   auto [pp_group, embedding] =
       split_pipeline(dims, coord, /*line=*/(c.ep * edp + c.edp) * etp + c.etp, mode);
   out.grid =

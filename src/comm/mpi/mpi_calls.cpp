@@ -66,9 +66,11 @@ void post_iallgatherv(const MpiGroup& group, const void* send, void* recv,
 void allgatherv_bytes_blocking(const MpiGroup& group, const void* send, void* recv,
                                std::span<const int> recv_counts, std::span<const int> recv_displs,
                                std::int64_t& counter, const char* call) {
-  check_mpi(MPI_Allgatherv(send, recv_counts[group.rank], MPI_BYTE, recv, recv_counts.data(),
-                           recv_displs.data(), MPI_BYTE, group.comm),
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallgatherv(send, recv_counts[group.rank], MPI_BYTE, recv, recv_counts.data(),
+                            recv_displs.data(), MPI_BYTE, group.comm, &request),
             call);
+  check_mpi(timed_wait(&request, MPI_STATUS_IGNORE, wait_site(call, group.owner)), call);
   counter += byte_allgatherv_bytes(recv_counts, group.rank);
 }
 

@@ -27,14 +27,38 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+
+#include "canzona/comm/timeout.h"
+
+namespace canzona::comm {
+class MpiCommunicator;
+}
 
 namespace canzona::comm::detail {
 
 struct MpiGroup {
   MPI_Comm comm = MPI_COMM_NULL;
-  int rank = 0;  // me
-  int size = 1;  // P
+  int rank = 0;                            // me
+  int size = 1;                            // P
+  const MpiCommunicator* owner = nullptr;  // names the group when a wait times out
 };
+
+// What a wait names when it times out (canzona/comm/timeout.h): the MPI call that posted the
+// operation, the operation label current then, the communicator, and the group rank of a
+// point-to-point peer (-1: every other member).
+struct WaitSite {
+  const char* call = "";
+  std::string label;
+  const MpiCommunicator* group = nullptr;
+  int peer = -1;
+};
+WaitSite wait_site(const char* call, const MpiCommunicator* group, int peer = -1);
+
+// MPI_Wait bounded by collective_timeout(): MPI_Test until the request completes (driving
+// progress as MPI_Wait does) and returns MPI_Test's code. Past the timeout it prints the line of
+// timeout.h naming `site` and ends the process with status 2.
+int timed_wait(MPI_Request* request, MPI_Status* status, const WaitSite& site);
 
 // Bytes to other ranks, as defined above. Counts have P = size() entries; rank is me.
 std::int64_t alltoallv_bytes(std::span<const int> send_counts, int rank);
@@ -56,7 +80,8 @@ void post_iallgatherv(const MpiGroup& group, const void* send, void* recv,
                       std::span<const int> recv_counts, std::span<const int> recv_displs,
                       MPI_Request* request, std::int64_t& counter, const char* call);
 
-// Blocking MPI_Allgatherv of MPI_BYTE with sendcount = recv_counts[group.rank].
+// Blocking MPI_Allgatherv of MPI_BYTE with sendcount = recv_counts[group.rank] (posted as
+// MPI_Iallgatherv and waited with timed_wait).
 void allgatherv_bytes_blocking(const MpiGroup& group, const void* send, void* recv,
                                std::span<const int> recv_counts, std::span<const int> recv_displs,
                                std::int64_t& counter, const char* call);

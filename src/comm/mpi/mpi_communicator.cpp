@@ -1,7 +1,12 @@
 #include "mpi_communicator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "canzona/common/error.h"
@@ -42,19 +47,69 @@ void* recv_ptr(std::span<float> recv) {
   return recv.empty() ? &empty_recv : recv.data();
 }
 
+WaitSite wait_site(const char* call, const MpiCommunicator* group, int peer) {
+  return {call, current_op_label(), group, peer};
+}
+
+namespace {
+
+// The line of canzona/comm/timeout.h, then the end of this process: no MPI_Finalize or MPI_Abort,
+// which could wait on the peer that is gone.
+[[noreturn]] void end_on_timeout(const WaitSite& site, double timeout_s) {
+  int world_rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  const std::string what = site.label.empty() ? site.call : site.label + ", " + site.call + ",";
+  std::string peers;
+  std::string group = "an unnamed";
+  if (site.group != nullptr) {
+    group = site.group->name();
+    for (int r = 0; r < site.group->size(); ++r) {
+      if (r == site.group->rank() || (site.peer >= 0 && r != site.peer)) continue;
+      if (!peers.empty()) peers += ", ";
+      peers += std::to_string(site.group->world_rank(r));
+    }
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "canzona: error: rank %d (host %s): collective timeout: %s on the %s group did not "
+               "complete within %g s; waiting for world rank%s %s (--collective-timeout)\n",
+               world_rank, host, what.c_str(), group.c_str(), timeout_s,
+               peers.find(',') == std::string::npos ? "" : "s", peers.c_str());
+  std::fflush(stderr);
+  std::_Exit(2);
+}
+
+}  // namespace
+
+int timed_wait(MPI_Request* request, MPI_Status* status, const WaitSite& site) {
+  using Clock = std::chrono::steady_clock;
+  const double timeout_s = collective_timeout();
+  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                        std::chrono::duration<double>(timeout_s));
+  for (unsigned polls = 1;; ++polls) {
+    int done = 0;
+    const int rc = MPI_Test(request, &done, status);
+    if (rc != MPI_SUCCESS || done) return rc;
+    if (polls % 256 == 0 && Clock::now() >= deadline) end_on_timeout(site, timeout_s);
+  }
+}
+
 bool MpiRequest::test() {
   int done = 0;
-  check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), str("MPI_Test(", call_, ")"));
+  check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), str("MPI_Test(", site_.call, ")"));
   return done != 0;
 }
 
 void MpiRequest::wait() {
-  check_mpi(MPI_Wait(&request, MPI_STATUS_IGNORE), str("MPI_Wait(", call_, ")"));
+  check_mpi(timed_wait(&request, MPI_STATUS_IGNORE, site_), str("MPI_Wait(", site_.call, ")"));
   if (finish) finish();
 }
 
-MpiRecvRequest::MpiRecvRequest(std::span<std::byte> data, int source, int tag, bool self)
-    : data_(data), source_(source), tag_(tag), self_(self) {
+MpiRecvRequest::MpiRecvRequest(std::span<std::byte> data, int source, int tag, bool self,
+                               WaitSite site)
+    : data_(data), source_(source), tag_(tag), self_(self), site_(site) {
   if (self_) scratch_.resize(data_.size() + 1);
 }
 
@@ -88,7 +143,7 @@ bool MpiRecvRequest::test() {
 
 void MpiRecvRequest::wait() {
   if (!done_) {
-    check(MPI_Wait(&request, &status_), "MPI_Wait(MPI_Irecv)");
+    check(timed_wait(&request, &status_, site_), "MPI_Wait(MPI_Irecv)");
     done_ = true;
   }
   int count = 0;
@@ -105,11 +160,22 @@ void MpiRecvRequest::wait() {
 
 using detail::check_mpi;
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, ReduceMode mode) : mode_(mode) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, ReduceMode mode, std::string name)
+    : mode_(mode), name_(std::move(name)) {
   check_mpi(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
   check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  check_mpi(MPI_Comm_group(comm_, &group), "MPI_Comm_group");
+  check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+  std::vector<int> ranks(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) ranks[static_cast<std::size_t>(r)] = r;
+  world_ranks_.resize(ranks.size());
+  const int rc = MPI_Group_translate_ranks(group, size_, ranks.data(), world, world_ranks_.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  check_mpi(rc, "MPI_Group_translate_ranks");
   if (mode_ == ReduceMode::kDeterministic) {
     check_mpi(MPI_Comm_dup(comm_, &phase2_comm_), "MPI_Comm_dup");
     check_mpi(MPI_Comm_set_errhandler(phase2_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
@@ -125,13 +191,20 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 void MpiCommunicator::barrier() {
-  check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+  check_mpi(timed_wait(&request, MPI_STATUS_IGNORE, detail::wait_site("MPI_Ibarrier", this)),
+            "MPI_Ibarrier");
 }
 
 std::vector<std::uint64_t> MpiCommunicator::all_gather_u64(std::uint64_t value) {
   std::vector<std::uint64_t> values(size_);
-  check_mpi(MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, comm_),
-            "MPI_Allgather");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(
+      MPI_Iallgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, comm_, &request),
+      "MPI_Iallgather");
+  check_mpi(timed_wait(&request, MPI_STATUS_IGNORE, detail::wait_site("MPI_Iallgather", this)),
+            "MPI_Iallgather");
   return values;
 }
 
@@ -153,9 +226,9 @@ std::vector<std::vector<std::byte>> MpiCommunicator::all_gather_bytes(
   std::vector<std::byte> recv(static_cast<std::size_t>(total));
   static const std::byte kEmpty{};
   std::byte empty_recv{};
-  detail::allgatherv_bytes_blocking({comm_, rank_, size_}, bytes.empty() ? &kEmpty : bytes.data(),
-                                    recv.empty() ? &empty_recv : recv.data(), counts, displs,
-                                    mutable_bytes().all_gather, call);
+  detail::allgatherv_bytes_blocking(
+      {comm_, rank_, size_, this}, bytes.empty() ? &kEmpty : bytes.data(),
+      recv.empty() ? &empty_recv : recv.data(), counts, displs, mutable_bytes().all_gather, call);
   std::vector<std::vector<std::byte>> out(size_);
   for (int r = 0; r < size_; ++r)
     out[r].assign(recv.begin() + displs[r], recv.begin() + displs[r] + counts[r]);
@@ -164,13 +237,13 @@ std::vector<std::vector<std::byte>> MpiCommunicator::all_gather_bytes(
 
 Request MpiCommunicator::do_reduce_scatter(std::span<const float> send, std::span<float> recv,
                                            std::span<const std::int64_t> counts) {
-  const detail::MpiGroup group{comm_, rank_, size_};
+  const detail::MpiGroup group{comm_, rank_, size_, this};
   std::int64_t& counter = mutable_bytes().reduce_scatter;
   if (mode_ == ReduceMode::kDeterministic) {
     return detail::post_deterministic_reduce_scatter(group, send, recv, counts, counter);
   }
   const char* call = "MPI_Ireduce_scatter";
-  auto request = std::make_unique<detail::MpiRequest>(call);
+  auto request = std::make_unique<detail::MpiRequest>(detail::wait_site(call, this));
   detail::append_mpi_ints(counts, call, request->ints);
   detail::post_ireduce_scatter(group, detail::send_ptr(send), detail::recv_ptr(recv), request->ints,
                                &request->request, counter, call);
@@ -181,15 +254,16 @@ Request MpiCommunicator::do_all_gather(std::span<const float> send, std::span<fl
                                        std::span<const std::int64_t> counts,
                                        std::span<const std::int64_t> displs) {
   const char* call = "MPI_Iallgatherv";
-  auto request = std::make_unique<detail::MpiRequest>(call);
+  auto request = std::make_unique<detail::MpiRequest>(detail::wait_site(call, this));
   detail::append_mpi_ints(counts, call, request->ints);
   detail::append_mpi_ints(displs, call, request->ints);
   const std::span<const int> ints = request->ints;
   const std::size_t size = static_cast<std::size_t>(size_);
   const bool in_place = !send.empty() && send.data() == recv.data() + displs[rank_];
-  detail::post_iallgatherv({comm_, rank_, size_}, in_place ? MPI_IN_PLACE : detail::send_ptr(send),
-                           detail::recv_ptr(recv), ints.subspan(0, size), ints.subspan(size, size),
-                           &request->request, mutable_bytes().all_gather, call);
+  detail::post_iallgatherv({comm_, rank_, size_, this},
+                           in_place ? MPI_IN_PLACE : detail::send_ptr(send), detail::recv_ptr(recv),
+                           ints.subspan(0, size), ints.subspan(size, size), &request->request,
+                           mutable_bytes().all_gather, call);
   return Request(std::move(request));
 }
 
@@ -200,14 +274,14 @@ Request MpiCommunicator::do_all_to_all(std::span<const float> send,
                                        std::span<const std::int64_t> recv_counts,
                                        std::span<const std::int64_t> recv_displs) {
   const char* call = "MPI_Ialltoallv";
-  auto request = std::make_unique<detail::MpiRequest>(call);
+  auto request = std::make_unique<detail::MpiRequest>(detail::wait_site(call, this));
   for (auto values : {send_counts, send_displs, recv_counts, recv_displs}) {
     detail::append_mpi_ints(values, call, request->ints);
   }
   const std::span<const int> ints = request->ints;
   const std::size_t size = static_cast<std::size_t>(size_);
-  detail::post_ialltoallv({comm_, rank_, size_}, detail::send_ptr(send), ints.subspan(0, size),
-                          ints.subspan(size, size), detail::recv_ptr(recv),
+  detail::post_ialltoallv({comm_, rank_, size_, this}, detail::send_ptr(send),
+                          ints.subspan(0, size), ints.subspan(size, size), detail::recv_ptr(recv),
                           ints.subspan(2 * size, size), ints.subspan(3 * size, size),
                           &request->request, mutable_bytes().all_to_all, call);
   return Request(std::move(request));
@@ -220,19 +294,20 @@ Request MpiCommunicator::do_all_reduce(std::span<const float> send, std::span<fl
     return Request(std::move(request));
   }
   const char* call = "MPI_Iallreduce";
-  auto request = std::make_unique<detail::MpiRequest>(call);
+  auto request = std::make_unique<detail::MpiRequest>(detail::wait_site(call, this));
   const bool in_place = !send.empty() && send.data() == recv.data();
-  detail::post_iallreduce({comm_, rank_, size_}, in_place ? MPI_IN_PLACE : detail::send_ptr(send),
-                          detail::recv_ptr(recv), detail::to_mpi_int(std::ssize(recv), call),
-                          &request->request, mutable_bytes().all_reduce, call);
+  detail::post_iallreduce({comm_, rank_, size_, this},
+                          in_place ? MPI_IN_PLACE : detail::send_ptr(send), detail::recv_ptr(recv),
+                          detail::to_mpi_int(std::ssize(recv), call), &request->request,
+                          mutable_bytes().all_reduce, call);
   return Request(std::move(request));
 }
 
 Request MpiCommunicator::do_isend(std::span<const std::byte> data, int peer, int tag) {
   const char* call = "MPI_Isend";
   static const std::byte kEmptySend{};
-  auto request = std::make_unique<detail::MpiRequest>(call);
-  detail::post_isend({comm_, rank_, size_}, data.empty() ? &kEmptySend : data.data(),
+  auto request = std::make_unique<detail::MpiRequest>(detail::wait_site(call, this, peer));
+  detail::post_isend({comm_, rank_, size_, this}, data.empty() ? &kEmptySend : data.data(),
                      detail::to_mpi_int(std::ssize(data), call), peer, tag, &request->request,
                      mutable_bytes().p2p, call);
   return Request(std::move(request));
@@ -241,8 +316,9 @@ Request MpiCommunicator::do_isend(std::span<const std::byte> data, int peer, int
 Request MpiCommunicator::do_irecv(std::span<std::byte> data, int peer, int tag) {
   const char* call = "MPI_Irecv";
   detail::to_mpi_int(std::ssize(data) + 1, call);  // the count handed MPI fits
-  auto request = std::make_unique<detail::MpiRecvRequest>(data, peer, tag, peer == rank_);
-  detail::post_irecv({comm_, rank_, size_}, request->buffer(), request->count(), peer, tag,
+  auto request = std::make_unique<detail::MpiRecvRequest>(data, peer, tag, peer == rank_,
+                                                          detail::wait_site(call, this, peer));
+  detail::post_irecv({comm_, rank_, size_, this}, request->buffer(), request->count(), peer, tag,
                      &request->request, call);
   return Request(std::move(request));
 }

@@ -64,6 +64,8 @@
 #include <mpi.h>
 
 #include <deque>
+#include <string>
+#include <vector>
 
 #include "canzona/comm/communicator.h"
 
@@ -75,13 +77,17 @@ class DeterministicAllReduce;
 
 class MpiCommunicator final : public Communicator {
  public:
-  // Collective over `comm` (MPI_Comm_dup). Throws canzona::Error when MPI fails.
-  MpiCommunicator(MPI_Comm comm, ReduceMode mode);
+  // Collective over `comm` (MPI_Comm_dup). `name` names the group in a timeout's line ("DP",
+  // "TP", ...). Throws canzona::Error when MPI fails.
+  MpiCommunicator(MPI_Comm comm, ReduceMode mode, std::string name = "world");
   ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   ReduceMode mode() const { return mode_; }
+  const std::string& name() const { return name_; }
+  // The MPI_COMM_WORLD rank of group rank r.
+  int world_rank(int r) const { return world_ranks_[static_cast<std::size_t>(r)]; }
 
   void barrier() override;
   std::vector<std::uint64_t> all_gather_u64(std::uint64_t value) override;
@@ -115,6 +121,8 @@ class MpiCommunicator final : public Communicator {
   ReduceMode mode_;
   int rank_ = 0;
   int size_ = 1;
+  std::string name_;
+  std::vector<int> world_ranks_;                                        // by group rank
   std::deque<detail::DeterministicAllReduce*> unadvanced_all_reduces_;  // posting order
 };
 

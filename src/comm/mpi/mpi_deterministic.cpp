@@ -56,7 +56,7 @@ Request post_deterministic_reduce_scatter(const MpiGroup& group, std::span<const
                                           std::span<const std::int64_t> counts,
                                           std::int64_t& counter) {
   const char* call = "MPI_Ialltoallv (deterministic reduce_scatter)";
-  auto request = std::make_unique<MpiRequest>(call);
+  auto request = std::make_unique<MpiRequest>(wait_site(call, group.owner));
   reduce_scatter_as_alltoall(counts, group.rank, call, request->ints);
   const std::int64_t own = counts[group.rank];
   const int size = group.size;
@@ -71,7 +71,9 @@ Request post_deterministic_reduce_scatter(const MpiGroup& group, std::span<const
 
 DeterministicAllReduce::DeterministicAllReduce(MpiCommunicator& owner, std::span<const float> send,
                                                std::span<float> recv)
-    : owner_(owner), recv_(recv) {
+    : owner_(owner),
+      recv_(recv),
+      site_(wait_site("MPI_Ialltoallv + MPI_Iallgatherv (deterministic all_reduce)", &owner)) {
   const char* call = "MPI_Ialltoallv (deterministic all_reduce phase 1)";
   const int size = owner.size_;
   const int rank = owner.rank_;
@@ -84,7 +86,7 @@ DeterministicAllReduce::DeterministicAllReduce(MpiCommunicator& owner, std::span
   append_mpi_ints(displs, call, allgather_ints_);
   reduce_scatter_as_alltoall(counts, rank, call, alltoall_ints_);
   scratch_.resize(static_cast<std::size_t>(size * own_count_));
-  post_alltoall({owner.comm_, rank, size}, send, alltoall_ints_, scratch_, &phase1_,
+  post_alltoall({owner.comm_, rank, size, &owner}, send, alltoall_ints_, scratch_, &phase1_,
                 owner.mutable_bytes().all_reduce, call);
 }
 
@@ -101,14 +103,14 @@ bool DeterministicAllReduce::phase1_done() {
 
 void DeterministicAllReduce::advance() {
   advanced_ = true;
-  check_mpi(MPI_Wait(&phase1_, MPI_STATUS_IGNORE),
+  check_mpi(timed_wait(&phase1_, MPI_STATUS_IGNORE, site_),
             "MPI_Wait(MPI_Ialltoallv, deterministic all_reduce phase 1)");
   sum_in_rank_order(scratch_.data(), owner_.size_, own_count_, recv_.data() + own_offset_);
   scratch_ = {};
   const std::span<const int> ints = allgather_ints_;
   const std::size_t size = static_cast<std::size_t>(owner_.size_);
-  post_iallgatherv({owner_.phase2_comm_, owner_.rank_, owner_.size_}, MPI_IN_PLACE, recv_ptr(recv_),
-                   ints.subspan(0, size), ints.subspan(size, size), &phase2_,
+  post_iallgatherv({owner_.phase2_comm_, owner_.rank_, owner_.size_, &owner_}, MPI_IN_PLACE,
+                   recv_ptr(recv_), ints.subspan(0, size), ints.subspan(size, size), &phase2_,
                    owner_.mutable_bytes().all_reduce,
                    "MPI_Iallgatherv (deterministic all_reduce phase 2)");
 }
@@ -123,7 +125,7 @@ bool DeterministicAllReduce::test() {
 
 void DeterministicAllReduce::wait() {
   if (!advanced_) owner_.advance_all_reduces_through(this, /*block=*/true);
-  check_mpi(MPI_Wait(&phase2_, MPI_STATUS_IGNORE),
+  check_mpi(timed_wait(&phase2_, MPI_STATUS_IGNORE, site_),
             "MPI_Wait(MPI_Iallgatherv, deterministic all_reduce phase 2)");
 }
 

@@ -41,7 +41,7 @@ void sum_in_rank_order(const float* blocks, int num_blocks, std::int64_t block_l
 
 class MpiRequest final : public Request::Impl {
  public:
-  explicit MpiRequest(const char* call) : call_(call) {}
+  explicit MpiRequest(WaitSite site) : site_(site) {}
   // MPI_Wait, then `finish` (if set).
   void wait() override;
   bool test() override;  // MPI_Test
@@ -52,7 +52,7 @@ class MpiRequest final : public Request::Impl {
   std::function<void()> finish;  // runs once, after the MPI operation completed
 
  private:
-  const char* call_;
+  WaitSite site_;
 };
 
 // One MPI_Irecv into `data` from rank `source` with `tag`. Once the receive has completed (in
@@ -63,7 +63,7 @@ class MpiRequest final : public Request::Impl {
 // capped at the buffer), which the extra byte makes visible.
 class MpiRecvRequest final : public Request::Impl {
  public:
-  MpiRecvRequest(std::span<std::byte> data, int source, int tag, bool self);
+  MpiRecvRequest(std::span<std::byte> data, int source, int tag, bool self, WaitSite site);
   void wait() override;  // MPI_Wait unless test() saw completion, then the size check
   bool test() override;  // MPI_Test
 
@@ -81,6 +81,7 @@ class MpiRecvRequest final : public Request::Impl {
   int source_;
   int tag_;
   bool self_;
+  WaitSite site_;
   std::vector<std::byte> scratch_;  // self_ only: data_.size() + 1 bytes
   bool done_ = false;
   MPI_Status status_{};
@@ -127,6 +128,7 @@ class DeterministicAllReduce final : public Request::Impl {
   std::int64_t own_offset_ = 0;  // this rank's segment of recv: {own_offset_, own_count_}
   std::int64_t own_count_ = 0;
   bool advanced_ = false;
+  WaitSite site_;  // names both phases when a wait times out
   MPI_Request phase1_ = MPI_REQUEST_NULL;
   MPI_Request phase2_ = MPI_REQUEST_NULL;
   std::vector<int> alltoall_ints_;   // send counts, send displs, recv counts, recv displs (4 x P)

@@ -33,6 +33,7 @@ struct SimulateArgs : PlanningFlags {
   std::string strategies = "all";
   cost::OptimizerFlags optimizer_flags;  // unset: the optimizer's own defaults
   std::string grad_dtype = "fp32";
+  std::string param_dtype = "bf16";
   std::string var_collective = "grouped";
   std::string cluster = "h100-8";
   bool no_tp_pipeline = false;
@@ -78,6 +79,9 @@ void resolve(SimulateArgs& a, cost::Calibration& calibration) {
   CANZONA_REQUIRE(a.grad_dtype == "fp32" || a.grad_dtype == "bf16",
                   "--grad-dtype: expected fp32 or bf16, got '", a.grad_dtype, "'");
   a.scenario.workload.grad_bytes = a.grad_dtype == "fp32" ? 4.0 : 2.0;
+  CANZONA_REQUIRE(a.param_dtype == "fp32" || a.param_dtype == "bf16",
+                  "--param-dtype: expected fp32 or bf16, got '", a.param_dtype, "'");
+  a.scenario.workload.param_bytes = a.param_dtype == "fp32" ? 4.0 : 2.0;
   a.scenario.workload.tp_pipeline = !a.no_tp_pipeline;
   a.scenario.workload.var_collective = sim::parse_var_collective(a.var_collective);
   a.scenario.workload.attention_flops = !a.no_attention_flops;
@@ -248,10 +252,15 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
   sub->add_option("--micro-batch", work.micro_batch, "sequences per micro batch")
       ->capture_default_str();
   sub->add_option("--grad-dtype", a.grad_dtype, "fp32|bf16 gradient buffer")->capture_default_str();
+  sub->add_option("--param-dtype", a.param_dtype,
+                  "fp32|bf16 params in the param All-Gather (bf16: Megatron's model params; fp32: "
+                  "Canzona's CPU runtime)")
+      ->capture_default_str();
   sub->add_flag("--no-tp-pipeline", a.no_tp_pipeline,
                 "run TP micro groups one after another (official code)");
   sub->add_option("--varsize-collectives", a.var_collective,
-                  "uneven Reduce-Scatter/All-Gather: grouped (per-shard ring reduce) | padded")
+                  "uneven Reduce-Scatter/All-Gather: grouped (per-shard ring reduce) | padded | "
+                  "direct (one exchange per collective, Canzona's MPI runtime)")
       ->capture_default_str();
   sub->add_flag("--no-attention-flops", a.no_attention_flops,
                 "count only 6 * params * tokens for forward-backward");

@@ -46,12 +46,14 @@ wire_binary() {
 # Rate as bits per second: 1gbit, 100mbit, 500kbit, or a plain number.
 rate_bps() {
   local r="${1,,}"
+  local number="${r%[gmk]bit}"
+  [[ "$number" =~ ^[0-9]+$ && "$number" -ge 1 ]] ||
+    die "--rate '$1': expected a whole number with gbit, mbit or kbit, e.g. 1gbit, 100mbit"
   case "$r" in
-    *gbit) echo "$(( ${r%gbit} * 1000000000 ))" ;;
-    *mbit) echo "$(( ${r%mbit} * 1000000 ))" ;;
-    *kbit) echo "$(( ${r%kbit} * 1000 ))" ;;
-    *[!0-9]*|'') die "--rate '$1': expected e.g. 1gbit, 100mbit, 500kbit" ;;
-    *) echo "$r" ;;
+    *gbit) echo "$((number * 1000000000))" ;;
+    *mbit) echo "$((number * 1000000))" ;;
+    *kbit) echo "$((number * 1000))" ;;
+    *) echo "$number" ;;
   esac
 }
 
@@ -73,9 +75,13 @@ can_make_namespaces() {
   command -v ip >/dev/null || skip "ip (Debian's iproute2) is not installed"
   command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
   [[ -c /dev/net/tun ]] || skip "/dev/net/tun is missing (no TUN support)"
-  local probe="czprobe-$$"
+  local probe="czprobe-$$" why=""
   ip netns add "$probe" 2>/dev/null || skip "ip netns add fails here (no CAP_SYS_ADMIN or no netns)"
+  ip netns exec "$probe" unshare --uts true 2>/dev/null || why="ip netns exec / unshare --uts fails here"
+  [[ -n "$why" ]] || ip -n "$probe" tuntap add dev czp0 mode tun 2>/dev/null ||
+    why="a TUN device cannot be made in a namespace here"
   ip netns del "$probe"
+  [[ -z "$why" ]] || skip "$why"
 }
 
 # Claims the lowest free cluster id (an atomic mkdir), unless --id gave one.
@@ -88,61 +94,61 @@ claim_id() {
   die "no free cluster id under $state_root (run: scripts/cluster.sh down --all)"
 }
 
+# Prints the error and fails (up() runs on the left of ||, where set -e does not act: each step
+# checks its own status).
+fail_up() { echo "cluster.sh: error: $*" >&2; return 1; }
+
 up() {
   local id="$1" hosts="$2" rate="$3" delay="$4"
-  local dir="$state_root/$id" sw="cz$id-sw" h ns
-  mkdir -p "$dir"
-  echo "$hosts" >"$dir/hosts"
-  ip netns add "$sw"
-  ip -n "$sw" link add czbr type bridge
-  ip -n "$sw" link set czbr up
+  local dir="$state_root/$id" sw="cz$id-sw" h ns wire
+  wire="$(wire_binary)" || return 1
+  mkdir -p "$dir" && echo "$hosts" >"$dir/hosts" || return 1
+  ip netns add "$sw" && ip -n "$sw" link add czbr type bridge && ip -n "$sw" link set czbr up ||
+    fail_up "cannot make the switch namespace $sw" || return 1
   local names=() data_addrs=()
-  : >"$dir/hostfile"
   for ((h = 0; h < hosts; h++)); do
     ns="cz$id-h$h"
-    ip netns add "$ns"
-    ip -n "$ns" link set lo up
-    ip link add "czc$id-$h" type veth peer name czc0 netns "$ns"
-    ip link set "czc$id-$h" netns "$sw"
-    ip -n "$sw" link set "czc$id-$h" master czbr up
-    ip -n "$ns" addr add "198.18.$id.$((h + 1))/24" dev czc0
-    ip -n "$ns" link set czc0 up
-    ip -n "$ns" tuntap add dev czd0 mode tun
-    ip -n "$ns" addr add "198.19.$id.$((h + 1))/24" dev czd0
-    ip -n "$ns" link set czd0 mtu 9000 up
+    { ip netns add "$ns" &&
+      ip -n "$ns" link set lo up &&
+      ip link add "czc$id-$h" type veth peer name czc0 netns "$ns" &&
+      ip link set "czc$id-$h" netns "$sw" &&
+      ip -n "$sw" link set "czc$id-$h" master czbr up &&
+      ip -n "$ns" addr add "198.18.$id.$((h + 1))/24" dev czc0 &&
+      ip -n "$ns" link set czc0 up &&
+      ip -n "$ns" tuntap add dev czd0 mode tun &&
+      ip -n "$ns" addr add "198.19.$id.$((h + 1))/24" dev czd0 &&
+      ip -n "$ns" link set czd0 mtu 9000 up; } || fail_up "cannot make host $ns" || return 1
     names+=("$ns")
     data_addrs+=("198.19.$id.$((h + 1))")
   done
-  local wire
-  wire="$(wire_binary)"
   rm -f "$dir/wire.pid"
   (IFS=,; exec "$wire" --netns "${names[*]}" --addrs "${data_addrs[*]}" --dev czd0 \
      --rate-bps "$(rate_bps "$rate")" --delay-us "$(delay_us "$delay")" \
      --ready "$dir/wire.pid") </dev/null >/dev/null 2>"$dir/wire.log" &
+  echo $! >"$dir/wire.spawned"  # down finds the wire even before it is ready
   local i
   for i in $(seq 1 100); do
     [[ -s "$dir/wire.pid" ]] && break
-    kill -0 $! 2>/dev/null || die "canzona-wire did not start: $(cat "$dir/wire.log")"
+    kill -0 "$(cat "$dir/wire.spawned")" 2>/dev/null ||
+      fail_up "canzona-wire did not start: $(cat "$dir/wire.log")" || return 1
     sleep 0.05
   done
-  [[ -s "$dir/wire.pid" ]] || die "canzona-wire did not start within 5 s"
+  [[ -s "$dir/wire.pid" ]] || fail_up "canzona-wire did not start within 5 s" || return 1
   # mpirun's rsh agent: enters the host's namespace (and a UTS namespace named after it, so
   # ranks print their host) and runs what mpirun asks there.
-  cat >"$dir/agent" <<'AGENT'
+  cat >"$dir/agent" <<'AGENT' || return 1
 #!/bin/bash
 host="$1"; shift
 exec ip netns exec "$host" unshare --uts /bin/sh -c 'hostname "$0"; exec /bin/sh -c "$*"' "$host" "$@"
 AGENT
-  chmod +x "$dir/agent"
-  echo "$rate $delay" >"$dir/link"
+  chmod +x "$dir/agent" && echo "$rate $delay" >"$dir/link"
 }
 
 # Kills every process in the cluster's namespaces and removes them.
 down() {
-  local id="$1" dir="$state_root/$1" ns pids
-  if [[ -s "$dir/wire.pid" ]]; then
-    kill "$(cat "$dir/wire.pid")" 2>/dev/null || true
-  fi
+  local id="$1" dir="$state_root/$1" ns pids wire_pid=""
+  [[ -s "$dir/wire.spawned" ]] && wire_pid="$(cat "$dir/wire.spawned")"
+  [[ -n "$wire_pid" ]] && { kill "$wire_pid" 2>/dev/null || true; }
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^cz$id-(h[0-9]+|sw)$" || true); do
     pids="$(ip netns pids "$ns" 2>/dev/null || true)"
     [[ -n "$pids" ]] && kill -9 $pids 2>/dev/null || true
@@ -156,11 +162,9 @@ down() {
     done
     ip netns del "$ns" 2>/dev/null || true
   done
-  if [[ -s "$dir/wire.pid" ]]; then
-    local pid
-    pid="$(cat "$dir/wire.pid")"
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$pid" 2>/dev/null || true
+  if [[ -n "$wire_pid" ]]; then
+    for _ in $(seq 1 50); do kill -0 "$wire_pid" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$wire_pid" 2>/dev/null || true
   fi
   rm -rf "$dir"
 }
@@ -169,22 +173,21 @@ is_up() {
   [[ -s "$state_root/$1/wire.pid" ]] && ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "cz$1-h0"
 }
 
-host_ns() {
-  local id="$1" host="$2"
-  ip netns list | awk '{print $1}' | grep -qx "cz$id-h$host" || die "no host $host in cluster $id"
-  echo "cz$id-h$host"
+# Exits 2 unless host H of cluster I exists.
+require_host() {
+  ip netns list | awk '{print $1}' | grep -qx "cz$1-h$2" || die "no host $2 in cluster $1"
 }
 
 command="${1:-}"
 [[ -n "$command" ]] || die "usage: cluster.sh up|run|cut|kill|down [options] (see the header)"
 shift
-hosts=2 np="" rate=1gbit delay=0.2ms id="" host="" all=0 timeout=0 keep=0
+hosts=2 np="" rate=1gbit delay=0.2ms id="" host="" all=0 timeout=0 keep=0 link_given=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --hosts) hosts="$2"; shift 2 ;;
     --np) np="$2"; shift 2 ;;
-    --rate) rate="$2"; shift 2 ;;
-    --delay) delay="$2"; shift 2 ;;
+    --rate) rate="$2"; link_given=1; shift 2 ;;
+    --delay) delay="$2"; link_given=1; shift 2 ;;
     --id) id="$2"; shift 2 ;;
     --host) host="$2"; shift 2 ;;
     --timeout) timeout="$2"; shift 2 ;;
@@ -223,12 +226,14 @@ case "$command" in
     ;;
   cut)
     [[ -n "$id" && -n "$host" ]] || die "cut needs --id I --host H"
-    ip -n "$(host_ns "$id" "$host")" link set czd0 down
+    require_host "$id" "$host"
+    ip -n "cz$id-h$host" link set czd0 down
     ;;
   kill)
     [[ -n "$id" && -n "$host" ]] || die "kill needs --id I --host H"
-    pids="$(ip netns pids "$(host_ns "$id" "$host")")"
-    [[ -n "$pids" ]] && kill -9 $pids
+    require_host "$id" "$host"
+    pids="$(ip netns pids "cz$id-h$host")"
+    [[ -z "$pids" ]] || kill -9 $pids 2>/dev/null || true
     ;;
   run)
     [[ $# -gt 0 ]] || die "run needs -- COMMAND..."
@@ -238,10 +243,12 @@ case "$command" in
     can_make_namespaces
     # With --id of a cluster that is up (from `up`), run on it; either way take it down after.
     if [[ -n "$id" ]] && is_up "$id"; then
-      [[ "$keep" -eq 1 ]] || trap 'down "$id"' EXIT
-      trap 'exit 130' INT TERM
       [[ "$(cat "$state_root/$id/hosts")" == "$hosts" ]] ||
         die "cluster $id has $(cat "$state_root/$id/hosts") hosts, not --hosts $hosts"
+      [[ "$link_given" -eq 0 || "$(cat "$state_root/$id/link")" == "$rate $delay" ]] ||
+        die "cluster $id is up with the link '$(cat "$state_root/$id/link")'; --rate and --delay belong to up"
+      [[ "$keep" -eq 1 ]] || trap 'down "$id"' EXIT
+      trap 'exit 130' INT TERM
     else
       if [[ -n "$id" ]]; then mkdir -p "$state_root/$id"; else id="$(claim_id)"; fi
       [[ "$keep" -eq 1 ]] || trap 'down "$id"' EXIT
@@ -250,7 +257,6 @@ case "$command" in
     fi
     dir="$state_root/$id"
     for ((h = 0; h < hosts; h++)); do echo "cz$id-h$h slots=$((np / hosts))"; done >"$dir/hostfile"
-    export CANZONA_CLUSTER_ID="$id"
     forward=()
     for v in $(compgen -e | grep -E '^(OPENBLAS_|OMP_NUM_THREADS$|CANZONA_)' || true); do
       forward+=(-x "$v")

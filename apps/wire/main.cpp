@@ -6,8 +6,8 @@
 // the IPv4 packets a host sends to the host that owns the destination address, as a
 // store-and-forward switch would: a packet of L bytes leaves its sender's port L x 8 / rate after
 // the port's previous packet, crosses the link in `delay`, and leaves the switch port of its
-// receiver L x 8 / rate after that port's previous packet. A port whose backlog exceeds
-// --queue-bytes drops the packet (TCP then slows down, as on a real switch). A packet to an
+// receiver L x 8 / rate after that port's previous packet. A packet that would take either port's
+// backlog past --queue-bytes is dropped (TCP then slows down, as on a real switch). A packet to an
 // address of no host, or that is not IPv4, is dropped: nothing leaves the namespaces.
 //
 // The kernel's netem qdisc would add the delay, but the kernels this project runs on are built
@@ -92,7 +92,6 @@ struct Port {
   std::int64_t tx_free_ns = 0;  // when the sender side of the port is free
   std::int64_t rx_free_ns = 0;  // when the switch side (towards the host) is free
   std::deque<Packet> queue;     // to this host, in delivery order
-  std::int64_t queued_bytes = 0;
   std::int64_t sent_bytes = 0, sent_packets = 0, received_bytes = 0, dropped = 0;
 };
 
@@ -161,9 +160,18 @@ int main(int argc, char** argv) {
   prctl(PR_SET_TIMERSLACK, 1UL);
   sched_param priority{};
   priority.sched_priority = 10;
-  if (!std::getenv("CZ_NORT")) sched_setscheduler(0, SCHED_FIFO, &priority);
+  sched_setscheduler(0, SCHED_FIFO, &priority);
+  // SIGTERM and SIGINT arrive only inside ppoll (its mask), so none is lost between the check
+  // of g_stop and the wait.
   signal(SIGTERM, on_signal);
   signal(SIGINT, on_signal);
+  sigset_t blocked, waiting;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGTERM);
+  sigaddset(&blocked, SIGINT);
+  sigprocmask(SIG_BLOCK, &blocked, &waiting);
+  sigdelset(&waiting, SIGTERM);
+  sigdelset(&waiting, SIGINT);
   if (!ready.empty()) {
     FILE* f = std::fopen(ready.c_str(), "w");
     if (f == nullptr) fail("cannot write " + ready);
@@ -182,9 +190,10 @@ int main(int argc, char** argv) {
     for (Port& port : ports) {
       while (!port.queue.empty() && port.queue.front().deliver_ns <= now) {
         const Packet& packet = port.queue.front();
-        if (write(port.fd, packet.bytes.data(), packet.bytes.size()) < 0) ++port.dropped;
-        port.received_bytes += static_cast<std::int64_t>(packet.bytes.size());
-        port.queued_bytes -= static_cast<std::int64_t>(packet.bytes.size());
+        if (write(port.fd, packet.bytes.data(), packet.bytes.size()) < 0)
+          ++port.dropped;  // the host's link is down (cut)
+        else
+          port.received_bytes += static_cast<std::int64_t>(packet.bytes.size());
         port.queue.pop_front();
       }
       if (!port.queue.empty() && (next < 0 || port.queue.front().deliver_ns < next))
@@ -199,7 +208,7 @@ int main(int argc, char** argv) {
       timeout.tv_nsec = left % 1000000000;
       wait = &timeout;
     }
-    const int ready_fds = ppoll(fds.data(), fds.size(), wait, nullptr);
+    const int ready_fds = ppoll(fds.data(), fds.size(), wait, &waiting);
     if (ready_fds < 0) {
       if (errno == EINTR) continue;
       fail(std::string("ppoll: ") + std::strerror(errno));
@@ -227,9 +236,13 @@ int main(int argc, char** argv) {
         }
         Port& to = *to_it;
         const auto serialize = static_cast<std::int64_t>(static_cast<double>(bytes) * ns_per_byte);
-        const double backlog_bytes =
-            static_cast<double>(std::max<std::int64_t>(from.tx_free_ns - now, 0)) / ns_per_byte;
-        if (backlog_bytes + static_cast<double>(bytes) > queue_bytes) {
+        // Either port's backlog past --queue-bytes drops (a switch's buffer per port).
+        const auto backlog = [&](std::int64_t free_ns) {
+          return static_cast<double>(std::max<std::int64_t>(free_ns - now, 0)) / ns_per_byte;
+        };
+        if (std::max(backlog(from.tx_free_ns), backlog(to.rx_free_ns - delay_ns)) +
+                static_cast<double>(bytes) >
+            queue_bytes) {
           ++from.dropped;
           continue;
         }
@@ -239,7 +252,6 @@ int main(int argc, char** argv) {
         to.rx_free_ns = delivered;
         to.queue.push_back(
             {delivered, std::vector<std::uint8_t>(buffer.begin(), buffer.begin() + n)});
-        to.queued_bytes += bytes;
         from.sent_bytes += bytes;
         ++from.sent_packets;
       }

@@ -91,6 +91,24 @@ def test_bad_input_raises_the_same_error_on_every_rank(tmp_path):
             assert results[case].startswith(expected), f"rank {r}, {case}: {results[case]}"
 
 
+def test_a_hung_rank_ends_the_job_through_the_collective_timeout(tmp_path):
+    """collective_timeout=5: rank 1 hangs before its second step; rank 0's wait ends its process
+    with the timeout's one line (the operation, the group, the rank waited for) and exit 2, and
+    mpirun ends the hung rank: the job ends long before rank 1's 120 s sleep."""
+    import time
+    t0 = time.monotonic()
+    proc = launch(2, "timeout_worker.py", [], tmp_path, timeout=100)
+    took = time.monotonic() - t0
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
+    assert took < 60, took
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("canzona:")]
+    assert len(lines) == 1, proc.stderr[-3000:]
+    assert "canzona: error: rank 0 (host " in lines[0], lines[0]
+    assert "collective timeout: " in lines[0] and "did not complete within 5 s; waiting for " \
+        "world rank 1 (--collective-timeout)" in lines[0], lines[0]
+    assert "finished" not in proc.stdout
+
+
 def test_tp_layers_match_torchs_plain_layers(tmp_path):
     proc = launch(2, "tp_worker.py", [], tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

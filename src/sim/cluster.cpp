@@ -58,6 +58,7 @@ Cluster h100_node(const std::string& name) {
   Cluster c;
   c.name = name;
   c.gpus_per_node = 8;
+  c.nics_per_node = 8;
   c.intra_node = {360.0, 3.0};
   c.inter_node = {45.0, 8.0};
   c.device.name = "H100 SXM5 80GB";
@@ -100,6 +101,7 @@ nlohmann::json to_json(const Cluster& c) {
   const Device& d = c.device;
   return {{"name", c.name},
           {"gpus_per_node", c.gpus_per_node},
+          {"nics_per_node", c.nics_per_node},
           {"intra_node", link(c.intra_node)},
           {"inter_node", link(c.inter_node)},
           {"device",
@@ -215,6 +217,14 @@ Cluster cluster_from_json(const nlohmann::json& value, const std::string& where)
   const double gpus = root.number("gpus_per_node", 1.0, kMaxGpusPerNode, "kMaxGpusPerNode");
   if (gpus != std::floor(gpus)) root.fail("gpus_per_node", "expected an integer");
   c.gpus_per_node = static_cast<int>(gpus);
+  // Optional, and never inherited from a base (whose gpus_per_node may differ): one NIC per GPU
+  // unless the file says otherwise.
+  c.nics_per_node = c.gpus_per_node;
+  if (value.contains("nics_per_node")) {
+    const double nics = root.number("nics_per_node", 1.0, gpus, "1, gpus_per_node");
+    if (nics != std::floor(nics)) root.fail("nics_per_node", "expected an integer");
+    c.nics_per_node = static_cast<int>(nics);
+  }
   c.intra_node = read_link(root, "intra_node", base, where);
   c.inter_node = read_link(root, "inter_node", base, where);
 
@@ -264,8 +274,11 @@ Link tp_link(const Cluster& cluster, int tp) {
 }
 
 Link dp_link(const Cluster& cluster, int dp, int tp) {
-  return static_cast<long long>(dp) * tp <= cluster.gpus_per_node ? cluster.intra_node
-                                                                  : cluster.inter_node;
+  if (static_cast<long long>(dp) * tp <= cluster.gpus_per_node) return cluster.intra_node;
+  Link link = cluster.inter_node;
+  link.ranks_per_node = std::max(1, cluster.gpus_per_node / std::max(1, tp));
+  link.nic_share = static_cast<double>(std::min(tp, cluster.gpus_per_node)) / cluster.nics_per_node;
+  return link;
 }
 
 Link pp_link(const Cluster& cluster, int dp, int tp) {

@@ -14,12 +14,45 @@ void check_args(int p, double bytes) {
   CANZONA_CHECK(bytes >= 0.0, "bytes=", bytes);
 }
 
+// β of a ring crossing nodes: one flow per group through each node's NICs.
+double ring_beta(const Link& link) {
+  return link.beta() / std::max(1.0, link.nic_share);
+}
+
+// kDirect (collectives.h): `gather` false for the Reduce-Scatter, true for the All-Gather.
+double direct_v_s(const Link& link, const std::vector<double>& c, bool gather) {
+  const int p = static_cast<int>(c.size());
+  if (p == 1) return 0.0;
+  double total = 0.0;
+  for (double x : c) total += x;
+  double worst = 0.0;
+  if (link.ranks_per_node <= 0) {  // one node: each rank's own sends and receives
+    for (int r = 0; r < p; ++r) {
+      const double sent = gather ? (p - 1) * c[r] : total - c[r];
+      const double received = gather ? total - c[r] : (p - 1) * c[r];
+      worst = std::max({worst, sent, received});
+    }
+    return link.alpha() + worst / link.beta();
+  }
+  const int g = link.ranks_per_node;
+  for (int first = 0; first < p; first += g) {
+    const int here = std::min(g, p - first);
+    double inside = 0.0;
+    for (int r = first; r < first + here; ++r) inside += c[r];
+    const double outside = total - inside;
+    const double leaving = gather ? (p - here) * inside : here * outside;
+    const double entering = gather ? here * outside : (p - here) * inside;
+    worst = std::max({worst, leaving, entering});
+  }
+  return link.alpha() + link.nic_share * worst / link.beta();
+}
+
 }  // namespace
 
 double ring_reduce_scatter_s(const Link& link, int p, double bytes) {
   check_args(p, bytes);
   if (p == 1) return 0.0;
-  return (p - 1) * (bytes / p / link.beta() + link.alpha());
+  return (p - 1) * (bytes / p / ring_beta(link) + link.alpha());
 }
 
 double ring_all_gather_s(const Link& link, int p, double bytes) {
@@ -33,12 +66,21 @@ double ring_all_reduce_s(const Link& link, int p, double bytes) {
 VarCollective parse_var_collective(const std::string& name) {
   if (name == "grouped") return VarCollective::kGrouped;
   if (name == "padded") return VarCollective::kPadded;
+  if (name == "direct") return VarCollective::kDirect;
   throw UsageError(
-      str("unknown variable-size collective '", name, "' (expected grouped or padded)"));
+      str("unknown variable-size collective '", name, "' (expected grouped, padded or direct)"));
 }
 
 const char* to_string(VarCollective kind) {
-  return kind == VarCollective::kGrouped ? "grouped" : "padded";
+  switch (kind) {
+    case VarCollective::kGrouped:
+      return "grouped";
+    case VarCollective::kPadded:
+      return "padded";
+    case VarCollective::kDirect:
+      return "direct";
+  }
+  return "?";
 }
 
 double reduce_scatter_v_s(const Link& link, const std::vector<double>& chunk_bytes,
@@ -53,13 +95,26 @@ double reduce_scatter_v_s(const Link& link, const std::vector<double>& chunk_byt
     hi = std::max(hi, c);
   }
   if (p == 1) return 0.0;
-  if (kind == VarCollective::kPadded) return (p - 1) * (hi / link.beta() + link.alpha());
-  return (total - lo) / link.beta() + (p - 1) * link.alpha();
+  if (kind == VarCollective::kDirect) return direct_v_s(link, chunk_bytes, /*gather=*/false);
+  if (kind == VarCollective::kPadded) return (p - 1) * (hi / ring_beta(link) + link.alpha());
+  return (total - lo) / ring_beta(link) + (p - 1) * link.alpha();
 }
 
 double all_gather_v_s(const Link& link, const std::vector<double>& chunk_bytes,
                       VarCollective kind) {
+  if (kind == VarCollective::kDirect && chunk_bytes.size() > 1) {
+    for (double c : chunk_bytes) check_args(static_cast<int>(chunk_bytes.size()), c);
+    return direct_v_s(link, chunk_bytes, /*gather=*/true);
+  }
   return reduce_scatter_v_s(link, chunk_bytes, kind);
+}
+
+double all_reduce_s(const Link& link, int p, double bytes, VarCollective kind) {
+  check_args(p, bytes);
+  if (kind != VarCollective::kDirect) return ring_all_reduce_s(link, p, bytes);
+  if (p == 1) return 0.0;
+  const std::vector<double> even(static_cast<std::size_t>(p), bytes / p);
+  return direct_v_s(link, even, false) + direct_v_s(link, even, true);
 }
 
 double all_to_all_s(const Link& link, int p, double max_rank_bytes) {

@@ -109,7 +109,8 @@ DpSync dp_sync(const plan::StagePlan& stage, const plan::StrategyParts& parts, i
     done += numel;
     ready.push_back(total_numel > 0 ? compute.last_backward_s() * done / total_numel : 0.0);
     if (all_reduce) {
-      grad_comm.push_back(ring_all_reduce_s(link, dp, numel * workload.grad_bytes));
+      grad_comm.push_back(
+          all_reduce_s(link, dp, numel * workload.grad_bytes, workload.var_collective));
     } else {
       grad_comm.push_back(reduce_scatter_v_s(link, shard_bytes(stage, b, dp, workload.grad_bytes),
                                              workload.var_collective));

@@ -146,6 +146,38 @@ TEST(Cluster, PlacementKeepsTpInsideANode) {
   EXPECT_DOUBLE_EQ(dp_link(c, 4, 2).bandwidth_GBps, c.intra_node.bandwidth_GBps);
   EXPECT_DOUBLE_EQ(dp_link(c, 2, 8).bandwidth_GBps, c.inter_node.bandwidth_GBps);
   EXPECT_DOUBLE_EQ(dp_link(c, 8, 2).bandwidth_GBps, c.inter_node.bandwidth_GBps);
+  // Across nodes: 8 / tp ranks of a DP group per node, tp groups over the node's 8 NICs.
+  EXPECT_EQ(dp_link(c, 8, 2).ranks_per_node, 4);
+  EXPECT_DOUBLE_EQ(dp_link(c, 8, 2).nic_share, 0.25);
+  EXPECT_EQ(dp_link(c, 2, 8).ranks_per_node, 1);
+  EXPECT_DOUBLE_EQ(dp_link(c, 2, 8).nic_share, 1.0);
+  EXPECT_EQ(dp_link(c, 4, 2).ranks_per_node, 0);  // one node
+}
+
+// nics_per_node: optional (a NIC per GPU when absent), an integer in [1, gpus_per_node].
+TEST(Cluster, NicsPerNodeDefaultsToOnePerGpu) {
+  nlohmann::json j = to_json(cluster_preset("h100-8"));
+  EXPECT_EQ(j["nics_per_node"], 8);
+  j.erase("nics_per_node");
+  EXPECT_EQ(cluster_from_json(j, "c.json").nics_per_node, 8);
+  j["gpus_per_node"] = 2;
+  j["nics_per_node"] = 1;
+  const Cluster one_nic = cluster_from_json(j, "c.json");
+  EXPECT_EQ(one_nic.nics_per_node, 1);
+  // DP 4 over two such nodes: 2 ranks per node, both through the one NIC.
+  EXPECT_EQ(dp_link(one_nic, 4, 1).ranks_per_node, 2);
+  EXPECT_DOUBLE_EQ(dp_link(one_nic, 4, 1).nic_share, 1.0);
+  j["nics_per_node"] = 3;
+  EXPECT_THAT(error_of(j), HasSubstr("key 'nics_per_node': value 3 must lie in [1, 2]"));
+  j["nics_per_node"] = 1.5;
+  EXPECT_THAT(error_of(j), HasSubstr("key 'nics_per_node': expected an integer"));
+  // A base's NICs are not inherited: fewer GPUs per node than the preset's is one NIC per GPU.
+  const Cluster smaller =
+      cluster_from_json({{"base", "h100-8"}, {"name", "x"}, {"gpus_per_node", 4}}, "c.json");
+  EXPECT_EQ(smaller.nics_per_node, 4);
+  // At most gpus_per_node groups share a node's NICs, however many ranks the group spans
+  // (an expert DP group of ep x etp = 16 on 8-GPU nodes).
+  EXPECT_DOUBLE_EQ(dp_link(cluster_preset("h100-8"), 4, 16).nic_share, 1.0);
 }
 
 }  // namespace

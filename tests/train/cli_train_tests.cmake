@@ -396,8 +396,8 @@ if(TARGET canzona AND TARGET canzona-train)
   # 1; no rank hangs. A timeout that is not a positive number of seconds is refused in one line.
   # The same over a network, with a cut link: tests/cluster (cluster_cut).
   canzona_cli_test(train_cli_collective_timeout NP 2 RC 2 ONE_LINE TIMEOUT 60
-                   EXPECT "canzona: error: rank 0 \\(host [^)]+\\): collective timeout: .*MPI_I[a-z]+.* on the (DP|world) group did not complete within 2 s. waiting for world rank 1 \\(--collective-timeout\\)"
-                   COMMAND ${canzona} train ${train_quick} --dp 2 --steps 60 --collective-timeout 2
+                   EXPECT "canzona: error: rank 0 \\(host [^)]+\\): collective timeout: .*MPI_I[a-z]+.* on the (DP|world) group did not complete within 5 s. waiting for world rank 1 \\(--collective-timeout\\)"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --steps 60 --collective-timeout 5
                            --test-kill-step 2 --test-kill-rank 1 --test-stall)
   canzona_cli_test(train_cli_collective_timeout_bad RC 2 ONE_LINE
                    EXPECT "--collective-timeout must be a number of seconds in \\(0, 604800. \\(got 0\\)"
@@ -411,6 +411,8 @@ if(TARGET canzona AND TARGET canzona-train)
   add_test(NAME train_cli_resume_grid
            COMMAND bash ${train_cli_src}/resume_grid_test.sh ${canzona} ${MPIEXEC_EXECUTABLE}
                    $<TARGET_FILE:canzona_check_output>)
-  set_tests_properties(train_cli_resume_grid PROPERTIES LABELS "cli;mpi" TIMEOUT 120
+  set(timeout 150)
+  canzona_scale_timeout(timeout)
+  set_tests_properties(train_cli_resume_grid PROPERTIES LABELS "cli;mpi" TIMEOUT ${timeout}
                        ENVIRONMENT "${CANZONA_TEST_ENV}")
 endif()

@@ -458,9 +458,9 @@ TEST(Sampler, DifferentArgumentsGiveDifferentWindows) {
 }
 
 // A step's global batch is the same samples however it is split over DP ranks, accumulation
-// and micro-batch: 8 samples as DP 2 x 1 x 4, DP 1 x 2 x 4, DP 4 x 1 x 2 and DP 1 x 8 x 1, read
-// in rank-major, micro-major, row order, give the same window starts (the start is the first
-// input of an iota stream).
+// and micro-batch: 8 samples as DP 2 x 1 x 4, DP 1 x 2 x 4, DP 4 x 1 x 2, DP 1 x 8 x 1 and
+// DP 2 x 2 x 2, read in rank, then micro-batch, then row order, give the same window starts (the
+// start is the first input of an iota stream).
 TEST(Sampler, GlobalBatchDoesNotDependOnTheGrid) {
   const std::vector<std::int32_t> train = iota_stream(100000);
   const std::int64_t seq_len = 8;
@@ -469,7 +469,8 @@ TEST(Sampler, GlobalBatchDoesNotDependOnTheGrid) {
     std::int64_t accum, micro_batch;
   };
   std::vector<std::vector<std::int64_t>> seen;
-  for (const Split split : {Split{2, 1, 4}, Split{1, 2, 4}, Split{4, 1, 2}, Split{1, 8, 1}}) {
+  for (const Split split :
+       {Split{2, 1, 4}, Split{1, 2, 4}, Split{4, 1, 2}, Split{1, 8, 1}, Split{2, 2, 2}}) {
     const Sampler s(train, seq_len, split.micro_batch, split.accum, 77);
     std::vector<std::int64_t> starts;
     for (std::int64_t step = 5; step <= 6; ++step)

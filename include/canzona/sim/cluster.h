@@ -1,10 +1,11 @@
 // The cluster the simulator projects a Plan onto: nodes of identical GPUs, an intra-node fabric
-// (NVLink/NVSwitch) and an inter-node fabric (InfiniBand, one NIC per GPU), each an α-β link.
+// (NVLink/NVSwitch) and an inter-node fabric (InfiniBand; one NIC per GPU in the presets,
+// nics_per_node shared by a node's GPUs otherwise), each an α-β link.
 //
 // Terms. A *link* costs α (latency, seconds per message step) + bytes / β (achieved bandwidth,
-// bytes per second, one direction, per GPU). *Rank placement* follows Megatron's default order
-// (TP fastest, then DP, then PP): the TP group of a rank is tp consecutive GPUs inside one node,
-// and a DP group (stride tp) uses the inter-node link as soon as dp * tp exceeds a node.
+// bytes per second, one direction, per GPU or NIC). *Rank placement* follows Megatron's default
+// order (TP fastest, then DP, then PP): the TP group of a rank is tp consecutive GPUs inside one
+// node, and a DP group (stride tp) uses the inter-node link as soon as dp * tp exceeds a node.
 // Rates are dense peak TFLOP/s per GPU; an *efficiency* in (0, 1] turns a peak into what a
 // workload achieves.
 #pragma once
@@ -30,8 +31,15 @@ inline constexpr double kMaxTaskOverheadUs = 1e6;         // optimizer_task_over
 inline constexpr std::size_t kMaxClusterNameChars = 256;  // name, device.name: no control chars
 
 struct Link {
-  double bandwidth_GBps = 0.0;  // achieved one-direction bandwidth per GPU, 1e9 bytes/s
+  double bandwidth_GBps = 0.0;  // achieved one-direction bandwidth per GPU (per NIC between
+                                // nodes), 1e9 bytes/s
   double latency_us = 0.0;      // α per message step, microseconds
+  // Placement of a DP group on this link (set by dp_link; the defaults: one node, or a link used
+  // by one flow at a time): the group's ranks per node (0 = every rank on one node), and how
+  // many NICs' worth of the same traffic a node's NICs carry at once: the concurrent groups per
+  // node (one per TP rank) over the node's NICs.
+  int ranks_per_node = 0;
+  double nic_share = 1.0;
 
   double beta() const { return bandwidth_GBps * 1e9; }  // bytes per second
   double alpha() const { return latency_us * 1e-6; }    // seconds
@@ -63,8 +71,9 @@ struct Device {
 struct Cluster {
   std::string name;
   int gpus_per_node = 8;
-  Link intra_node;  // NVLink inside a node
-  Link inter_node;  // InfiniBand between nodes, per GPU
+  int nics_per_node = 8;  // NICs per node sharing inter_node traffic (the presets: one per GPU)
+  Link intra_node;        // NVLink inside a node
+  Link inter_node;        // InfiniBand between nodes, per NIC (nics_per_node of them per node)
   Device device;
 };
 
@@ -74,10 +83,12 @@ std::vector<std::string> cluster_preset_names();
 Cluster cluster_preset(const std::string& name);
 
 // Parses a cluster description. Every key of to_json(Cluster) is required unless the object has
-// "base": "<preset>", whose values fill the missing keys. Throws UsageError "<where>: key '<k>':
-// <problem>" for a missing key, a wrong type, a number that is not finite or lies outside its
-// limit above (the message names the limit), a non-integer gpus_per_node, a name that is empty,
-// longer than kMaxClusterNameChars bytes or holding a control character, or an unknown key.
+// "base": "<preset>", whose values fill the missing keys; except nics_per_node, optional and
+// never inherited: absent, it is gpus_per_node (an integer in [1, gpus_per_node] when given).
+// Throws UsageError "<where>: key '<k>': <problem>" for a missing key, a wrong type, a number that
+// is not finite or lies outside its limit above (the message names the limit), a non-integer
+// gpus_per_node, a name that is empty, longer than kMaxClusterNameChars bytes or holding a control
+// character, or an unknown key.
 Cluster cluster_from_json(const nlohmann::json& value, const std::string& where);
 nlohmann::json to_json(const Cluster& cluster);
 
@@ -87,8 +98,10 @@ Cluster load_cluster(const std::string& arg);
 
 // Link of a TP group (tp GPUs in one node). Throws UsageError when tp > gpus_per_node.
 Link tp_link(const Cluster& cluster, int tp);
-// Link of a DP ring under Megatron placement: intra_node when dp * tp <= gpus_per_node, else
-// inter_node (a ring is as slow as its slowest hop).
+// Link of a DP group under Megatron placement: intra_node when dp * tp <= gpus_per_node, else
+// inter_node (a ring is as slow as its slowest hop) with ranks_per_node = max(1, gpus_per_node /
+// tp) and nic_share = min(tp, gpus_per_node) / nics_per_node (the DP groups of a node's TP ranks
+// move at once).
 Link dp_link(const Cluster& cluster, int dp, int tp);
 // Link between neighbouring pipeline stages under Megatron placement (stages outermost): a rank
 // and its peer on the next stage are dp x tp ranks apart, on one node when dp x tp x 2 <=

@@ -68,9 +68,11 @@ struct Batch {
   std::vector<std::int64_t> targets;  // [micro_batch * seq_len]
 };
 
-// Deterministic sampling by global sample index, as Megatron's sampler counts consumed samples.
-// A step's global batch holds dp x grad_accum x micro_batch samples, numbered g = 0, 1, ...: DP
-// rank d's micro-batch m holds samples (d x grad_accum + m) x micro_batch + row. Sample g of step
+// Deterministic sampling by global sample index (Megatron's sampler counts consumed samples the
+// same way). A step's global batch holds dp x grad_accum x micro_batch samples, numbered g = 0,
+// 1, ...: DP rank d's micro-batch m holds samples (d x grad_accum + m) x micro_batch + row
+// (Megatron deals them micro-batch-major, (m x dp + d) x micro_batch + row: the same samples per
+// step, in another order). Sample g of step
 // s starts at a window start drawn from a counter-based generator of (seed, s, g), uniform over
 // the train part's window starts [0, train.size() - seq_len - 1]. So the same arguments give the
 // same batch on every rank, in every run and process, whatever else was sampled before; and the

@@ -48,7 +48,7 @@ rate_bps() {
   local r="${1,,}"
   local number="${r%[gmk]bit}"
   [[ "$number" =~ ^[0-9]+$ && "$number" -ge 1 ]] ||
-    die "--rate '$1': expected a whole number with gbit, mbit or kbit, e.g. 1gbit, 100mbit"
+    die "--rate '$1': expected a whole number >= 1 with gbit, mbit or kbit, e.g. 1gbit, 100mbit"
   case "$r" in
     *gbit) echo "$((number * 1000000000))" ;;
     *mbit) echo "$((number * 1000000))" ;;
@@ -179,7 +179,11 @@ require_host() {
 }
 
 command="${1:-}"
-[[ -n "$command" ]] || die "usage: cluster.sh up|run|cut|kill|down [options] (see the header)"
+[[ -n "$command" ]] || die "usage: cluster.sh up|run|cut|kill|down [options] (scripts/cluster.sh --help)"
+if [[ "$command" == "--help" || "$command" == "-h" || "$command" == "help" ]]; then
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 shift
 hosts=2 np="" rate=1gbit delay=0.2ms id="" host="" all=0 timeout=0 keep=0 link_given=0
 while [[ $# -gt 0 ]]; do

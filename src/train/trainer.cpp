@@ -96,6 +96,7 @@ class StopSignals {
 
   // Collective over `world`: the largest signal number any rank received (0: none).
   static int agreed(comm::Communicator& world) {
+    const comm::ScopedOpLabel op_label("the stop-signal agreement after a step");
     const std::vector<std::uint64_t> all =
         world.all_gather_u64(static_cast<std::uint64_t>(g_stop_signal));
     return static_cast<int>(*std::max_element(all.begin(), all.end()));
@@ -285,6 +286,7 @@ struct Measurement {
         held.resident_bytes};
     std::vector<std::int64_t> most = mine;
     std::int64_t state_total = 0;
+    const comm::ScopedOpLabel op_label("the memory report's gather");
     for (std::size_t i = 0; i < mine.size(); ++i)
       for (std::uint64_t v : grid.world().all_gather_u64(static_cast<std::uint64_t>(mine[i]))) {
         most[i] = std::max(most[i], static_cast<std::int64_t>(v));
@@ -312,6 +314,7 @@ struct Measurement {
     }
     for (const engine::StateTensor& s : engines.optimizer_state())
       fnv1a_mix(state, s.values.data(), s.values.size() * sizeof(float));
+    const comm::ScopedOpLabel op_label("the params and state hashes' gather");
     const std::vector<std::uint64_t> ranks = world.all_gather_u64(params);
     result.params_hash = fnv1a(ranks.data(), ranks.size() * sizeof(std::uint64_t));
     const std::vector<std::uint64_t> states = world.all_gather_u64(state);

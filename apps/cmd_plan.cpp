@@ -15,6 +15,7 @@
 #include "canzona/cost/calibration.h"
 #include "canzona/launch/job.h"
 #include "canzona/model/load.h"
+#include "canzona/plan/peer_rule.h"
 #include "canzona/plan/plan_report.h"
 #include "canzona/plan/replan.h"
 #include "command.h"
@@ -327,6 +328,7 @@ int run_plan(const PlanFlags& f) {
     peer.variant = plan::PlannerVariant::kMegatronCanzona;
     runs.push_back(timed_plan(model, peer, "lb-asc (megatron-canzona)"));
   }
+  const std::size_t peer_end = runs.size();  // runs[1, peer_end): the peers
   if (options.strategy != plan::Strategy::kAsc) {
     std::string label = plan::to_string(options.strategy);
     if (options.strategy == plan::Strategy::kLbAsc)
@@ -368,7 +370,18 @@ int run_plan(const PlanFlags& f) {
     if (f.from_plan_given) j["replan"] = std::move(replan_json);
     write_json_file(f.json, j);
   }
-  if (f.svg_given) write_text_file(f.svg, plan::loads_svg(runs.front(), runs.back()));
+  if (f.svg_given) {
+    // Ours beside the strongest peer the plan computed (the never-behind rule, peer_rule.h);
+    // without peers beside asc, and asc alone.
+    std::vector<plan::Peer> peers;
+    for (std::size_t i = 1; i < peer_end; ++i)
+      peers.push_back({&runs[i].metrics,
+                       runs[i].plan.options.strategy == plan::Strategy::kLayerwise &&
+                           runs[i].plan.options.layerwise_tp == plan::LayerwiseTp::kDuplicated});
+    const std::size_t peer = peers.empty() ? 0 : 1 + plan::strongest_peer(peers);
+    const plan::PlanRun* drawn = runs.size() > 1 ? &runs[peer] : nullptr;
+    write_text_file(f.svg, plan::loads_svg(model, drawn, runs.back(), !peers.empty()));
+  }
   return 0;
 }
 
@@ -394,8 +407,9 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                   "Shampoo/SOAP: sides above this are not preconditioned (default " +
                       cost::default_option("shampoo", "max_precond_dim") + ")");
   auto* json = sub->add_option("--json", flags->json, "Write the plan and its metrics as JSON");
-  auto* svg =
-      sub->add_option("--svg", flags->svg, "Write a per-rank load bar chart (before/after)");
+  auto* svg = sub->add_option(
+      "--svg", flags->svg,
+      "Write per-rank optimizer FLOPs and memory as SVG, beside the strongest peer");
   auto* dump =
       sub->add_option("--dump-params", flags->dump_params, "Write the model's param list as JSON");
   auto* from = sub->add_option("--from-plan", flags->from_plan,

@@ -22,6 +22,7 @@ packages=(
   python3-numpy  # the tests' independent readers of safetensors and checkpoints (tests/ckpt, tests/train)
   libgoogle-perftools-dev  # tcmalloc: canzona-train links it, vs-pytorch.sh gives it to PyTorch
   iproute2 util-linux  # ip netns / ip tuntap and unshare: scripts/cluster.sh, tests/cluster
+  librsvg2-bin  # rsvg-convert: the pictures test (tests/pictures), scripts/render-pictures.sh
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages=(clang libclang-rt-14-dev)

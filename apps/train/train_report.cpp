@@ -62,22 +62,26 @@ std::string format_header(const TrainHeader& h, const train::TrainOptions& o) {
 }
 
 std::string format_step(const train::StrategyRun& run, const train::StepRecord& s,
-                        std::int64_t steps, bool moe) {
-  char line[360];
-  std::snprintf(line, sizeof line,
-                "%-9s step %5lld/%lld | loss %.4f | lr x%.3f | %7.0f tok/s | fwd-bwd %8.1f ms | "
-                "grad-sync %6.1f ms | optimizer %7.1f ms | param-sync %6.1f ms | peak %s",
+                        std::int64_t steps, bool moe, const train::ValRecord* val) {
+  char line[400];
+  std::snprintf(line, sizeof line, "%-*s step %5lld/%lld | loss %.4f", plan::strategy_name_width(),
                 plan::to_string(run.strategy), static_cast<long long>(s.step),
-                static_cast<long long>(steps), s.loss, s.lr_scale, s.tokens_per_s, s.fwd_bwd_ms,
-                s.grad_sync_ms, s.opt_ms, s.param_sync_ms, rss_text(s.peak_rss_bytes).c_str());
+                static_cast<long long>(steps), s.loss);
   std::string out = line;
+  if (val) out += fmt(" | val loss %.4f", val->loss);
+  std::snprintf(line, sizeof line,
+                " | lr x%.3f | %7.0f tok/s | fwd-bwd %8.1f ms | grad-sync %6.1f ms | optimizer "
+                "%7.1f ms | param-sync %6.1f ms | peak %s",
+                s.lr_scale, s.tokens_per_s, s.fwd_bwd_ms, s.grad_sync_ms, s.opt_ms, s.param_sync_ms,
+                rss_text(s.peak_rss_bytes).c_str());
+  out += line;
   if (moe) out += fmt(" | balance %.3f", s.aux_loss);  // the load-balancing loss, top-k when even
   return out + "\n";
 }
 
 std::string format_val(const train::StrategyRun& run, const train::ValRecord& v) {
   char line[160];
-  std::snprintf(line, sizeof line, "%-9s step %5lld | val loss %.4f\n",
+  std::snprintf(line, sizeof line, "%-*s step %5lld | val loss %.4f\n", plan::strategy_name_width(),
                 plan::to_string(run.strategy), static_cast<long long>(v.step), v.loss);
   return line;
 }
@@ -131,13 +135,14 @@ std::string format_summary(const TrainHeader& h, const train::TrainOptions& o,
   out << "\nper-step breakdown (median over steps 2.., max over ranks), ms; ZeRO-"
       << to_int(o.job.zero_stage) << ", peak resident size per rank:\n";
   char line[288];
-  std::snprintf(line, sizeof line, "%-9s %9s %9s %9s %9s %10s %9s %7s %10s %10s  %s\n", "strategy",
-                "step", "fwd-bwd", "grad-sync", "optimizer", "param-sync", "tok/s", "MFU",
-                "peak RSS", "final loss", "params hash");
+  const int names = plan::strategy_name_width();
+  std::snprintf(line, sizeof line, "%-*s %9s %9s %9s %9s %10s %9s %7s %10s %10s  %s\n", names,
+                "strategy", "step", "fwd-bwd", "grad-sync", "optimizer", "param-sync", "tok/s",
+                "MFU", "peak RSS", "final loss", "params hash");
   out << line;
   for (const train::StrategyRun& r : runs) {
     if (r.steps.empty() && r.val.empty()) {
-      std::snprintf(line, sizeof line, "%-9s no steps run (resumed at the last step)  %s\n",
+      std::snprintf(line, sizeof line, "%-*s no steps run (resumed at the last step)  %s\n", names,
                     plan::to_string(r.strategy), hex64(r.params_hash).c_str());
       out << line;
       continue;
@@ -145,8 +150,8 @@ std::string format_summary(const TrainHeader& h, const train::TrainOptions& o,
     const train::StepRecord m = median_step(r.steps);
     const double final_loss = r.val.empty() ? r.steps.back().loss : r.val.back().loss;
     std::snprintf(
-        line, sizeof line, "%-9s %9.1f %9.1f %9.1f %9.1f %10.1f %9.0f %6.1f%% %10s %10.4f  %s\n",
-        plan::to_string(r.strategy), m.step_ms, m.fwd_bwd_ms, m.grad_sync_ms, m.opt_ms,
+        line, sizeof line, "%-*s %9.1f %9.1f %9.1f %9.1f %10.1f %9.0f %6.1f%% %10s %10.4f  %s\n",
+        names, plan::to_string(r.strategy), m.step_ms, m.fwd_bwd_ms, m.grad_sync_ms, m.opt_ms,
         m.param_sync_ms, m.tokens_per_s, 100.0 * mfu(h, o, m),
         rss_text(r.memory.peak_rss_bytes).c_str(), final_loss, hex64(r.params_hash).c_str());
     out << line;

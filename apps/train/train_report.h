@@ -31,9 +31,10 @@ struct TrainHeader {
 };
 
 std::string format_header(const TrainHeader& header, const train::TrainOptions& options);
-// A MoE run's lines end with the step's load-balancing loss ("balance").
+// One step's line; with `val`, that step's validation loss after its training loss. A MoE run's
+// lines end with the step's load-balancing loss ("balance").
 std::string format_step(const train::StrategyRun& run, const train::StepRecord& step,
-                        std::int64_t steps, bool moe);
+                        std::int64_t steps, bool moe, const train::ValRecord* val = nullptr);
 std::string format_val(const train::StrategyRun& run, const train::ValRecord& val);
 
 // Median over steps 2.. (the first step pays one-time allocations) of each phase.

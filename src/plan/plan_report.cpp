@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <sstream>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 
 #include "canzona/common/error.h"
+#include "canzona/common/svg.h"
 
 namespace canzona::plan {
 namespace {
@@ -42,48 +43,6 @@ std::vector<plan::RankLoad> flatten(const plan::Metrics& m) {
   std::vector<plan::RankLoad> out;
   for (const auto& stage : m.loads) out.insert(out.end(), stage.cells.begin(), stage.cells.end());
   return out;
-}
-
-// One panel: bars of `values` for two runs side by side, with mean and lower-bound lines.
-void panel(std::ostringstream& svg, double y0, const std::string& title,
-           const std::vector<double>& before, const std::vector<double>& after, double bound,
-           const std::string& before_label, const std::string& after_label) {
-  const double width = 960, height = 220, left = 60;  // plot area; labels to the right
-  const std::size_t n = before.size();
-  double top = 0.0, mean = 0.0;
-  for (std::size_t i = 0; i < n; ++i) {
-    top = std::max({top, before[i], after[i]});
-    mean += after[i];
-  }
-  mean /= std::max<std::size_t>(1, n);
-  top = std::max({top, mean * bound, 1e-30});
-  const double bar = (width - left - 20) / std::max<std::size_t>(1, n);
-  auto y_of = [&](double v) { return y0 + 30 + height * (1.0 - v / top); };
-  svg << "<text x='" << left << "' y='" << y0 + 18 << "' font-size='14'>" << title
-      << " per rank (grid order): <tspan fill='#bbb'>" << before_label
-      << "</tspan> vs <tspan fill='#2a6'>" << after_label << "</tspan></text>\n";
-  char scale[48];
-  std::snprintf(scale, sizeof(scale), "%.3g", top);
-  svg << "<text x='2' y='" << y_of(top) + 10 << "' font-size='10'>" << scale << "</text>\n";
-  svg << "<text x='2' y='" << y_of(0) << "' font-size='10'>0</text>\n";
-  for (std::size_t i = 0; i < n; ++i) {
-    const double x = left + i * bar;
-    svg << "<rect x='" << x << "' y='" << y_of(before[i]) << "' width='" << bar * 0.45
-        << "' height='" << y0 + 30 + height - y_of(before[i]) << "' fill='#bbb'/>\n";
-    svg << "<rect x='" << x + bar * 0.45 << "' y='" << y_of(after[i]) << "' width='" << bar * 0.45
-        << "' height='" << y0 + 30 + height - y_of(after[i]) << "' fill='#2a6'/>\n";
-  }
-  std::vector<std::tuple<double, const char*, const char*>> lines{{mean, "#06c", "mean"}};
-  if (bound > 1.0 + 1e-9)
-    lines.emplace_back(mean * bound, "#c30", "lower bound");
-  else
-    lines.front() = {mean, "#06c", "mean = lower bound"};
-  for (auto [value, color, name] : lines) {
-    svg << "<line x1='" << left << "' x2='" << width - 20 << "' y1='" << y_of(value) << "' y2='"
-        << y_of(value) << "' stroke='" << color << "' stroke-dasharray='6,3'/>\n";
-    svg << "<text x='" << width - 18 << "' y='" << y_of(value) + 4 << "' font-size='11' fill='"
-        << color << "'>" << name << "</text>\n";
-  }
 }
 
 // Throws Error "<label>: <what> is <value>, not a finite number" unless `value` is finite.
@@ -173,19 +132,23 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
                                   : std::string())
      << ", optimizer " << o.cost.matrix_optimizer << ", cost " << cost::to_string(o.cost.kind)
      << ", alpha " << o.alpha << ", C_max " << o.cmax_mb << " MiB\n\n";
+  // Each column as wide as its label and two spaces, at least 18.
+  std::vector<int> widths;
+  for (const auto& run : runs)
+    widths.push_back(std::max(18, static_cast<int>(run.label.size()) + 2));
   char line[256];
   std::snprintf(line, sizeof(line), "%-28s", "max/mean");
   os << line;
-  for (const auto& run : runs) {
-    std::snprintf(line, sizeof(line), "%18s", run.label.c_str());
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    std::snprintf(line, sizeof(line), "%*s", widths[i], runs[i].label.c_str());
     os << line;
   }
   os << "\n";
   auto row = [&](const char* name, auto get) {
     std::snprintf(line, sizeof(line), "%-28s", name);
     os << line;
-    for (const auto& run : runs) {
-      std::snprintf(line, sizeof(line), "%18s", get(run).c_str());
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      std::snprintf(line, sizeof(line), "%*s", widths[i], get(runs[i]).c_str());
       os << line;
     }
     os << "\n";
@@ -433,25 +396,191 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
   return j;
 }
 
-std::string loads_svg(const PlanRun& before, const PlanRun& after) {
-  const auto b = flatten(before.metrics);
-  const auto a = flatten(after.metrics);
-  std::vector<double> bf, af, bm, am;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    bf.push_back(b[i].flops);
-    af.push_back(a[i].flops);
-    bm.push_back(b[i].memory);
-    am.push_back(a[i].memory);
+namespace {
+
+constexpr const char* kPeerColor = "#bbb";
+constexpr const char* kOursColor = "#2a6";
+constexpr double kMinWidth = 1100, kLeft = 84, kRight = 20, kPanelH = 200;
+constexpr double kHeader = 108;  // above a panel's plot: its title and four legend rows
+constexpr double kFooter = 44;   // below it: the DP-rank ticks and the axis label
+
+// One run's per-rank values of one quantity, in grid order (stage, DP rank, TP rank), with the
+// max/mean the table prints for it (the grid ratio: the worst stage's).
+struct Series {
+  const PlanRun* run = nullptr;
+  std::vector<double> values;
+  std::vector<double> stage_means;  // [stage]
+  double max = 0, ratio = 1;
+};
+
+Series series(const PlanRun& run, double plan::RankLoad::*field, double plan::Ratio::*ratio) {
+  Series out;
+  out.run = &run;
+  for (const plan::LoadGrid& stage : run.metrics.loads) {
+    double sum = 0;
+    for (const plan::RankLoad& l : stage.cells) {
+      out.values.push_back(l.*field);
+      out.max = std::max(out.max, l.*field);
+      sum += l.*field;
+    }
+    out.stage_means.push_back(sum /
+                              static_cast<double>(std::max<std::size_t>(1, stage.cells.size())));
   }
-  std::ostringstream svg;
-  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='1060' height='540' "
-         "font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
-  panel(svg, 0, "Optimizer FLOPs", bf, af, after.metrics.lower_bound_grid.flops, before.label,
-        after.label);
-  panel(svg, 270, "Optimizer-state memory", bm, am, after.metrics.lower_bound_grid.memory,
-        before.label, after.label);
-  svg << "</svg>\n";
-  return svg.str();
+  out.ratio = run.metrics.grid.*ratio;
+  return out;
+}
+
+// "123 TFLOP" in `unit`.
+std::string in_unit(double v, const svg::Unit& unit) {
+  return svg::sig(v / unit.scale, 3) + " " + std::string(unit.name);
+}
+
+// The legend rows of a panel: each series (max, mean at one stage, max/mean), then the lines.
+std::vector<std::string> legend_rows(const Series* peer, const Series& ours, double bound,
+                                     const svg::Unit& unit) {
+  std::vector<std::string> rows;
+  const bool staged = ours.stage_means.size() > 1;
+  for (const Series* s : {peer, &ours}) {
+    if (!s) continue;
+    rows.push_back(str(s->run->label, ": max ", in_unit(s->max, unit),
+                       staged ? std::string() : str(", mean ", in_unit(s->stage_means[0], unit)),
+                       " (max/mean ", svg::fixed(s->ratio, 2), staged ? ", worst stage)" : ")"));
+  }
+  rows.push_back(str(staged ? "mean per stage, " : "mean, ", ours.run->label));
+  rows.push_back(str("lower bound on the busiest rank: max/mean ", svg::fixed(bound, 2),
+                     bound > 1.0 + 1e-9 ? "" : " (the mean)",
+                     staged ? "" : str(" (", in_unit(ours.stage_means[0] * bound, unit), ")")));
+  return rows;
+}
+
+// One panel of per-rank bars, the peer's and ours side by side for each rank in grid order, with
+// the x-axis in DP ranks (a tick per DP group, stages separated) and the y-axis in `unit`.
+void loads_panel(svg::Document& doc, double y0, double width, const std::string& quantity,
+                 const Series* peer, const Series& ours, double bound, const svg::Unit& unit,
+                 const plan::Metrics& grid) {
+  const double top = y0 + kHeader, bottom = top + kPanelH, right = width - kRight;
+  const double plot_w = right - kLeft;
+  const std::size_t n = ours.values.size();
+  double top_value = std::max(ours.max, 1e-30);
+  if (peer) top_value = std::max(top_value, peer->max);
+  for (double mean : ours.stage_means) top_value = std::max(top_value, mean * bound);
+  const svg::Axis axis = svg::make_axis(0, top_value / unit.scale * 1.05);
+  const double axis_hi = axis.ticks.empty() ? axis.hi : std::max(axis.hi, axis.ticks.back());
+  auto y_of = [&](double v) { return bottom - v / unit.scale / axis_hi * kPanelH; };
+
+  doc.text(kLeft, y0 + 18, quantity + " per rank",
+           "class=\"panel-title\" font-size=\"13\" font-weight=\"bold\"");
+  const std::vector<std::string> rows = legend_rows(peer, ours, bound, unit);
+  double ly = y0 + 36;
+  std::size_t row = 0;
+  for (const Series* s : {peer, &ours}) {
+    if (!s) continue;
+    doc.rect(kLeft, ly - 10, 12, 12, str("fill=\"", s == peer ? kPeerColor : kOursColor, "\""));
+    doc.text(kLeft + 18, ly, rows[row++], "class=\"legend-label\"");
+    ly += 16;
+  }
+  for (const char* color : {"#06c", "#c30"}) {
+    doc.line(kLeft - 6, ly - 4, kLeft + 12, ly - 4,
+             str("stroke=\"", color, "\" stroke-dasharray=\"6,3\""));
+    doc.text(kLeft + 18, ly, rows[row++], str("class=\"legend-label\" fill=\"", color, "\""));
+    ly += 16;
+  }
+
+  for (double t : axis.ticks) {
+    doc.line(kLeft, y_of(t * unit.scale), right, y_of(t * unit.scale), "stroke=\"#eee\"");
+    doc.text(kLeft - 6, y_of(t * unit.scale) + 4, svg::fixed(t, axis.decimals),
+             "class=\"tick-y\" text-anchor=\"end\"");
+  }
+  const std::string lx = svg::px(20), ly_mid = svg::px((top + bottom) / 2);
+  doc.text(20, (top + bottom) / 2, std::string(unit.name),
+           "class=\"axis-label y-label\" text-anchor=\"middle\" transform=\"rotate(-90 " + lx +
+               " " + ly_mid + ")\"");
+
+  const double slot = plot_w / static_cast<double>(std::max<std::size_t>(1, n));
+  const double bar = peer ? slot * 0.45 : slot * 0.8;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double x = kLeft + static_cast<double>(i) * slot;
+    if (peer)
+      doc.rect(x, y_of(peer->values[i]), bar, bottom - y_of(peer->values[i]),
+               str("class=\"bar-peer\" fill=\"", kPeerColor, "\""));
+    doc.rect(x + (peer ? bar : 0.0), y_of(ours.values[i]), bar, bottom - y_of(ours.values[i]),
+             str("class=\"bar-ours\" fill=\"", kOursColor, "\""));
+  }
+  // Each stage's mean and lower bound over its own ranks.
+  const int dp = grid.loads.front().dp, tp = grid.loads.front().tp;
+  const double stage_w = slot * dp * tp;
+  for (std::size_t s = 0; s < ours.stage_means.size(); ++s) {
+    const double x0 = kLeft + static_cast<double>(s) * stage_w, x1 = x0 + stage_w;
+    doc.line(x0, y_of(ours.stage_means[s]), x1, y_of(ours.stage_means[s]),
+             "class=\"mean\" stroke=\"#06c\" stroke-dasharray=\"6,3\"");
+    if (bound > 1.0 + 1e-9 && ours.stage_means.size() == 1)  // the ratio bounds the worst stage
+      doc.line(x0, y_of(ours.stage_means[s] * bound), x1, y_of(ours.stage_means[s] * bound),
+               "class=\"lower-bound\" stroke=\"#c30\" stroke-dasharray=\"6,3\"");
+    if (s > 0) doc.line(x0, top, x0, bottom + 30, "stroke=\"#555\"");
+    if (ours.stage_means.size() > 1)
+      doc.text(x0 + 4, top + 12, str("stage ", s), "class=\"stage-label\" fill=\"#555\"");
+  }
+  doc.line(kLeft, bottom, right, bottom, "stroke=\"black\"");
+
+  // A tick per DP group; labels as dense as 28 px allows.
+  const double group_w = slot * tp;
+  const int every = std::max(1, static_cast<int>(std::ceil(28.0 / std::max(group_w, 1e-9))));
+  for (std::size_t g = 0; g < n / static_cast<std::size_t>(std::max(1, tp)); ++g) {
+    const double x = kLeft + static_cast<double>(g) * group_w;
+    doc.line(x, bottom, x, bottom + 4, "stroke=\"black\"");
+    const int d = static_cast<int>(g % static_cast<std::size_t>(dp));
+    if (d % every == 0 && x + group_w / 2 + 10 <= right)
+      doc.text(x + group_w / 2, bottom + 16, std::to_string(d),
+               "class=\"tick-x\" text-anchor=\"middle\"");
+  }
+  doc.text((kLeft + right) / 2, bottom + 34,
+           tp > 1 ? str("DP rank (each group: TP ranks 0-", tp - 1, " left to right)")
+                  : std::string("DP rank"),
+           "class=\"axis-label x-label\" text-anchor=\"middle\"");
+}
+
+}  // namespace
+
+std::string loads_svg(const model::ModelSpec& model, const PlanRun* peer, const PlanRun& ours,
+                      bool strongest_peer) {
+  CANZONA_CHECK(!peer || flatten(peer->metrics).size() == flatten(ours.metrics).size());
+  const Series of = series(ours, &plan::RankLoad::flops, &plan::Ratio::flops);
+  const Series om = series(ours, &plan::RankLoad::memory, &plan::Ratio::memory);
+  std::optional<Series> pf, pm;
+  if (peer) {
+    pf = series(*peer, &plan::RankLoad::flops, &plan::Ratio::flops);
+    pm = series(*peer, &plan::RankLoad::memory, &plan::Ratio::memory);
+  }
+  const plan::PlanOptions& opt = ours.plan.options;
+  const std::string title =
+      str(model.name, ", DP ", opt.dims.dp, " x TP ", opt.dims.tp,
+          opt.dims.pp > 1 ? str(" x PP ", opt.dims.pp) : std::string(),
+          ours.plan.expert ? str(" x EP ", opt.dims.ep) : std::string(), ", ",
+          opt.cost.matrix_optimizer, ": ", ours.label,
+          peer ? str(" beside ", peer->label, strongest_peer ? ", the strongest peer" : "")
+               : std::string());
+  const svg::Unit flop = svg::flop_unit(std::max(of.max, pf ? pf->max : 0.0));
+  const svg::Unit byte = svg::byte_unit(std::max(om.max, pm ? pm->max : 0.0));
+  const double flop_bound = ours.metrics.lower_bound_grid.flops;
+  const double byte_bound = ours.metrics.lower_bound_grid.memory;
+  // Wide enough for the title and every legend row.
+  double width = std::max(kMinWidth, kLeft + svg::text_width(title, 14, true) + kRight);
+  for (const auto& rows : {legend_rows(pf ? &*pf : nullptr, of, flop_bound, flop),
+                           legend_rows(pm ? &*pm : nullptr, om, byte_bound, byte)})
+    for (const std::string& row : rows)
+      width = std::max(width, kLeft + 18 + svg::text_width(row, 11) + kRight);
+  const double caption_h = ours.plan.expert ? 16 : 0;
+  const double panel_h = kHeader + kPanelH + kFooter;
+  svg::Document doc(std::ceil(width), std::ceil(40 + caption_h + 2 * panel_h + 10));
+  doc.text(kLeft, 24, title, "class=\"title\" font-size=\"14\" font-weight=\"bold\"");
+  if (ours.plan.expert)
+    doc.text(kLeft, 42, "the dense buffer's loads; the expert buffer's: canzona plan --json",
+             "class=\"caption\" fill=\"#555\"");
+  loads_panel(doc, 40 + caption_h, width, "optimizer FLOPs per step", pf ? &*pf : nullptr, of,
+              flop_bound, flop, ours.metrics);
+  loads_panel(doc, 40 + caption_h + panel_h, width, "optimizer-state memory", pm ? &*pm : nullptr,
+              om, byte_bound, byte, ours.metrics);
+  return doc.finish();
 }
 
 }  // namespace canzona::plan

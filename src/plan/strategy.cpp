@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <string_view>
 
 #include "canzona/common/error.h"
 
@@ -139,6 +140,13 @@ std::vector<Strategy> parse_strategy_list(const std::string& text) {
 
 const char* to_string(Strategy strategy) {
   return strategy_info(strategy).name;
+}
+
+int strategy_name_width() {
+  std::size_t width = 0;
+  for (const StrategyInfo& info : strategy_table())
+    width = std::max(width, std::string_view(info.name).size());
+  return static_cast<int>(width);
 }
 
 void check_zero_stage(ZeroStage stage, std::span<const Strategy> strategies) {

@@ -65,16 +65,17 @@ std::string format_report(const CompareResult& r) {
   out +=
       "medians over timed steps of the slowest rank, ms; bytes per step summed over ranks, MiB: "
       "DP grad-sync + param-sync = DP total, TP (optimizer)\n";
-  out += line("%-10s %8s %8s %8s %9s %8s %8s %8s %8s  %8s %8s %8s %8s\n", "strategy", "step", "fwd",
-              "bwd", "grad-sync", "opt", "opt-comp", "opt-comm", "par-sync", "DP grad", "DP param",
-              "DP total", "TP");
+  const int names = plan::strategy_name_width() + 1;
+  out += line("%-*s %8s %8s %8s %9s %8s %8s %8s %8s  %8s %8s %8s %8s\n", names, "strategy", "step",
+              "fwd", "bwd", "grad-sync", "opt", "opt-comp", "opt-comm", "par-sync", "DP grad",
+              "DP param", "DP total", "TP");
   for (const StrategyResult& s : r.strategies) {
     const engine::StepTimes& m = s.median;
     const PhaseBytes& dp = s.dp_phase_bytes;
-    out += line("%-10s %8.2f %8.2f %8.2f %9.2f %8.2f %8.2f %8.2f %8.2f  %8.3f %8.3f %8.3f %8.3f\n",
-                plan::to_string(s.strategy), m.step, m.forward, m.backward, m.grad_sync, m.opt,
-                m.opt_compute, m.opt_comm, m.param_sync, mib(dp.grad_sync), mib(dp.param_sync),
-                mib(dp.total()), mib(s.tp_phase_bytes.total()));
+    out += line("%-*s %8.2f %8.2f %8.2f %9.2f %8.2f %8.2f %8.2f %8.2f  %8.3f %8.3f %8.3f %8.3f\n",
+                names, plan::to_string(s.strategy), m.step, m.forward, m.backward, m.grad_sync,
+                m.opt, m.opt_compute, m.opt_comm, m.param_sync, mib(dp.grad_sync),
+                mib(dp.param_sync), mib(dp.total()), mib(s.tp_phase_bytes.total()));
   }
   out +=
       "per-rank busy, thread CPU ms per step (optimizer | all compute): max / mean; plan: "
@@ -86,16 +87,16 @@ std::string format_report(const CompareResult& r) {
     const double mean_cpu = mean_of(s.opt_cpu_ms);
     const double measured = mean_cpu > 0 ? max_of(s.opt_cpu_ms) / mean_cpu : 1.0;
     out += line(
-        "%-10s opt %8.2f / %8.2f (x%.3f) | busy %8.2f / %8.2f | plan x%.3f | critical path "
+        "%-*s opt %8.2f / %8.2f (x%.3f) | busy %8.2f / %8.2f | plan x%.3f | critical path "
         "%.3f x predicted %.2f ms | %d groups | state %.2f MiB max\n",
-        plan::to_string(s.strategy), max_of(s.opt_cpu_ms), mean_cpu, measured,
+        names, plan::to_string(s.strategy), max_of(s.opt_cpu_ms), mean_cpu, measured,
         max_of(s.busy_cpu_ms), mean_of(s.busy_cpu_ms), predicted, measured / predicted,
         mean_cpu * predicted, s.micro_groups, max_of(s.state_mb));
   }
   if (!r.strategies.empty() && r.strategies[0].opt_cpu_ms.size() <= 8) {
     out += "optimizer CPU ms per step, by world rank:\n";
     for (const StrategyResult& s : r.strategies) {
-      out += line("%-10s", plan::to_string(s.strategy));
+      out += line("%-*s", names, plan::to_string(s.strategy));
       for (std::size_t q = 0; q < s.opt_cpu_ms.size(); ++q)
         out += line(" r%zu %.2f", q, s.opt_cpu_ms[q]);
       out += "\n";
@@ -126,7 +127,12 @@ std::string format_report(const CompareResult& r) {
       out += line(
           "verify: %s; %lld of %lld param and %lld gradient elements compared; max |diff| "
           "params %.3g, gradients %.3g; first mismatch: %s\n",
-          v.passed ? "within the native-reduction bounds, not bitwise" : "FAILED",
+          v.passed ? str("within bound (max |diff| of the params ", v.max_abs_diff, " of ",
+                         v.param_bound,
+                         ", every gradient element within its native-reduction bound), not "
+                         "bitwise")
+                         .c_str()
+                   : "FAILED",
           static_cast<long long>(v.elements), static_cast<long long>(v.expected_elements),
           static_cast<long long>(v.grad_elements), v.max_abs_diff, v.grad_max_abs_diff,
           v.first_mismatch.c_str());

@@ -254,6 +254,7 @@ class Verifier {
     const bool native = options_.reduce_mode == comm::ReduceMode::kNative;
     v.bitwise = complete && !worst_.found && bitwise_native_;
     v.passed = complete && !worst_.found && !params_beyond_tolerance_ && (native || v.bitwise);
+    v.param_bound = session_.verify_tolerance;
     if (worst_.found)
       v.first_mismatch = worst_where_ + ": " + worst_.describe();
     else if (!complete)

@@ -1,6 +1,7 @@
 // Table and JSON views of simulated iterations (report.h).
 #include "canzona/sim/sim_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -33,6 +34,14 @@ double ratio(double num, double den, const char* what) {
   return q;
 }
 
+// The width of the strategy column: the longest name and two spaces, at least 10.
+std::size_t name_width(const std::vector<Breakdown>& results) {
+  std::size_t width = 10;
+  for (const auto& r : results)
+    width = std::max(width, std::string(plan::to_string(r.strategy)).size() + 2);
+  return width;
+}
+
 double balance(const Breakdown& r) {
   return r.optimizer_rank_mean_s > 0
              ? ratio(r.optimizer_rank_max_s, r.optimizer_rank_mean_s, "optimizer_balance")
@@ -40,6 +49,10 @@ double balance(const Breakdown& r) {
 }
 
 }  // namespace
+
+double iteration_speedup(const Breakdown& base, const Breakdown& r) {
+  return ratio(base.iteration_s, r.iteration_s, "iter-speedup");
+}
 
 nlohmann::json to_json(const Breakdown& r) {
   nlohmann::json j = {{"strategy", plan::to_string(r.strategy)},
@@ -93,15 +106,16 @@ std::string format_table(const std::vector<Breakdown>& results) {
                            "iter-speedup", "dp-exchange", "gathers",  "gather-stall"};
   bool moe = false;
   for (const auto& r : results) moe = moe || r.expert_step_s > 0 || r.ep_comm_s > 0;
+  const std::size_t names = name_width(results);
   std::string out;
   for (std::size_t i = 0; i < std::size(headers); ++i) {
-    out += pad(headers[i], i == 0 ? 10 : 13, i == 0);
+    out += pad(headers[i], i == 0 ? names : 13, i == 0);
   }
   if (moe) out += pad("ep-comm", 13) + pad("expert-step", 13);
   out += "\n";
   for (const auto& r : results) {
     const Breakdown& base = results.front();
-    out += pad(plan::to_string(r.strategy), 10, true);
+    out += pad(plan::to_string(r.strategy), names, true);
     for (double v : {r.iteration_s, r.fwd_bwd_s, r.dp_comm_exposed_s, r.optimizer_s, r.tp_comm_s,
                      r.param_sync_s, r.optimizer_step_s}) {
       out += pad(format("%.4f s", v), 13);
@@ -109,7 +123,7 @@ std::string format_table(const std::vector<Breakdown>& results) {
     out += pad(format("%.2f", balance(r)), 13);
     out +=
         pad(format("%.2fx", ratio(base.optimizer_step_s, r.optimizer_step_s, "step-speedup")), 13);
-    out += pad(format("%.2fx", ratio(base.iteration_s, r.iteration_s, "iter-speedup")), 13);
+    out += pad(format("%.2fx", iteration_speedup(base, r)), 13);
     for (double v : {r.dp_exchange_s, r.param_gather_total_s, r.param_gather_exposed_s})
       out += pad(format("%.4f s", v), 13);
     if (moe)
@@ -120,13 +134,13 @@ std::string format_table(const std::vector<Breakdown>& results) {
   if (!results.empty() && results.front().stages.size() > 1) {
     out += str("\npipeline stages (1F1B, ", results.front().micro_batches, " micro batches, ",
                format("%.6f", results.front().pipeline_p2p_s), " s per send between stages):\n");
-    out += pad("strategy", 10, true) + pad("stage", 7) + pad("fwd-bwd", 13) + pad("bubble", 13) +
+    out += pad("strategy", names, true) + pad("stage", 7) + pad("fwd-bwd", 13) + pad("bubble", 13) +
            pad("bubble/fb", 11) + pad("dp-exposed", 13) + pad("opt-step", 13) + pad("end", 13) +
            "\n";
     for (const auto& r : results)
       for (std::size_t s = 0; s < r.stages.size(); ++s) {
         const StageTimes& t = r.stages[s];
-        out += pad(plan::to_string(r.strategy), 10, true) + pad(std::to_string(s), 7);
+        out += pad(plan::to_string(r.strategy), names, true) + pad(std::to_string(s), 7);
         out += pad(format("%.4f s", t.fwd_bwd_s), 13) + pad(format("%.4f s", t.bubble_s), 13);
         out += pad(format("%.3f", t.fwd_bwd_s > 0 ? t.bubble_s / t.fwd_bwd_s : 0.0), 11);
         for (double v : {t.dp_comm_exposed_s, t.optimizer_step_s, t.end_s})
@@ -138,19 +152,25 @@ std::string format_table(const std::vector<Breakdown>& results) {
 }
 
 std::string format_sweep_table(const std::string& column, const std::vector<ResultGroup>& groups) {
-  std::string out = pad(column, 12, true);
+  std::size_t label_width = std::max<std::size_t>(12, column.size() + 2);
+  for (const auto& g : groups) label_width = std::max(label_width, g.label.size() + 2);
+  std::string out = pad(column, label_width, true);
+  // Each strategy's two columns are as wide as "<name> iter" and two spaces, at least 16.
+  std::vector<std::size_t> widths;
   if (!groups.empty()) {
     for (const auto& r : groups.front().results) {
-      std::string name = plan::to_string(r.strategy);
-      out += pad(name + " iter", 16) + pad(name + " step", 16);
+      const std::string name = plan::to_string(r.strategy);
+      widths.push_back(std::max<std::size_t>(16, name.size() + 7));
+      out += pad(name + " iter", widths.back()) + pad(name + " step", widths.back());
     }
   }
   out += "\n";
   for (const auto& g : groups) {
-    out += pad(g.label, 12, true);
-    for (const auto& r : g.results) {
-      out +=
-          pad(format("%.4f s", r.iteration_s), 16) + pad(format("%.4f s", r.optimizer_step_s), 16);
+    out += pad(g.label, label_width, true);
+    for (std::size_t i = 0; i < g.results.size(); ++i) {
+      const std::size_t w = i < widths.size() ? widths[i] : 16;
+      out += pad(format("%.4f s", g.results[i].iteration_s), w) +
+             pad(format("%.4f s", g.results[i].optimizer_step_s), w);
     }
     out += "\n";
   }

@@ -994,6 +994,10 @@ std::int64_t TrainOptions::tokens_per_step() const {
   return job.dims.dp * grad_accum * micro_batch * seq_len;
 }
 
+bool validates_after(const TrainOptions& options, std::int64_t step) {
+  return options.eval_every > 0 && (step % options.eval_every == 0 || step == options.steps);
+}
+
 void validate(const TrainOptions& o) {
   require_in_range(o.steps, 1, kMaxTrainSteps, "--steps", "kMaxTrainSteps");
   require_in_range(o.seq_len, 1, kMaxSeqLen, "--seq-len", "kMaxSeqLen");
@@ -1124,7 +1128,7 @@ std::vector<StrategyRun> train(comm::Grid& grid, const model::TransformerConfig&
       const StepRecord record = run.step(s);
       run.result().steps.push_back(record);
       if (reporter && progress.step) progress.step(run.result(), record);
-      if (options.eval_every > 0 && (s % options.eval_every == 0 || s == options.steps)) {
+      if (validates_after(options, s)) {
         const ValRecord val{s, run.validate()};
         run.result().val.push_back(val);
         if (reporter && progress.val) progress.val(run.result(), val);

@@ -59,10 +59,10 @@ table_last() {
                        if (name == label) { print $NF; exit } }' "$1"
 }
 
-# The first column (asc, the SVG's "before" bars) of the balance table for one row label.
-table_first() {
-  awk -v label="$2" '{ name = substr($0, 1, 28); sub(/ +$/, "", name);
-                       if (name == label) { split(substr($0, 29), f, " "); print f[1]; exit } }' "$1"
+# Column N (1 = asc) of the balance table for one row label whose values are single words.
+table_nth() {
+  awk -v label="$2" -v n="$3" '{ name = substr($0, 1, 28); sub(/ +$/, "", name);
+                       if (name == label) { split(substr($0, 29), f, " "); print f[n]; exit } }' "$1"
 }
 
 # plan_json_checks FILE DP TP PP STRATEGY [BALANCE_KEYS]: the checks every plan JSON passes, plus
@@ -168,20 +168,37 @@ if expect_ok main "$canzona" plan --model qwen3-mini --dp 4 --tp 2 --json "$work
   check_file "$work/plan.json" json /model==qwen3-mini /planner==canzona /optimizer==muon \
     /cost==flops /alpha==1 /cmax_mb==512 /stages/0/stage==0
   table_matches_json "$work/main.out" "$work/plan.json"
-  # 1 background + 2 panels x 8 grid ranks x (before, after); bars inside the 1060 x 540 canvas,
-  # every after bar visible (no rank is idle in this plan: idle_ranks == 0 above); in each panel
-  # (FLOPs first, then memory) the bars' max/mean height is the grid balance the table printed,
-  # asc for the before bars, the JSON's run for the after bars.
+  # 2 panels x 8 grid ranks x (the strongest peer, ours); bars inside the canvas, every bar of
+  # ours visible (no rank is idle in this plan: idle_ranks == 0 above); in each panel (FLOPs first,
+  # then memory) the bars' max/mean height is the grid balance the table printed, in the column of
+  # the peer the title names for the grey bars (peer_rule_test.cpp checks the pick by hand), and
+  # the legend writes each series' max/mean as the table does; axes in units.
   check_file "$work/plan.json" json /idle_ranks==0
-  check_file "$work/plan.svg" svg "count(rect)==33" "count(rect[fill=#bbb])==16" \
-    "count(rect[fill=#2a6])==16" "rect[fill=#2a6]@height>0" "rect[fill=#bbb]@height>=0" \
-    "rect[fill=#2a6]@y>=0" "rect[fill=#2a6]@y<=540" "rect[fill=#2a6]@x<=1060" \
-    "text(Optimizer FLOPs per rank)" "text(Optimizer-state memory per rank)" "text(lower bound)" \
-    "text(lb-asc (canzona))" "text(asc)" \
-    "maxmean(rect[fill=#2a6]@height,0,8)~=$(table_last "$work/main.out" "grid FLOPs")" \
-    "maxmean(rect[fill=#2a6]@height,8,8)~=$(table_last "$work/main.out" "grid memory")" \
-    "maxmean(rect[fill=#bbb]@height,0,8)~=$(table_first "$work/main.out" "grid FLOPs")" \
-    "maxmean(rect[fill=#bbb]@height,8,8)~=$(table_first "$work/main.out" "grid memory")"
+  # Every row of the balance table is as long as its header: the labels, "lb-asc (megatron-canzona)"
+  # the longest, keep their columns.
+  if awk '/^max\/mean/ { n = length($0); on = 1 } on && length($0) != n { bad = 1 }
+          /^plan time/ { on = 0 } END { exit bad }' "$work/main.out"; then
+    pass
+  else
+    fail "the balance table's rows and header differ in width: $(head -5 "$work/main.out")"
+  fi
+  peer=$(sed -n 's/.*: lb-asc (canzona) beside \(.*\), the strongest peer<.*/\1/p' "$work/plan.svg")
+  case "$peer" in
+    layerwise) column=2 ;;
+    "lb-asc (paper)") column=3 ;;
+    "lb-asc (megatron-canzona)") column=4 ;;
+    *) column=0; fail "the plan SVG names no strongest peer in its title: '$peer'" ;;
+  esac
+  check_file "$work/plan.svg" svg "count(rect[class=bar-peer])==16" "count(rect[class=bar-ours])==16" \
+    "rect[class=bar-ours]@height>0" "rect[class=bar-peer]@height>=0" "rect[class=bar-ours]@y>=0" \
+    "rect[class=bar-ours]@x<=1100" "text(optimizer FLOPs per step per rank)" \
+    "text(optimizer-state memory per rank)" "text(lower bound on the busiest rank)" \
+    "text(DP rank (each group: TP ranks 0-1 left to right))" "count(text[class=tick-x])==8" \
+    "text(lb-asc (canzona): max )" "text(max/mean )" \
+    "maxmean(rect[class=bar-ours]@height,0,8)~=$(table_last "$work/main.out" "grid FLOPs")" \
+    "maxmean(rect[class=bar-ours]@height,8,8)~=$(table_last "$work/main.out" "grid memory")" \
+    "maxmean(rect[class=bar-peer]@height,0,8)~=$(table_nth "$work/main.out" "grid FLOPs" $column)" \
+    "maxmean(rect[class=bar-peer]@height,8,8)~=$(table_nth "$work/main.out" "grid memory" $column)"
   params=$(sed -n 's/^model qwen3-mini (\([0-9]*\) params.*/\1/p' "$work/main.out")
   check_file "$work/params.json" json /params#=="${params:-missing}" /params/*/name:string \
     /params/*/shape#">=1" /params/*/shape/*:int">0" /params/*/tp_split_dim:int">=-1" \

@@ -123,7 +123,8 @@ cut)
   timeout_s=8
   start=$(date +%s)
   "$cluster" run --id "$id" --hosts 2 --np 4 --keep --timeout 120 -- \
-    "$canzona" "${quick[@]}" --dp 2 --tp 2 --steps 100000 --collective-timeout "$timeout_s" \
+    "$canzona" "${quick[@]}" --dp 2 --tp 2 --steps 100000 --log-interval 1 \
+    --collective-timeout "$timeout_s" \
     >"$work/cut.out" 2>"$work/cut.err" &
   runner=$!
   for _ in $(seq 1 600); do grep -q "step  *2/" "$work/cut.out" 2>/dev/null && break; sleep 0.1; done

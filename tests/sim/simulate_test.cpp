@@ -260,6 +260,66 @@ TEST(Simulate, NonFiniteResultsAreInternalErrorsNamingTheField) {
   }
 }
 
+// A bar of `iteration` seconds: 1 s forward-backward, the rest optimizer.
+Breakdown bar(plan::Strategy strategy, double iteration) {
+  Breakdown b;
+  b.strategy = strategy;
+  b.iteration_s = iteration;
+  b.fwd_bwd_s = 1.0;
+  b.optimizer_s = b.optimizer_step_s = iteration - 1.0;
+  return b;
+}
+
+std::size_t occurrences(const std::string& haystack, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+// A bar more than twice every other (sc's 16 s against 1.4 - 2.2 s) gets a second panel without
+// it; each bar carries its time and its speedup over the first strategy, as the table prints it;
+// bars within 2x of each other share one panel.
+TEST(SimulateSvg, ADominantBarGetsASecondPanelWithoutItAndEveryBarItsNumbers) {
+  using S = plan::Strategy;
+  const std::vector<Breakdown> paper{bar(S::kSc, 16.0), bar(S::kLayerwise, 1.86), bar(S::kAsc, 2.2),
+                                     bar(S::kLbAsc, 1.4)};
+  const std::string svg = render_svg("t", {{"", paper}});
+  EXPECT_EQ(occurrences(svg, "without sc, on its own scale"), 1u);
+  EXPECT_EQ(occurrences(svg, "class=\"bar-time\""), 4u + 3u);  // sc once, the others twice
+  for (const char* text :
+       {">16 s<", ">1.86 s<", ">2.2 s<", ">1.4 s<", ">1.00x<", ">8.60x<", ">7.27x<", ">11.43x<"})
+    EXPECT_NE(svg.find(text), std::string::npos) << text;
+  const std::string table = format_table(paper);
+  for (const char* speedup : {"8.60x", "7.27x", "11.43x"})
+    EXPECT_NE(table.find(speedup), std::string::npos) << speedup;  // the same numbers
+
+  const std::vector<Breakdown> close{bar(S::kSc, 3.0), bar(S::kLbAsc, 1.6)};
+  const std::string one = render_svg("t", {{"", close}});
+  EXPECT_EQ(one.find("on its own scale"), std::string::npos);
+  EXPECT_EQ(occurrences(one, "class=\"bar-time\""), 2u);
+  // Two strategies above the drop: both left out of the second panel.
+  const std::vector<Breakdown> two{bar(S::kSc, 20.0), bar(S::kAsc, 18.0), bar(S::kLbAsc, 2.0)};
+  EXPECT_NE(render_svg("t", {{"", two}}).find("without sc, asc, on its own scale"),
+            std::string::npos);
+}
+
+// Names as long as layerwise-paper keep their columns apart in both tables.
+TEST(SimulateSvg, TablesAlignTheLongestStrategyName) {
+  using S = plan::Strategy;
+  const std::vector<Breakdown> results{bar(S::kSc, 3.0), bar(S::kLayerwisePaper, 2.0)};
+  const std::string table = format_table(results);
+  const auto row = table.find("layerwise-paper");
+  ASSERT_NE(row, std::string::npos);
+  // "iteration" ends where the rows' iteration column ends.
+  const std::size_t header_col = table.find("iteration") + std::string("iteration").size();
+  const std::size_t row_col = table.find(" s", row) + 2 - row;
+  EXPECT_EQ(row_col, header_col) << table;
+  EXPECT_NE(table.find("layerwise-paper "), std::string::npos) << table;  // a space after it
+  const std::string sweep = format_sweep_table("tp", {{"2", results}, {"8", results}});
+  EXPECT_NE(sweep.find("layerwise-paper iter  "), std::string::npos) << sweep;
+}
+
 // sc: every DP rank computes everything, so max / mean is exactly 1 even where sum / count
 // rounds (3 x 0.1 s / 3 = 0.10000000000000002).
 TEST(Simulate, EqualLoadsHaveBalanceExactlyOne) {

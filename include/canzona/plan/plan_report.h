@@ -35,7 +35,13 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
 // The stable JSON document of one run (keys documented in docs/cli.md, "`canzona plan`").
 nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run);
 
-// Per-rank FLOPs and memory bars of `before` and `after` with mean and lower-bound lines.
-std::string loads_svg(const PlanRun& before, const PlanRun& after);
+// Per-rank optimizer FLOPs and optimizer-state memory of `peer` (grey; none when null) and
+// `ours` (green), rank by rank in grid order: the x-axis in DP ranks (a tick per DP group,
+// pipeline stages separated), the y-axes in FLOP and byte units, each series' max, mean and the
+// max/mean the table prints (the grid ratio) in the legend, ours' mean per stage and, for one
+// stage, its lower-bound line. A MoE plan's dense buffer. The title names both runs, and calls
+// the peer the strongest when `strongest_peer` (peer_rule.h picked it).
+std::string loads_svg(const model::ModelSpec& model, const PlanRun* peer, const PlanRun& ours,
+                      bool strongest_peer);
 
 }  // namespace canzona::plan

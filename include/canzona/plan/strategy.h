@@ -85,6 +85,8 @@ Strategy parse_strategy(const std::string& name);
 // or bad.
 std::vector<Strategy> parse_strategy_list(const std::string& text);
 const char* to_string(Strategy strategy);
+// The length of the longest strategy name: the width of a name column that aligns every table.
+int strategy_name_width();
 
 // Throws UsageError naming the first strategy that cannot run under ZeRO-3 ("--zero-stage 3:
 // strategy sc All-Reduces gradients, so every rank keeps every param; ZeRO-3 runs asc, lb-asc and

@@ -67,6 +67,7 @@ struct VerifyResult {
   bool bitwise = false;       // params and gradients: every strategy, every replica, every element
   bool passed = false;        // bitwise, or within the bounds above under kNative
   double max_abs_diff = 0.0;  // final params
+  double param_bound = 0.0;   // SessionOptions::verify_tolerance: the params' bound under kNative
   double grad_max_abs_diff = 0.0;      // reduced gradients
   std::string first_mismatch;          // "" when bitwise; else where and what
   std::int64_t elements = 0;           // param elements compared per replica (== model numel)

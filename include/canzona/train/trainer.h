@@ -154,6 +154,10 @@ struct StrategyRun {
 };
 
 // Called on world rank 0 after each step and validation (progress lines).
+// Whether training validates after `step`: every eval_every steps and after the last (none when
+// eval_every is 0). Progress::val follows Progress::step for such a step.
+bool validates_after(const TrainOptions& options, std::int64_t step);
+
 struct Progress {
   std::function<void(const StrategyRun&, const StepRecord&)> step;
   std::function<void(const StrategyRun&, const ValRecord&)> val;

@@ -149,7 +149,7 @@ check_stopped() {
 }
 
 # SIGINT to one process: it saves the step it is in and exits 130.
-"$canzona" train "${quick[@]}" --steps 100000 --save-dir "$work/int" >"$work/int.out" \
+"$canzona" train "${quick[@]}" --steps 100000 --log-interval 1 --save-dir "$work/int" >"$work/int.out" \
   2>"$work/int.err" &
 pid=$!
 if wait_for "$work/int.out" "step +3/100000"; then kill -INT "$pid"; else kill -KILL "$pid"; fi
@@ -158,7 +158,7 @@ check_stopped int "$work/int" $? 130 SIGINT "$canzona" train "${quick[@]}"
 
 # SIGTERM to mpirun: it forwards the signal to both ranks; they agree, save, and end the job.
 "$mpirun_exe" --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 \
-  "$canzona" train "${quick[@]}" --dp 2 --steps 100000 --save-dir "$work/term" \
+  "$canzona" train "${quick[@]}" --dp 2 --steps 100000 --log-interval 1 --save-dir "$work/term" \
   >"$work/term.out" 2>"$work/term.err" &
 pid=$!
 if wait_for "$work/term.out" "step +3/100000"; then kill -TERM "$pid"; else kill -KILL "$pid"; fi

@@ -8,9 +8,9 @@
 # Usage: pictures_test.sh CANZONA_BUILD_DIR RSVG_CONVERT
 set -uo pipefail
 build=$1 rsvg=$2
-src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$src/../.." && pwd)
-check=("/usr/bin/python3" "$src/svg_render_check.py" "$rsvg")
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+check=("/usr/bin/python3" "$here/svg_render_check.py" "$rsvg")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0

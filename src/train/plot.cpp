@@ -292,9 +292,11 @@ std::string loss_plot_svg(const std::vector<RunCurves>& runs, const PlotOptions&
     const RunCurves& r = *entries[i].members.front();
     for (const Curve* c : {&r.val, &r.train}) {
       if (c->x.empty()) continue;
+      // Training thin and light (it is noisy), validation bold on top of it.
       std::string line = "<polyline class=\"curve\" fill=\"none\" stroke=\"" + curve_color(i) +
-                         "\" stroke-width=\"1.5\" stroke-linejoin=\"round\"";
-      if (c == &r.train) line += " stroke-dasharray=\"6,4\"";
+                         "\" stroke-linejoin=\"round\"";
+      line += c == &r.train ? " stroke-width=\"1\" stroke-opacity=\"0.6\" stroke-dasharray=\"6,4\""
+                            : " stroke-width=\"2\"";
       line += " points=\"";
       for (std::size_t j = 0; j < c->x.size(); ++j) {
         if (j > 0) line += ' ';

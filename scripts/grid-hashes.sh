@@ -76,7 +76,9 @@ compare "qwen3-tiny np1" 1 --model qwen3-tiny --steps 2
 compare "qwen3-tiny dp2" 2 --model qwen3-tiny --dp 2 --steps 2 --verify
 compare "qwen3-tiny tp2" 2 --model qwen3-tiny --tp 2 --steps 2 --split-fc1
 compare "qwen3-tiny dp2 tp2" 4 --model qwen3-tiny --dp 2 --tp 2 --steps 2 --verify
-compare "qwen3-tiny dp2 shampoo" 2 --model qwen3-tiny --dp 2 --steps 2 --optimizer shampoo
+for o in shampoo soap; do
+  compare "qwen3-tiny dp2 tp2 $o" 4 --model qwen3-tiny --dp 2 --tp 2 --steps 2 --optimizer $o
+done
 compare "tiny-moe dp2 tp2 ep2" 4 --model "$MOE" --dp 2 --tp 2 --ep 2 --split-fc1 --steps 2 --verify
 compare "qwen3-tiny pp2" 2 --model qwen3-tiny --pp 2 --steps 2 --verify
 compare "qwen3-tiny dp2 pp2" 4 --model qwen3-tiny --dp 2 --pp 2 --steps 2 --verify
@@ -98,4 +100,6 @@ print(" ".join(r["strategy"] + ":" + r["params_hash"] + "/" + r["state_hash"] + 
 train "qwen3-tiny dp2" 2 --model qwen3-tiny --dp 2 --strategies sc,lb-asc
 train "qwen3-tiny tp2" 2 --model qwen3-tiny --tp 2 --strategies layerwise,asc
 train "qwen3-tiny dp2 z3" 2 --model qwen3-tiny --dp 2 --strategies asc,fsdp-a2a --zero-stage 3
+train "qwen3-tiny dp2 tp2" 4 --model qwen3-tiny --dp 2 --tp 2
+train "qwen3-tiny dp2 soap" 2 --model qwen3-tiny --dp 2 --optimizer soap --strategies lb-asc,sc
 train "tiny-moe dp2 ep2" 2 --model "$MOE" --dp 2 --ep 2 --strategies sc,lb-asc

@@ -15,10 +15,15 @@ void require(bool ok, const char* call, const Args&... what) {
   if (!ok) throw Error(str("Communicator::", call, ": ", what...));
 }
 
-bool overlap(const float* a, std::size_t na, const float* b, std::size_t nb) {
-  if (na == 0 || nb == 0) return false;
-  const std::less<const float*> less;
-  return less(a, b + nb) && less(b, a + na);
+bool overlap(ConstTypedSpan a, ConstTypedSpan b) {
+  if (a.empty() || b.empty()) return false;
+  const std::less<const std::byte*> less;
+  return less(a.data(), b.data() + b.size_bytes()) && less(b.data(), a.data() + a.size_bytes());
+}
+
+void check_dtypes(const char* call, ConstTypedSpan send, ConstTypedSpan recv) {
+  require(send.dtype() == recv.dtype(), call, "send is ", to_string(send.dtype()), ", recv ",
+          to_string(recv.dtype()));
 }
 
 // Checks one count array against `size` ranks; returns the sum of the counts.
@@ -77,6 +82,17 @@ CommBytes operator-(CommBytes a, const CommBytes& b) {
   return a;
 }
 
+CommBytes Communicator::bytes() const {
+  CommBytes all = untyped_;
+  for (const CommBytes& b : by_dtype_) all += b;
+  return all;
+}
+
+void Communicator::reset_bytes() {
+  untyped_ = CommBytes{};
+  for (CommBytes& b : by_dtype_) b = CommBytes{};
+}
+
 std::vector<std::int64_t> even_split(std::int64_t n, int parts) {
   CANZONA_CHECK(n >= 0 && parts >= 1, "even_split(", n, ", ", parts, ")");
   std::vector<std::int64_t> counts(parts, n / parts);
@@ -84,54 +100,56 @@ std::vector<std::int64_t> even_split(std::int64_t n, int parts) {
   return counts;
 }
 
-Request Communicator::reduce_scatter(std::span<const float> send, std::span<float> recv,
+Request Communicator::reduce_scatter(ConstTypedSpan send, TypedSpan recv,
                                      std::span<const std::int64_t> counts) {
   const char* call = "reduce_scatter";
+  check_dtypes(call, send, recv);
   const std::int64_t total = check_counts(call, "counts", counts, size());
   require(std::ssize(send) == total, call, "send has ", send.size(), " elements, counts sum to ",
           total);
   require(std::ssize(recv) == counts[rank()], call, "recv has ", recv.size(), " elements, counts[",
           rank(), "] = ", counts[rank()]);
-  require(!overlap(send.data(), send.size(), recv.data(), recv.size()), call,
-          "send and recv overlap");
+  require(!overlap(send, recv), call, "send and recv overlap");
   return do_reduce_scatter(send, recv, counts);
 }
 
-Request Communicator::all_gather(std::span<const float> send, std::span<float> recv,
+Request Communicator::all_gather(ConstTypedSpan send, TypedSpan recv,
                                  std::span<const std::int64_t> counts,
                                  std::span<const std::int64_t> displs) {
   const char* call = "all_gather";
+  check_dtypes(call, send, recv);
   check_segments(call, "counts", counts, displs, std::ssize(recv), size(), /*disjoint=*/true);
   const std::int64_t own = counts[rank()];
   require(std::ssize(send) == own, call, "send has ", send.size(), " elements, counts[", rank(),
           "] = ", own);
-  const bool in_place = own > 0 && send.data() == recv.data() + displs[rank()];
-  require(in_place || !overlap(send.data(), send.size(), recv.data(), recv.size()), call,
+  const bool in_place =
+      own > 0 && send.data() == recv.data() + displs[rank()] * dtype_bytes(recv.dtype());
+  require(in_place || !overlap(send, recv), call,
           "send overlaps recv without being this rank's own segment");
   return do_all_gather(send, recv, counts, displs);
 }
 
-Request Communicator::all_to_all(std::span<const float> send,
-                                 std::span<const std::int64_t> send_counts,
-                                 std::span<const std::int64_t> send_displs, std::span<float> recv,
+Request Communicator::all_to_all(ConstTypedSpan send, std::span<const std::int64_t> send_counts,
+                                 std::span<const std::int64_t> send_displs, TypedSpan recv,
                                  std::span<const std::int64_t> recv_counts,
                                  std::span<const std::int64_t> recv_displs) {
   const char* call = "all_to_all";
+  check_dtypes(call, send, recv);
   check_segments(call, "send_counts", send_counts, send_displs, std::ssize(send), size(),
                  /*disjoint=*/false);
   check_segments(call, "recv_counts", recv_counts, recv_displs, std::ssize(recv), size(),
                  /*disjoint=*/true);
-  require(!overlap(send.data(), send.size(), recv.data(), recv.size()), call,
-          "send and recv overlap");
+  require(!overlap(send, recv), call, "send and recv overlap");
   return do_all_to_all(send, send_counts, send_displs, recv, recv_counts, recv_displs);
 }
 
-Request Communicator::all_reduce(std::span<const float> send, std::span<float> recv) {
+Request Communicator::all_reduce(ConstTypedSpan send, TypedSpan recv) {
   const char* call = "all_reduce";
+  check_dtypes(call, send, recv);
   require(send.size() == recv.size(), call, "send has ", send.size(), " elements, recv ",
           recv.size());
   const bool in_place = send.data() == recv.data();
-  require(in_place || !overlap(send.data(), send.size(), recv.data(), recv.size()), call,
+  require(in_place || !overlap(send, recv), call,
           "send and recv overlap without being the same span");
   return do_all_reduce(send, recv);
 }

@@ -34,9 +34,9 @@ torch::Tensor exchange_rows(const torch::Tensor& in, const std::vector<std::int6
   std::vector<std::int64_t> send_counts, recv_counts;
   for (std::int64_t r : send_rows) send_counts.push_back(r * width);
   for (std::int64_t r : recv_rows) recv_counts.push_back(r * width);
-  comm.all_to_all({send.data_ptr<float>(), static_cast<std::size_t>(send.numel())}, send_counts,
+  comm.all_to_all(std::span<const float>(send.data_ptr<float>(), send.numel()), send_counts,
                   displacements(send_counts),
-                  {recv.data_ptr<float>(), static_cast<std::size_t>(recv.numel())}, recv_counts,
+                  std::span<float>(recv.data_ptr<float>(), recv.numel()), recv_counts,
                   displacements(recv_counts))
       .wait();
   return recv;

@@ -71,8 +71,8 @@ torch::Tensor all_gather_rows(const torch::Tensor& mine, std::int64_t total, con
     displs.push_back(begin * width);
   }
   tp.comm
-      ->all_gather({send.data_ptr<float>(), static_cast<std::size_t>(send.numel())},
-                   float_span(out), counts, displs)
+      ->all_gather(std::span<const float>(send.data_ptr<float>(), send.numel()), float_span(out),
+                   counts, displs)
       .wait();
   return out;
 }

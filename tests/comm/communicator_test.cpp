@@ -28,20 +28,19 @@ class FakeCommunicator final : public Communicator {
   int waited = 0;
 
  protected:
-  Request do_reduce_scatter(std::span<const float>, std::span<float>,
-                            std::span<const std::int64_t>) override {
+  Request do_reduce_scatter(ConstTypedSpan, TypedSpan, std::span<const std::int64_t>) override {
     return post();
   }
-  Request do_all_gather(std::span<const float>, std::span<float>, std::span<const std::int64_t>,
+  Request do_all_gather(ConstTypedSpan, TypedSpan, std::span<const std::int64_t>,
                         std::span<const std::int64_t>) override {
     return post();
   }
-  Request do_all_to_all(std::span<const float>, std::span<const std::int64_t>,
-                        std::span<const std::int64_t>, std::span<float>,
-                        std::span<const std::int64_t>, std::span<const std::int64_t>) override {
+  Request do_all_to_all(ConstTypedSpan, std::span<const std::int64_t>,
+                        std::span<const std::int64_t>, TypedSpan, std::span<const std::int64_t>,
+                        std::span<const std::int64_t>) override {
     return post();
   }
-  Request do_all_reduce(std::span<const float>, std::span<float>) override { return post(); }
+  Request do_all_reduce(ConstTypedSpan, TypedSpan) override { return post(); }
 
  private:
   class CountingImpl final : public Request::Impl {

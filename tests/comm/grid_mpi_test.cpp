@@ -30,7 +30,7 @@ std::vector<ParallelDims> factorisations(int world_size) {
 void expect_all_reduce_sums(Communicator& comm, int world_rank,
                             const std::vector<std::uint64_t>& members) {
   float sum = static_cast<float>(world_rank);
-  comm.all_reduce({&sum, 1}, {&sum, 1}).wait();
+  comm.all_reduce(std::span<const float>(&sum, 1), std::span<float>(&sum, 1)).wait();
   float expected = 0;
   for (std::uint64_t r : members) expected += static_cast<float>(r);
   EXPECT_EQ(sum, expected);

@@ -59,20 +59,19 @@ class SizedCommunicator final : public Communicator {
   }
 
  protected:
-  Request do_reduce_scatter(std::span<const float>, std::span<float>,
-                            std::span<const std::int64_t>) override {
+  Request do_reduce_scatter(ConstTypedSpan, TypedSpan, std::span<const std::int64_t>) override {
     return {};
   }
-  Request do_all_gather(std::span<const float>, std::span<float>, std::span<const std::int64_t>,
+  Request do_all_gather(ConstTypedSpan, TypedSpan, std::span<const std::int64_t>,
                         std::span<const std::int64_t>) override {
     return {};
   }
-  Request do_all_to_all(std::span<const float>, std::span<const std::int64_t>,
-                        std::span<const std::int64_t>, std::span<float>,
-                        std::span<const std::int64_t>, std::span<const std::int64_t>) override {
+  Request do_all_to_all(ConstTypedSpan, std::span<const std::int64_t>,
+                        std::span<const std::int64_t>, TypedSpan, std::span<const std::int64_t>,
+                        std::span<const std::int64_t>) override {
     return {};
   }
-  Request do_all_reduce(std::span<const float>, std::span<float>) override { return {}; }
+  Request do_all_reduce(ConstTypedSpan, TypedSpan) override { return {}; }
 
  private:
   int rank_;

@@ -28,7 +28,7 @@ const std::vector<CountsCase> kOthersCases = {
 TEST(MpiBytes, AlltoallvCountsSendCountsForOtherRanks) {
   for (const CountsCase& c : kOthersCases) {
     for (int me = 0; me < std::ssize(c.counts); ++me) {
-      EXPECT_EQ(alltoallv_bytes(c.counts, me), c.by_rank[me])
+      EXPECT_EQ(alltoallv_bytes(DType::kF32, c.counts, me), c.by_rank[me])
           << "P " << c.counts.size() << " rank " << me;
     }
   }
@@ -37,7 +37,7 @@ TEST(MpiBytes, AlltoallvCountsSendCountsForOtherRanks) {
 TEST(MpiBytes, ReduceScatterCountsTheBlocksOtherRanksReceive) {
   for (const CountsCase& c : kOthersCases) {
     for (int me = 0; me < std::ssize(c.counts); ++me) {
-      EXPECT_EQ(reduce_scatter_bytes(c.counts, me), c.by_rank[me])
+      EXPECT_EQ(reduce_scatter_bytes(DType::kF32, c.counts, me), c.by_rank[me])
           << "P " << c.counts.size() << " rank " << me;
     }
   }
@@ -67,7 +67,7 @@ TEST(MpiBytes, AllgathervCountsTheOwnBlockOncePerOtherRank) {
   };
   for (const CountsCase& c : cases) {
     for (int me = 0; me < std::ssize(c.counts); ++me) {
-      EXPECT_EQ(allgatherv_bytes(c.counts, me), c.by_rank[me])
+      EXPECT_EQ(allgatherv_bytes(DType::kF32, c.counts, me), c.by_rank[me])
           << "P " << c.counts.size() << " rank " << me;
     }
   }
@@ -88,7 +88,8 @@ TEST(MpiBytes, AllreduceCountsAReduceScatterAndAllGatherOverTheEvenSplit) {
   for (const Case& c : cases) {
     const int P = static_cast<int>(c.by_rank.size());
     for (int me = 0; me < P; ++me) {
-      EXPECT_EQ(allreduce_bytes(c.n, P, me), c.by_rank[me]) << "n " << c.n << " rank " << me;
+      EXPECT_EQ(allreduce_bytes(DType::kF32, c.n, P, me), c.by_rank[me])
+          << "n " << c.n << " rank " << me;
     }
   }
 }
@@ -102,9 +103,9 @@ TEST(MpiBytes, SummedOverRanksAllReduceIsTwiceAReduceScatter) {
       std::int64_t reduce_scatter = 0;
       std::int64_t all_gather = 0;
       for (int me = 0; me < P; ++me) {
-        all_reduce += allreduce_bytes(n, P, me);
-        reduce_scatter += reduce_scatter_bytes(even, me);
-        all_gather += allgatherv_bytes(even, me);
+        all_reduce += allreduce_bytes(DType::kF32, n, P, me);
+        reduce_scatter += reduce_scatter_bytes(DType::kF32, even, me);
+        all_gather += allgatherv_bytes(DType::kF32, even, me);
       }
       EXPECT_EQ(reduce_scatter, 4 * std::int64_t{P - 1} * n) << "P " << P << " n " << n;
       EXPECT_EQ(all_gather, reduce_scatter) << "P " << P << " n " << n;

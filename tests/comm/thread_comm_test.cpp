@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "canzona/comm/thread.h"
+#include "canzona/common/error.h"
 #include "canzona/common/splitmix.h"
 
 namespace canzona::comm {
@@ -342,6 +343,53 @@ TEST(ThreadComm, AllReduceSumsInRankOrder) {
           }
         }
       }
+    });
+  }
+}
+
+// bf16: the inputs rounded to bf16 (a rounding written here: the dropped half above 0x8000 up,
+// exactly 0x8000 to even), summed in fp32 in rank order and rounded once; half the fp32 bytes,
+// counted under bf16.
+std::uint16_t bf16_bits(float x) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  const std::uint32_t keep = u >> 16, rest = u & 0xFFFFu;
+  return static_cast<std::uint16_t>(keep + (rest > 0x8000u || (rest == 0x8000u && (keep & 1u))));
+}
+float widened(std::uint16_t bits) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+TEST(ThreadComm, Bf16SumsRoundOnceAndMoveHalfTheBytes) {
+  for (ReduceMode mode : kModes) {
+    run_on_thread_grid(k2x3, mode, [](Grid& grid) {
+      Communicator& comm = grid.world();
+      const int w = comm.rank(), P = comm.size();
+      const std::int64_t n = 1003;
+      std::vector<bf16> send(n), recv(n);
+      std::vector<std::uint16_t> want(n);
+      for (std::int64_t j = 0; j < n; ++j) {
+        send[j] = bf16{bf16_bits(input(w, 9, j))};
+        float sum = 0.0f;
+        for (int q = 0; q < P; ++q)
+          sum = q == 0 ? widened(bf16_bits(input(q, 9, j)))
+                       : sum + widened(bf16_bits(input(q, 9, j)));
+        want[j] = bf16_bits(sum);
+      }
+      comm.all_reduce(send, recv).wait();
+      const std::vector<std::int64_t> counts = even_split(n, P);
+      std::int64_t offset = 0;
+      for (int r = 0; r < w; ++r) offset += counts[r];
+      std::vector<bf16> shard(counts[w]);
+      comm.reduce_scatter(send, shard, counts).wait();
+      int wrong = 0;
+      for (std::int64_t j = 0; j < n; ++j) wrong += recv[j].bits != want[j];
+      for (std::int64_t j = 0; j < counts[w]; ++j) wrong += shard[j].bits != want[offset + j];
+      EXPECT_EQ(wrong, 0) << "world rank " << w;
+      EXPECT_EQ(comm.bytes(DType::kF32), CommBytes{});
+      EXPECT_EQ(comm.bytes(DType::kBF16).reduce_scatter, 2 * (n - counts[w]));
+      EXPECT_EQ(comm.bytes(DType::kBF16).all_reduce, 2 * ((n - counts[w]) + (P - 1) * counts[w]));
+      std::vector<float> f(n);
+      EXPECT_THROW(comm.all_reduce(send, f), Error);
     });
   }
 }

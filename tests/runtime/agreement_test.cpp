@@ -88,24 +88,21 @@ class ThreadWorld final : public comm::Communicator {
   }
 
  protected:
-  comm::Request do_reduce_scatter(std::span<const float>, std::span<float>,
+  comm::Request do_reduce_scatter(ConstTypedSpan, TypedSpan,
                                   std::span<const std::int64_t>) override {
     throw Error("unused");
   }
-  comm::Request do_all_gather(std::span<const float>, std::span<float>,
+  comm::Request do_all_gather(ConstTypedSpan, TypedSpan, std::span<const std::int64_t>,
+                              std::span<const std::int64_t>) override {
+    throw Error("unused");
+  }
+  comm::Request do_all_to_all(ConstTypedSpan, std::span<const std::int64_t>,
+                              std::span<const std::int64_t>, TypedSpan,
                               std::span<const std::int64_t>,
                               std::span<const std::int64_t>) override {
     throw Error("unused");
   }
-  comm::Request do_all_to_all(std::span<const float>, std::span<const std::int64_t>,
-                              std::span<const std::int64_t>, std::span<float>,
-                              std::span<const std::int64_t>,
-                              std::span<const std::int64_t>) override {
-    throw Error("unused");
-  }
-  comm::Request do_all_reduce(std::span<const float>, std::span<float>) override {
-    throw Error("unused");
-  }
+  comm::Request do_all_reduce(ConstTypedSpan, TypedSpan) override { throw Error("unused"); }
 
  private:
   ThreadHub& hub_;

@@ -2,14 +2,18 @@
 // (docs/design.md sections 2 and 4).
 //
 // Terms. A Communicator spans `size()` ranks; this process is `rank()` in 0..size()-1. Buffers are
-// fp32 spans; *counts* and *displacements* (displs) are in elements, one entry per rank of this
-// communicator, and index rank r's *segment* {displs[r], counts[r]} of a buffer. Zero counts are
-// allowed everywhere. Every rank must post the same collectives on a communicator in the same
-// order, with consistent arguments (the same counts on all ranks, matching send/recv counts); the
-// requests may then be waited in any order, on each rank independently. "Sum" is fp32 addition; in
-// ReduceMode::kNative its order is the backend's, in ReduceMode::kDeterministic every element is
-// summed in rank order, ((x_0 + x_1) + x_2) + ... + x_{P-1}, so reduce_scatter and all_reduce give
-// bitwise identical results for the same inputs (docs/design.md section 5).
+// typed spans (common/dtype.h) of fp32 or bf16; a collective's buffers share one dtype, the same on
+// every rank (a std::span<float> or std::vector<float> converts to an fp32 one). *Counts* and
+// *displacements* (displs) are in elements, one entry per rank of this communicator, and index
+// rank r's *segment* {displs[r], counts[r]} of a buffer. Zero counts are allowed everywhere. Every
+// rank must post the same collectives on a communicator in the same order, with consistent
+// arguments (the same dtype and counts on all ranks, matching send/recv counts); the requests may
+// then be waited in any order, on each rank independently. "Sum" is formed in fp32: in
+// ReduceMode::kNative its order (and, for bf16, where it rounds) is the backend's; in
+// ReduceMode::kDeterministic every element is summed in rank order, ((x_0 + x_1) + x_2) + ... +
+// x_{P-1}, in fp32, and a bf16 result is that sum rounded once to nearest even
+// (canzona::sum_in_rank_order), so reduce_scatter and all_reduce give bitwise identical results
+// for the same inputs (docs/design.md section 5).
 //
 // Point-to-point. isend/irecv move bytes between two ranks of one communicator: `peer` is the
 // other rank (0 <= peer < size(); this rank itself is allowed), `tag` a number in [0, kMaxTag]
@@ -27,19 +31,21 @@
 // backend call.
 //
 // Byte counters (CommBytes) are kept per Communicator-level operation kind (reduce_scatter,
-// all_gather, all_reduce, all_to_all, p2p) and counted by the backend from what it actually hands
-// its transport, not from the public call's arguments: when the backend makes each transport call,
-// it adds the bytes of this rank's send arguments destined to other ranks (4 bytes per float) to
-// the counter of the operation that call serves; an operation built from several transport calls (a
+// all_gather, all_reduce, all_to_all, p2p) and per dtype, and counted by the backend from what it
+// actually hands its transport, not from the public call's arguments: when the backend makes each
+// transport call, it adds the bytes of this rank's send arguments destined to other ranks (e = 4
+// bytes per fp32 element, 2 per bf16 one) to the counter of the operation that call serves, under
+// the call's dtype (bytes(DType)); byte strings (isend, all_gather_bytes) count under no dtype, and
+// bytes() sums all three; an operation built from several transport calls (a
 // deterministic all-reduce) counts each. MpiCommunicator states its exact definition per MPI
 // call (src/comm/mpi/mpi_communicator.h); for its reduce_scatter, all_gather and all_to_all it
 // comes to, with P = size() and me = rank():
-//   reduce_scatter(counts)  4 * (sum(counts) - counts[me])   every other rank's block, once
-//   all_gather(counts)      4 * (P - 1) * counts[me]         own block to every other rank
-//   all_to_all(send_counts) 4 * sum over r != me of send_counts[r]
+//   reduce_scatter(counts)  e * (sum(counts) - counts[me])   every other rank's block, once
+//   all_gather(counts)      e * (P - 1) * counts[me]         own block to every other rank
+//   all_to_all(send_counts) e * sum over r != me of send_counts[r]
 //   isend(data, peer)       data.size() when peer != me, 0 to itself (irecv counts nothing)
-// and for all_reduce(n) to 4 * ((n - c[me]) + (P - 1) * c[me]), c = even_split(n, P), summed over
-// ranks 2(P-1)n * 4 bytes against (P-1)n * 4 for a reduce-scatter. The blocking byte gather
+// and for all_reduce(n) to e * ((n - c[me]) + (P - 1) * c[me]), c = even_split(n, P), summed over
+// ranks 2(P-1)n * e bytes against (P-1)n * e for a reduce-scatter. The blocking byte gather
 // all_gather_bytes(bytes) counts into all_gather, (P - 1) * bytes.size(); the sizes it exchanges
 // first, barrier() and all_gather_u64() are control traffic and are not counted. A counter grows
 // when its transport call is made (for most operations when posted; phase 2 of a deterministic
@@ -54,6 +60,7 @@
 #include <vector>
 
 #include "canzona/comm/request.h"
+#include "canzona/common/dtype.h"
 
 namespace canzona::comm {
 
@@ -100,28 +107,27 @@ class Communicator {
   // Reduce-Scatter with variable counts: `send` (sum(counts) elements) is this rank's contribution,
   // cut into consecutive blocks of counts[0], counts[1], ...; `recv` (counts[rank] elements)
   // receives the sum over ranks of block `rank`. send and recv must not overlap.
-  Request reduce_scatter(std::span<const float> send, std::span<float> recv,
-                         std::span<const std::int64_t> counts);
+  Request reduce_scatter(ConstTypedSpan send, TypedSpan recv, std::span<const std::int64_t> counts);
 
   // All-Gather with variable counts: `send` (counts[rank] elements) lands in segment
   // {displs[rank], counts[rank]} of every rank's `recv`. Segments must lie inside recv and not
   // overlap; elements outside all segments are left untouched. send may be exactly this rank's own
   // segment of recv (in place); otherwise send and recv must not overlap.
-  Request all_gather(std::span<const float> send, std::span<float> recv,
-                     std::span<const std::int64_t> counts, std::span<const std::int64_t> displs);
+  Request all_gather(ConstTypedSpan send, TypedSpan recv, std::span<const std::int64_t> counts,
+                     std::span<const std::int64_t> displs);
 
   // All-to-All with variable counts: segment {send_displs[r], send_counts[r]} of `send` goes to
   // rank r, where it lands in segment {recv_displs[rank], recv_counts[rank]} of r's `recv`; so
   // recv_counts[q] on this rank must equal send_counts[rank] on rank q. Segments must lie inside
   // their buffers; receive segments must not overlap; send and recv must not overlap.
-  Request all_to_all(std::span<const float> send, std::span<const std::int64_t> send_counts,
-                     std::span<const std::int64_t> send_displs, std::span<float> recv,
+  Request all_to_all(ConstTypedSpan send, std::span<const std::int64_t> send_counts,
+                     std::span<const std::int64_t> send_displs, TypedSpan recv,
                      std::span<const std::int64_t> recv_counts,
                      std::span<const std::int64_t> recv_displs);
 
   // All-Reduce (sum): `recv` receives the element-wise sum over ranks of `send`. Both have the
   // same size; they are either the same span (in place) or do not overlap.
-  Request all_reduce(std::span<const float> send, std::span<float> recv);
+  Request all_reduce(ConstTypedSpan send, TypedSpan recv);
 
   // The largest tag isend and irecv accept: MPI guarantees tags up to 32767 (MPI_TAG_UB).
   static constexpr int kMaxTag = 32767;
@@ -150,32 +156,37 @@ class Communicator {
   virtual std::vector<std::vector<std::byte>> all_gather_bytes(
       std::span<const std::byte> bytes) = 0;
 
-  // Bytes handed to the transport so far on this communicator, as defined above.
-  const CommBytes& bytes() const { return bytes_; }
-  void reset_bytes() { bytes_ = CommBytes{}; }
+  // Bytes handed to the transport so far on this communicator, as defined above: all of them, and
+  // those of the collectives of one dtype.
+  CommBytes bytes() const;
+  const CommBytes& bytes(DType dtype) const { return by_dtype_[static_cast<int>(dtype)]; }
+  void reset_bytes();
 
  protected:
-  // The counters a backend adds to when it makes a transport call.
-  CommBytes& mutable_bytes() { return bytes_; }
+  // The counters a backend adds to when it makes a transport call: a collective's, by its dtype;
+  // byte strings' (isend, all_gather_bytes).
+  CommBytes& mutable_bytes(DType dtype) { return by_dtype_[static_cast<int>(dtype)]; }
+  CommBytes& mutable_bytes() { return untyped_; }
 
-  virtual Request do_reduce_scatter(std::span<const float> send, std::span<float> recv,
+  // Buffers already checked: one dtype, sizes and segments as documented above.
+  virtual Request do_reduce_scatter(ConstTypedSpan send, TypedSpan recv,
                                     std::span<const std::int64_t> counts) = 0;
-  virtual Request do_all_gather(std::span<const float> send, std::span<float> recv,
+  virtual Request do_all_gather(ConstTypedSpan send, TypedSpan recv,
                                 std::span<const std::int64_t> counts,
                                 std::span<const std::int64_t> displs) = 0;
-  virtual Request do_all_to_all(std::span<const float> send,
-                                std::span<const std::int64_t> send_counts,
-                                std::span<const std::int64_t> send_displs, std::span<float> recv,
+  virtual Request do_all_to_all(ConstTypedSpan send, std::span<const std::int64_t> send_counts,
+                                std::span<const std::int64_t> send_displs, TypedSpan recv,
                                 std::span<const std::int64_t> recv_counts,
                                 std::span<const std::int64_t> recv_displs) = 0;
-  virtual Request do_all_reduce(std::span<const float> send, std::span<float> recv) = 0;
+  virtual Request do_all_reduce(ConstTypedSpan send, TypedSpan recv) = 0;
   // Point-to-point, arguments already checked. The defaults throw canzona::Error (a backend
   // without point-to-point, such as a test double); both backends override them.
   virtual Request do_isend(std::span<const std::byte> data, int peer, int tag);
   virtual Request do_irecv(std::span<std::byte> data, int peer, int tag);
 
  private:
-  CommBytes bytes_;
+  CommBytes by_dtype_[kNumDTypes];
+  CommBytes untyped_;
 };
 
 // Control data to rank 0 (run statistics, traces, --verify digests): collective over `world`

@@ -6,8 +6,6 @@
 namespace canzona::comm::detail {
 namespace {
 
-constexpr std::int64_t kFloatBytes = sizeof(float);
-
 std::int64_t sum_except(std::span<const int> counts, int rank) {
   std::int64_t total = 0;
   for (int r = 0; r < std::ssize(counts); ++r) {
@@ -16,51 +14,74 @@ std::int64_t sum_except(std::span<const int> counts, int rank) {
   return total;
 }
 
-}  // namespace
-
-std::int64_t alltoallv_bytes(std::span<const int> send_counts, int rank) {
-  return kFloatBytes * sum_except(send_counts, rank);
+// inout[i] = bf16(float(in[i]) + float(inout[i])).
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const bf16* a = static_cast<const bf16*>(in);
+  bf16* b = static_cast<bf16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = to_bf16(to_float(a[i]) + to_float(b[i]));
 }
 
-std::int64_t allgatherv_bytes(std::span<const int> recv_counts, int rank) {
+}  // namespace
+
+MPI_Datatype mpi_type(DType dtype) {
+  return dtype == DType::kBF16 ? MPI_UINT16_T : MPI_FLOAT;
+}
+
+MPI_Op sum_op(DType dtype) {
+  if (dtype == DType::kF32) return MPI_SUM;
+  static const MPI_Op op = [] {
+    MPI_Op created = MPI_OP_NULL;
+    check_mpi(MPI_Op_create(&bf16_sum, /*commute=*/1, &created), "MPI_Op_create (bf16 sum)");
+    return created;
+  }();
+  return op;
+}
+
+std::int64_t alltoallv_bytes(DType dtype, std::span<const int> send_counts, int rank) {
+  return dtype_bytes(dtype) * sum_except(send_counts, rank);
+}
+
+std::int64_t allgatherv_bytes(DType dtype, std::span<const int> recv_counts, int rank) {
   const std::int64_t others = std::ssize(recv_counts) - 1;
-  return kFloatBytes * others * recv_counts[rank];
+  return dtype_bytes(dtype) * others * recv_counts[rank];
 }
 
 std::int64_t byte_allgatherv_bytes(std::span<const int> recv_counts, int rank) {
   return (std::ssize(recv_counts) - 1) * recv_counts[rank];
 }
 
-std::int64_t reduce_scatter_bytes(std::span<const int> recv_counts, int rank) {
-  return kFloatBytes * sum_except(recv_counts, rank);
+std::int64_t reduce_scatter_bytes(DType dtype, std::span<const int> recv_counts, int rank) {
+  return dtype_bytes(dtype) * sum_except(recv_counts, rank);
 }
 
-std::int64_t allreduce_bytes(int count, int size, int rank) {
+std::int64_t allreduce_bytes(DType dtype, int count, int size, int rank) {
   const std::int64_t own = even_split(count, size)[rank];
-  return kFloatBytes * ((count - own) + (size - 1) * own);
+  return dtype_bytes(dtype) * ((count - own) + (size - 1) * own);
 }
 
 std::int64_t isend_bytes(int count, int dest, int rank) {
   return dest == rank ? 0 : count;
 }
 
-void post_ialltoallv(const MpiGroup& group, const void* send, std::span<const int> send_counts,
-                     std::span<const int> send_displs, void* recv, std::span<const int> recv_counts,
-                     std::span<const int> recv_displs, MPI_Request* request, std::int64_t& counter,
-                     const char* call) {
-  check_mpi(MPI_Ialltoallv(send, send_counts.data(), send_displs.data(), MPI_FLOAT, recv,
-                           recv_counts.data(), recv_displs.data(), MPI_FLOAT, group.comm, request),
+void post_ialltoallv(const MpiGroup& group, DType dtype, const void* send,
+                     std::span<const int> send_counts, std::span<const int> send_displs, void* recv,
+                     std::span<const int> recv_counts, std::span<const int> recv_displs,
+                     MPI_Request* request, std::int64_t& counter, const char* call) {
+  const MPI_Datatype type = mpi_type(dtype);
+  check_mpi(MPI_Ialltoallv(send, send_counts.data(), send_displs.data(), type, recv,
+                           recv_counts.data(), recv_displs.data(), type, group.comm, request),
             call);
-  counter += alltoallv_bytes(send_counts, group.rank);
+  counter += alltoallv_bytes(dtype, send_counts, group.rank);
 }
 
-void post_iallgatherv(const MpiGroup& group, const void* send, void* recv,
+void post_iallgatherv(const MpiGroup& group, DType dtype, const void* send, void* recv,
                       std::span<const int> recv_counts, std::span<const int> recv_displs,
                       MPI_Request* request, std::int64_t& counter, const char* call) {
-  check_mpi(MPI_Iallgatherv(send, recv_counts[group.rank], MPI_FLOAT, recv, recv_counts.data(),
-                            recv_displs.data(), MPI_FLOAT, group.comm, request),
+  const MPI_Datatype type = mpi_type(dtype);
+  check_mpi(MPI_Iallgatherv(send, recv_counts[group.rank], type, recv, recv_counts.data(),
+                            recv_displs.data(), type, group.comm, request),
             call);
-  counter += allgatherv_bytes(recv_counts, group.rank);
+  counter += allgatherv_bytes(dtype, recv_counts, group.rank);
 }
 
 void allgatherv_bytes_blocking(const MpiGroup& group, const void* send, void* recv,
@@ -74,19 +95,20 @@ void allgatherv_bytes_blocking(const MpiGroup& group, const void* send, void* re
   counter += byte_allgatherv_bytes(recv_counts, group.rank);
 }
 
-void post_ireduce_scatter(const MpiGroup& group, const void* send, void* recv,
+void post_ireduce_scatter(const MpiGroup& group, DType dtype, const void* send, void* recv,
                           std::span<const int> recv_counts, MPI_Request* request,
                           std::int64_t& counter, const char* call) {
-  check_mpi(
-      MPI_Ireduce_scatter(send, recv, recv_counts.data(), MPI_FLOAT, MPI_SUM, group.comm, request),
-      call);
-  counter += reduce_scatter_bytes(recv_counts, group.rank);
+  check_mpi(MPI_Ireduce_scatter(send, recv, recv_counts.data(), mpi_type(dtype), sum_op(dtype),
+                                group.comm, request),
+            call);
+  counter += reduce_scatter_bytes(dtype, recv_counts, group.rank);
 }
 
-void post_iallreduce(const MpiGroup& group, const void* send, void* recv, int count,
+void post_iallreduce(const MpiGroup& group, DType dtype, const void* send, void* recv, int count,
                      MPI_Request* request, std::int64_t& counter, const char* call) {
-  check_mpi(MPI_Iallreduce(send, recv, count, MPI_FLOAT, MPI_SUM, group.comm, request), call);
-  counter += allreduce_bytes(count, group.size, group.rank);
+  check_mpi(MPI_Iallreduce(send, recv, count, mpi_type(dtype), sum_op(dtype), group.comm, request),
+            call);
+  counter += allreduce_bytes(dtype, count, group.size, group.rank);
 }
 
 void post_isend(const MpiGroup& group, const void* send, int count, int dest, int tag,

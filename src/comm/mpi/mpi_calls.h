@@ -1,9 +1,10 @@
 // The MPI nonblocking collectives the MPI backend posts, and the bytes it counts for each.
 //
 // Terms. A call goes to an MpiGroup: an MPI communicator of P = size ranks in which this process
-// is `me` = rank. Every nonblocking call moves MPI_FLOAT (4 bytes). The *bytes to other ranks* of
-// a call are 4 times the elements of this rank's send arguments that are destined to ranks other
-// than me, read from the int counts exactly as they are handed to MPI:
+// is `me` = rank. Every nonblocking collective moves one dtype: fp32 as MPI_FLOAT (e = 4 bytes),
+// bf16 as MPI_UINT16_T (e = 2 bytes; its sums through bf16_sum_op()). The *bytes to other ranks*
+// of a call are e times the elements of this rank's send arguments that are destined to ranks
+// other than me, read from the int counts exactly as they are handed to MPI:
 //   MPI_Ialltoallv       sum over r != me of sendcounts[r]
 //   MPI_Iallgatherv      (P - 1) * sendcount, where sendcount = recvcounts[me] (the wrapper hands
 //                        MPI exactly that, also with MPI_IN_PLACE, where MPI reads the own block
@@ -30,6 +31,7 @@
 #include <string>
 
 #include "canzona/comm/timeout.h"
+#include "canzona/common/dtype.h"
 
 namespace canzona::comm {
 class MpiCommunicator;
@@ -61,22 +63,27 @@ WaitSite wait_site(const char* call, const MpiCommunicator* group, int peer = -1
 int timed_wait(MPI_Request* request, MPI_Status* status, const WaitSite& site);
 
 // Bytes to other ranks, as defined above. Counts have P = size() entries; rank is me.
-std::int64_t alltoallv_bytes(std::span<const int> send_counts, int rank);
-std::int64_t allgatherv_bytes(std::span<const int> recv_counts, int rank);
+std::int64_t alltoallv_bytes(DType dtype, std::span<const int> send_counts, int rank);
+std::int64_t allgatherv_bytes(DType dtype, std::span<const int> recv_counts, int rank);
 std::int64_t byte_allgatherv_bytes(std::span<const int> recv_counts, int rank);  // MPI_BYTE
-std::int64_t reduce_scatter_bytes(std::span<const int> recv_counts, int rank);
-std::int64_t allreduce_bytes(int count, int size, int rank);
+std::int64_t reduce_scatter_bytes(DType dtype, std::span<const int> recv_counts, int rank);
+std::int64_t allreduce_bytes(DType dtype, int count, int size, int rank);
 std::int64_t isend_bytes(int count, int dest, int rank);  // MPI_BYTE
 
-// MPI_Ialltoallv of MPI_FLOAT; each span has group.size entries.
-void post_ialltoallv(const MpiGroup& group, const void* send, std::span<const int> send_counts,
-                     std::span<const int> send_displs, void* recv, std::span<const int> recv_counts,
-                     std::span<const int> recv_displs, MPI_Request* request, std::int64_t& counter,
-                     const char* call);
+// The MPI datatype that moves `dtype`: MPI_FLOAT or MPI_UINT16_T.
+MPI_Datatype mpi_type(DType dtype);
+// The MPI_Op that sums bf16 values (MPI_UINT16_T): each pair added in fp32 and rounded to nearest
+// even; created on first use (after MPI_Init), never freed. MPI_SUM for fp32.
+MPI_Op sum_op(DType dtype);
 
-// MPI_Iallgatherv of MPI_FLOAT with sendcount = recv_counts[group.rank]; `send` may be
-// MPI_IN_PLACE.
-void post_iallgatherv(const MpiGroup& group, const void* send, void* recv,
+// MPI_Ialltoallv of `dtype`; each span has group.size entries.
+void post_ialltoallv(const MpiGroup& group, DType dtype, const void* send,
+                     std::span<const int> send_counts, std::span<const int> send_displs, void* recv,
+                     std::span<const int> recv_counts, std::span<const int> recv_displs,
+                     MPI_Request* request, std::int64_t& counter, const char* call);
+
+// MPI_Iallgatherv of `dtype` with sendcount = recv_counts[group.rank]; `send` may be MPI_IN_PLACE.
+void post_iallgatherv(const MpiGroup& group, DType dtype, const void* send, void* recv,
                       std::span<const int> recv_counts, std::span<const int> recv_displs,
                       MPI_Request* request, std::int64_t& counter, const char* call);
 
@@ -86,13 +93,13 @@ void allgatherv_bytes_blocking(const MpiGroup& group, const void* send, void* re
                                std::span<const int> recv_counts, std::span<const int> recv_displs,
                                std::int64_t& counter, const char* call);
 
-// MPI_Ireduce_scatter of MPI_FLOAT with MPI_SUM.
-void post_ireduce_scatter(const MpiGroup& group, const void* send, void* recv,
+// MPI_Ireduce_scatter of `dtype` with sum_op(dtype).
+void post_ireduce_scatter(const MpiGroup& group, DType dtype, const void* send, void* recv,
                           std::span<const int> recv_counts, MPI_Request* request,
                           std::int64_t& counter, const char* call);
 
-// MPI_Iallreduce of `count` MPI_FLOATs with MPI_SUM; `send` may be MPI_IN_PLACE.
-void post_iallreduce(const MpiGroup& group, const void* send, void* recv, int count,
+// MPI_Iallreduce of `count` elements of `dtype` with sum_op(dtype); `send` may be MPI_IN_PLACE.
+void post_iallreduce(const MpiGroup& group, DType dtype, const void* send, void* recv, int count,
                      MPI_Request* request, std::int64_t& counter, const char* call);
 
 // MPI_Isend of `count` MPI_BYTEs to rank `dest` of group.comm with `tag`.

@@ -37,14 +37,14 @@ void append_mpi_ints(std::span<const std::int64_t> values, const char* call,
   for (std::int64_t v : values) out.push_back(to_mpi_int(v, call));
 }
 
-const void* send_ptr(std::span<const float> send) {
+const void* send_ptr(ConstTypedSpan send) {
   static const float kEmptySend = 0.0f;
-  return send.empty() ? &kEmptySend : send.data();
+  return send.empty() ? static_cast<const void*>(&kEmptySend) : send.data();
 }
 
-void* recv_ptr(std::span<float> recv) {
+void* recv_ptr(TypedSpan recv) {
   static float empty_recv = 0.0f;
-  return recv.empty() ? &empty_recv : recv.data();
+  return recv.empty() ? static_cast<void*>(&empty_recv) : recv.data();
 }
 
 WaitSite wait_site(const char* call, const MpiCommunicator* group, int peer) {
@@ -235,22 +235,22 @@ std::vector<std::vector<std::byte>> MpiCommunicator::all_gather_bytes(
   return out;
 }
 
-Request MpiCommunicator::do_reduce_scatter(std::span<const float> send, std::span<float> recv,
+Request MpiCommunicator::do_reduce_scatter(ConstTypedSpan send, TypedSpan recv,
                                            std::span<const std::int64_t> counts) {
   const detail::MpiGroup group{comm_, rank_, size_, this};
-  std::int64_t& counter = mutable_bytes().reduce_scatter;
+  std::int64_t& counter = mutable_bytes(send.dtype()).reduce_scatter;
   if (mode_ == ReduceMode::kDeterministic) {
     return detail::post_deterministic_reduce_scatter(group, send, recv, counts, counter);
   }
   const char* call = "MPI_Ireduce_scatter";
   auto request = std::make_unique<detail::MpiRequest>(detail::wait_site(call, this));
   detail::append_mpi_ints(counts, call, request->ints);
-  detail::post_ireduce_scatter(group, detail::send_ptr(send), detail::recv_ptr(recv), request->ints,
-                               &request->request, counter, call);
+  detail::post_ireduce_scatter(group, send.dtype(), detail::send_ptr(send), detail::recv_ptr(recv),
+                               request->ints, &request->request, counter, call);
   return Request(std::move(request));
 }
 
-Request MpiCommunicator::do_all_gather(std::span<const float> send, std::span<float> recv,
+Request MpiCommunicator::do_all_gather(ConstTypedSpan send, TypedSpan recv,
                                        std::span<const std::int64_t> counts,
                                        std::span<const std::int64_t> displs) {
   const char* call = "MPI_Iallgatherv";
@@ -259,18 +259,19 @@ Request MpiCommunicator::do_all_gather(std::span<const float> send, std::span<fl
   detail::append_mpi_ints(displs, call, request->ints);
   const std::span<const int> ints = request->ints;
   const std::size_t size = static_cast<std::size_t>(size_);
-  const bool in_place = !send.empty() && send.data() == recv.data() + displs[rank_];
-  detail::post_iallgatherv({comm_, rank_, size_, this},
+  const DType dtype = send.dtype();
+  const bool in_place =
+      !send.empty() && send.data() == recv.data() + displs[rank_] * dtype_bytes(dtype);
+  detail::post_iallgatherv({comm_, rank_, size_, this}, dtype,
                            in_place ? MPI_IN_PLACE : detail::send_ptr(send), detail::recv_ptr(recv),
                            ints.subspan(0, size), ints.subspan(size, size), &request->request,
-                           mutable_bytes().all_gather, call);
+                           mutable_bytes(dtype).all_gather, call);
   return Request(std::move(request));
 }
 
-Request MpiCommunicator::do_all_to_all(std::span<const float> send,
+Request MpiCommunicator::do_all_to_all(ConstTypedSpan send,
                                        std::span<const std::int64_t> send_counts,
-                                       std::span<const std::int64_t> send_displs,
-                                       std::span<float> recv,
+                                       std::span<const std::int64_t> send_displs, TypedSpan recv,
                                        std::span<const std::int64_t> recv_counts,
                                        std::span<const std::int64_t> recv_displs) {
   const char* call = "MPI_Ialltoallv";
@@ -280,14 +281,14 @@ Request MpiCommunicator::do_all_to_all(std::span<const float> send,
   }
   const std::span<const int> ints = request->ints;
   const std::size_t size = static_cast<std::size_t>(size_);
-  detail::post_ialltoallv({comm_, rank_, size_, this}, detail::send_ptr(send),
+  detail::post_ialltoallv({comm_, rank_, size_, this}, send.dtype(), detail::send_ptr(send),
                           ints.subspan(0, size), ints.subspan(size, size), detail::recv_ptr(recv),
                           ints.subspan(2 * size, size), ints.subspan(3 * size, size),
-                          &request->request, mutable_bytes().all_to_all, call);
+                          &request->request, mutable_bytes(send.dtype()).all_to_all, call);
   return Request(std::move(request));
 }
 
-Request MpiCommunicator::do_all_reduce(std::span<const float> send, std::span<float> recv) {
+Request MpiCommunicator::do_all_reduce(ConstTypedSpan send, TypedSpan recv) {
   if (mode_ == ReduceMode::kDeterministic) {
     auto request = std::make_unique<detail::DeterministicAllReduce>(*this, send, recv);
     unadvanced_all_reduces_.push_back(request.get());
@@ -296,10 +297,10 @@ Request MpiCommunicator::do_all_reduce(std::span<const float> send, std::span<fl
   const char* call = "MPI_Iallreduce";
   auto request = std::make_unique<detail::MpiRequest>(detail::wait_site(call, this));
   const bool in_place = !send.empty() && send.data() == recv.data();
-  detail::post_iallreduce({comm_, rank_, size_, this},
+  detail::post_iallreduce({comm_, rank_, size_, this}, send.dtype(),
                           in_place ? MPI_IN_PLACE : detail::send_ptr(send), detail::recv_ptr(recv),
-                          detail::to_mpi_int(std::ssize(recv), call), &request->request,
-                          mutable_bytes().all_reduce, call);
+                          detail::to_mpi_int(recv.size(), call), &request->request,
+                          mutable_bytes(send.dtype()).all_reduce, call);
   return Request(std::move(request));
 }
 

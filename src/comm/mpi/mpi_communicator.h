@@ -28,18 +28,23 @@
 // and displacements must fit MPI's int (canzona::Error otherwise). Not thread-safe: one thread per
 // process calls it (MPI_THREAD_FUNNELED).
 //
+// Dtypes. fp32 moves as MPI_FLOAT, bf16 as MPI_UINT16_T; kNative sums bf16 with a user MPI_Op
+// that adds each pair in fp32 and rounds to bf16 (mpi_calls.h: sum_op), kDeterministic sums in
+// fp32 in rank order and rounds once (canzona::sum_in_rank_order).
+//
 // Byte counters (Communicator::bytes()) are counted here, when each MPI call is made, from the
-// int counts handed to MPI: for each MPI nonblocking call, 4 bytes (MPI_FLOAT) times the elements
-// of this rank's send arguments destined to other ranks, with P = size() and me = rank():
+// int counts handed to MPI: for each MPI nonblocking call, e bytes (4 for MPI_FLOAT, 2 for bf16's
+// MPI_UINT16_T) times the elements of this rank's send arguments destined to other ranks, under
+// the call's dtype, with P = size() and me = rank():
 //   MPI_Ialltoallv       sum over r != me of sendcounts[r]
 //   MPI_Iallgatherv      (P - 1) * sendcount, sendcount = recvcounts[me] (also when in place)
 //   MPI_Ireduce_scatter  sum over r != me of recvcounts[r]
 //   MPI_Iallreduce       (n - c[me]) + (P - 1) * c[me], c = even_split(n, P)
 // and added to the counter of the Communicator operation the call serves:
 //   reduce_scatter  kNative: its MPI_Ireduce_scatter; kDeterministic: its MPI_Ialltoallv.
-//                   Either way 4 * (sum(counts) - counts[me]).
-//   all_gather      its MPI_Iallgatherv: 4 * (P - 1) * counts[me].
-//   all_to_all      its MPI_Ialltoallv: 4 * sum over r != me of send_counts[r].
+//                   Either way e * (sum(counts) - counts[me]).
+//   all_gather      its MPI_Iallgatherv: e * (P - 1) * counts[me].
+//   all_to_all      its MPI_Ialltoallv: e * sum over r != me of send_counts[r].
 //   all_gather_bytes   its MPI_Allgatherv of MPI_BYTE, into the all_gather counter:
 //                      (P - 1) * bytes.size() (the MPI_Allgather of the sizes before it is control
 //                      traffic, like all_gather_u64, and not counted).
@@ -94,16 +99,15 @@ class MpiCommunicator final : public Communicator {
   std::vector<std::vector<std::byte>> all_gather_bytes(std::span<const std::byte> bytes) override;
 
  protected:
-  Request do_reduce_scatter(std::span<const float> send, std::span<float> recv,
+  Request do_reduce_scatter(ConstTypedSpan send, TypedSpan recv,
                             std::span<const std::int64_t> counts) override;
-  Request do_all_gather(std::span<const float> send, std::span<float> recv,
-                        std::span<const std::int64_t> counts,
+  Request do_all_gather(ConstTypedSpan send, TypedSpan recv, std::span<const std::int64_t> counts,
                         std::span<const std::int64_t> displs) override;
-  Request do_all_to_all(std::span<const float> send, std::span<const std::int64_t> send_counts,
-                        std::span<const std::int64_t> send_displs, std::span<float> recv,
+  Request do_all_to_all(ConstTypedSpan send, std::span<const std::int64_t> send_counts,
+                        std::span<const std::int64_t> send_displs, TypedSpan recv,
                         std::span<const std::int64_t> recv_counts,
                         std::span<const std::int64_t> recv_displs) override;
-  Request do_all_reduce(std::span<const float> send, std::span<float> recv) override;
+  Request do_all_reduce(ConstTypedSpan send, TypedSpan recv) override;
   Request do_isend(std::span<const std::byte> data, int peer, int tag) override;
   Request do_irecv(std::span<std::byte> data, int peer, int tag) override;
 

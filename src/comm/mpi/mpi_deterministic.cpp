@@ -31,53 +31,48 @@ void reduce_scatter_as_alltoall(std::span<const std::int64_t> counts, int rank, 
 }
 
 // Posts the MPI_Ialltoallv described by `ints` (see reduce_scatter_as_alltoall).
-void post_alltoall(const MpiGroup& group, std::span<const float> send, std::span<const int> ints,
-                   std::vector<float>& scratch, MPI_Request* request, std::int64_t& counter,
+void post_alltoall(const MpiGroup& group, ConstTypedSpan send, std::span<const int> ints,
+                   std::vector<std::byte>& scratch, MPI_Request* request, std::int64_t& counter,
                    const char* call) {
   const std::size_t size = static_cast<std::size_t>(group.size);
-  post_ialltoallv(group, send_ptr(send), ints.subspan(0, size), ints.subspan(size, size),
-                  recv_ptr(scratch), ints.subspan(2 * size, size), ints.subspan(3 * size, size),
+  const DType dtype = send.dtype();
+  const TypedSpan into(scratch.data(), std::ssize(scratch) / dtype_bytes(dtype), dtype);
+  post_ialltoallv(group, dtype, send_ptr(send), ints.subspan(0, size), ints.subspan(size, size),
+                  recv_ptr(into), ints.subspan(2 * size, size), ints.subspan(3 * size, size),
                   request, counter, call);
+}
+
+// The P blocks of `own` elements each in scratch, summed in rank order into `out`.
+void sum_scratch(const std::vector<std::byte>& scratch, int size, TypedSpan out) {
+  sum_in_rank_order(ConstTypedSpan(scratch.data(), size * out.size(), out.dtype()), size, out);
 }
 
 }  // namespace
 
-void sum_in_rank_order(const float* blocks, int num_blocks, std::int64_t block_len, float* out) {
-  if (block_len == 0) return;
-  std::copy(blocks, blocks + block_len, out);
-  for (int q = 1; q < num_blocks; ++q) {
-    const float* block = blocks + q * block_len;
-    for (std::int64_t j = 0; j < block_len; ++j) out[j] += block[j];
-  }
-}
-
-Request post_deterministic_reduce_scatter(const MpiGroup& group, std::span<const float> send,
-                                          std::span<float> recv,
-                                          std::span<const std::int64_t> counts,
+Request post_deterministic_reduce_scatter(const MpiGroup& group, ConstTypedSpan send,
+                                          TypedSpan recv, std::span<const std::int64_t> counts,
                                           std::int64_t& counter) {
   const char* call = "MPI_Ialltoallv (deterministic reduce_scatter)";
   auto request = std::make_unique<MpiRequest>(wait_site(call, group.owner));
   reduce_scatter_as_alltoall(counts, group.rank, call, request->ints);
   const std::int64_t own = counts[group.rank];
   const int size = group.size;
-  request->scratch.resize(static_cast<std::size_t>(size * own));
+  request->scratch.resize(static_cast<std::size_t>(size * own * dtype_bytes(send.dtype())));
   post_alltoall(group, send, request->ints, request->scratch, &request->request, counter, call);
   MpiRequest* raw = request.get();
-  request->finish = [raw, recv, size, own] {
-    sum_in_rank_order(raw->scratch.data(), size, own, recv.data());
-  };
+  request->finish = [raw, recv, size] { sum_scratch(raw->scratch, size, recv); };
   return Request(std::move(request));
 }
 
-DeterministicAllReduce::DeterministicAllReduce(MpiCommunicator& owner, std::span<const float> send,
-                                               std::span<float> recv)
+DeterministicAllReduce::DeterministicAllReduce(MpiCommunicator& owner, ConstTypedSpan send,
+                                               TypedSpan recv)
     : owner_(owner),
       recv_(recv),
       site_(wait_site("MPI_Ialltoallv + MPI_Iallgatherv (deterministic all_reduce)", &owner)) {
   const char* call = "MPI_Ialltoallv (deterministic all_reduce phase 1)";
   const int size = owner.size_;
   const int rank = owner.rank_;
-  const std::vector<std::int64_t> counts = even_split(std::ssize(recv), size);
+  const std::vector<std::int64_t> counts = even_split(recv.size(), size);
   for (int r = 0; r < rank; ++r) own_offset_ += counts[r];
   own_count_ = counts[rank];
   std::vector<std::int64_t> displs(size);
@@ -85,9 +80,9 @@ DeterministicAllReduce::DeterministicAllReduce(MpiCommunicator& owner, std::span
   append_mpi_ints(counts, call, allgather_ints_);
   append_mpi_ints(displs, call, allgather_ints_);
   reduce_scatter_as_alltoall(counts, rank, call, alltoall_ints_);
-  scratch_.resize(static_cast<std::size_t>(size * own_count_));
+  scratch_.resize(static_cast<std::size_t>(size * own_count_ * dtype_bytes(send.dtype())));
   post_alltoall({owner.comm_, rank, size, &owner}, send, alltoall_ints_, scratch_, &phase1_,
-                owner.mutable_bytes().all_reduce, call);
+                owner.mutable_bytes(send.dtype()).all_reduce, call);
 }
 
 DeterministicAllReduce::~DeterministicAllReduce() {
@@ -105,13 +100,14 @@ void DeterministicAllReduce::advance() {
   advanced_ = true;
   check_mpi(timed_wait(&phase1_, MPI_STATUS_IGNORE, site_),
             "MPI_Wait(MPI_Ialltoallv, deterministic all_reduce phase 1)");
-  sum_in_rank_order(scratch_.data(), owner_.size_, own_count_, recv_.data() + own_offset_);
+  sum_scratch(scratch_, owner_.size_, recv_.subspan(own_offset_, own_count_));
   scratch_ = {};
   const std::span<const int> ints = allgather_ints_;
   const std::size_t size = static_cast<std::size_t>(owner_.size_);
-  post_iallgatherv({owner_.phase2_comm_, owner_.rank_, owner_.size_, &owner_}, MPI_IN_PLACE,
+  const DType dtype = recv_.dtype();
+  post_iallgatherv({owner_.phase2_comm_, owner_.rank_, owner_.size_, &owner_}, dtype, MPI_IN_PLACE,
                    recv_ptr(recv_), ints.subspan(0, size), ints.subspan(size, size), &phase2_,
-                   owner_.mutable_bytes().all_reduce,
+                   owner_.mutable_bytes(dtype).all_reduce,
                    "MPI_Iallgatherv (deterministic all_reduce phase 2)");
 }
 

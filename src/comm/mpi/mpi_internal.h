@@ -32,12 +32,8 @@ int to_mpi_int(std::int64_t value, const char* call);
 
 // Buffer pointers for MPI: empty spans get distinct non-null dummies, so MPI never sees two equal
 // pointers (which some calls reject as aliasing) or a null one.
-const void* send_ptr(std::span<const float> send);
-void* recv_ptr(std::span<float> recv);
-
-// out[j] = ((blocks[0 * block_len + j] + blocks[1 * block_len + j]) + ...) for j < block_len:
-// the rank-order sum of `num_blocks` consecutive blocks.
-void sum_in_rank_order(const float* blocks, int num_blocks, std::int64_t block_len, float* out);
+const void* send_ptr(ConstTypedSpan send);
+void* recv_ptr(TypedSpan recv);
 
 class MpiRequest final : public Request::Impl {
  public:
@@ -47,9 +43,9 @@ class MpiRequest final : public Request::Impl {
   bool test() override;  // MPI_Test
 
   MPI_Request request = MPI_REQUEST_NULL;
-  std::vector<int> ints;         // counts/displacements MPI reads until completion
-  std::vector<float> scratch;    // receive space of the deterministic reduce-scatter
-  std::function<void()> finish;  // runs once, after the MPI operation completed
+  std::vector<int> ints;           // counts/displacements MPI reads until completion
+  std::vector<std::byte> scratch;  // receive space of the deterministic reduce-scatter
+  std::function<void()> finish;    // runs once, after the MPI operation completed
 
  private:
   WaitSite site_;
@@ -89,9 +85,8 @@ class MpiRecvRequest final : public Request::Impl {
 
 // Deterministic reduce-scatter (see mpi_communicator.h): MPI_Ialltoallv into scratch, summed in
 // rank order when waited. The MPI_Ialltoallv's bytes go to `counter`.
-Request post_deterministic_reduce_scatter(const MpiGroup& group, std::span<const float> send,
-                                          std::span<float> recv,
-                                          std::span<const std::int64_t> counts,
+Request post_deterministic_reduce_scatter(const MpiGroup& group, ConstTypedSpan send,
+                                          TypedSpan recv, std::span<const std::int64_t> counts,
                                           std::int64_t& counter);
 
 // The two-phase all-reduce of ReduceMode::kDeterministic. Phase 1 (an MPI_Ialltoallv on the
@@ -104,8 +99,7 @@ Request post_deterministic_reduce_scatter(const MpiGroup& group, std::span<const
 class DeterministicAllReduce final : public Request::Impl {
  public:
   // Posts phase 1 on owner's communicator.
-  DeterministicAllReduce(MpiCommunicator& owner, std::span<const float> send,
-                         std::span<float> recv);
+  DeterministicAllReduce(MpiCommunicator& owner, ConstTypedSpan send, TypedSpan recv);
   ~DeterministicAllReduce() override;
 
   // True when phase 1 has completed (MPI_Test: never blocks, drives progress).
@@ -124,7 +118,7 @@ class DeterministicAllReduce final : public Request::Impl {
 
  private:
   MpiCommunicator& owner_;
-  std::span<float> recv_;
+  TypedSpan recv_;
   std::int64_t own_offset_ = 0;  // this rank's segment of recv: {own_offset_, own_count_}
   std::int64_t own_count_ = 0;
   bool advanced_ = false;
@@ -133,7 +127,7 @@ class DeterministicAllReduce final : public Request::Impl {
   MPI_Request phase2_ = MPI_REQUEST_NULL;
   std::vector<int> alltoall_ints_;   // send counts, send displs, recv counts, recv displs (4 x P)
   std::vector<int> allgather_ints_;  // counts, displs (2 x P)
-  std::vector<float> scratch_;       // (P, own_count_): block q from rank q
+  std::vector<std::byte> scratch_;   // (P, own_count_) elements: block q from rank q
 };
 
 }  // namespace canzona::comm::detail

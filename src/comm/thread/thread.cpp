@@ -18,8 +18,6 @@
 namespace canzona::comm {
 namespace {
 
-constexpr std::int64_t kFloatBytes = sizeof(float);
-
 enum class Op {
   kReduceScatter,
   kAllGather,
@@ -54,10 +52,20 @@ const char* op_name(Op op) {
 struct Contribution {
   Op op = Op::kBarrier;
   // reduce_scatter, all_to_all: (P) the block destined to each rank; all_gather, all_reduce: (1)
-  // this rank's send buffer; otherwise empty.
-  std::vector<std::vector<float>> blocks;
+  // this rank's send buffer; otherwise empty. Elements of `dtype`, as bytes.
+  std::vector<std::vector<std::byte>> blocks;
   std::vector<std::byte> bytes;  // all_gather_bytes: the payload; all_gather_u64: the value
+  DType dtype = DType::kF32;
 };
+
+std::vector<std::byte> copy_of(ConstTypedSpan x) {
+  return {x.data(), x.data() + x.size_bytes()};
+}
+
+// Elements of a block of `dtype`.
+std::int64_t elements(const std::vector<std::byte>& block, DType dtype) {
+  return std::ssize(block) / dtype_bytes(dtype);
+}
 
 // One collective of a group: the contributions posted so far, by rank. Entries are written only
 // until `posted` reaches the group size (under the group's mutex), and only read after that.
@@ -298,18 +306,25 @@ class ReceiveRequest final : public Request::Impl {
                   " expects ", expected, " elements from rank ", other, ", which sent ", got));
 }
 
-// out[j] = x_0[j]; out[j] += x_1[j]; ...; out[j] += x_{P-1}[j], with x_q = `block(q)` (the MPI
-// backend's sum_in_rank_order). Every block must have out.size() elements.
+void check_dtype(Op op, int rank, int other, DType expected, const Contribution& got) {
+  if (got.dtype != expected)
+    throw Error(str("thread communicator: ", op_name(op), " dtypes disagree: rank ", rank,
+                    " expects ", to_string(expected), " from rank ", other, ", which sent ",
+                    to_string(got.dtype)));
+}
+
+// out = x_0 + x_1 + ... + x_{P-1} in rank order (canzona::sum_in_rank_order), with x_q =
+// `block(q)`. Every block must have out.size() elements of out's dtype.
 template <typename BlockOf>
-void sum_in_rank_order(int size, const BlockOf& block, std::span<float> out) {
+void sum_in_rank_order(int size, const BlockOf& block, TypedSpan out) {
+  std::vector<std::byte> blocks;
+  blocks.reserve(static_cast<std::size_t>(size * out.size_bytes()));
   for (int q = 0; q < size; ++q) {
-    const std::vector<float>& x = block(q);
-    if (q == 0) {
-      std::copy(x.begin(), x.end(), out.begin());
-    } else {
-      for (std::size_t j = 0; j < out.size(); ++j) out[j] += x[j];
-    }
+    const std::vector<std::byte>& x = block(q);
+    blocks.insert(blocks.end(), x.begin(), x.end());
   }
+  canzona::sum_in_rank_order(ConstTypedSpan(blocks.data(), size * out.size(), out.dtype()), size,
+                             out);
 }
 
 class ThreadCommunicator final : public Communicator {
@@ -323,11 +338,11 @@ class ThreadCommunicator final : public Communicator {
   ReduceMode mode() const { return mode_; }
 
   void barrier() override {
-    post(Contribution{Op::kBarrier, {}, {}}, [](const Contributions&) {}).wait();
+    post(Contribution{Op::kBarrier, {}, {}, DType::kF32}, [](const Contributions&) {}).wait();
   }
 
   std::vector<std::uint64_t> all_gather_u64(std::uint64_t value) override {
-    Contribution mine{Op::kAllGatherU64, {}, std::vector<std::byte>(sizeof value)};
+    Contribution mine{Op::kAllGatherU64, {}, std::vector<std::byte>(sizeof value), DType::kF32};
     std::memcpy(mine.bytes.data(), &value, sizeof value);
     std::vector<std::uint64_t> values(size());
     post(std::move(mine), [&values](const Contributions& by_rank) {
@@ -340,7 +355,7 @@ class ThreadCommunicator final : public Communicator {
   std::vector<std::vector<std::byte>> all_gather_bytes(std::span<const std::byte> bytes) override {
     mutable_bytes().all_gather += std::int64_t{size() - 1} * std::ssize(bytes);
     std::vector<std::vector<std::byte>> out(size());
-    post(Contribution{Op::kAllGatherBytes, {}, {bytes.begin(), bytes.end()}},
+    post(Contribution{Op::kAllGatherBytes, {}, {bytes.begin(), bytes.end()}, DType::kF32},
          [&out](const Contributions& by_rank) {
            for (std::size_t r = 0; r < out.size(); ++r) out[r] = by_rank[r]->bytes;
          })
@@ -349,85 +364,93 @@ class ThreadCommunicator final : public Communicator {
   }
 
  protected:
-  Request do_reduce_scatter(std::span<const float> send, std::span<float> recv,
+  Request do_reduce_scatter(ConstTypedSpan send, TypedSpan recv,
                             std::span<const std::int64_t> counts) override {
-    Contribution mine{Op::kReduceScatter, std::vector<std::vector<float>>(size()), {}};
+    const DType dtype = send.dtype();
+    Contribution mine{Op::kReduceScatter, std::vector<std::vector<std::byte>>(size()), {}, dtype};
     std::int64_t offset = 0;
     for (int r = 0; r < size(); ++r) {
-      const auto block = send.subspan(offset, counts[r]);
-      mine.blocks[r].assign(block.begin(), block.end());
+      mine.blocks[r] = copy_of(send.subspan(offset, counts[r]));
       offset += counts[r];
     }
-    mutable_bytes().reduce_scatter += kFloatBytes * (offset - counts[rank_]);
+    mutable_bytes(dtype).reduce_scatter += dtype_bytes(dtype) * (offset - counts[rank_]);
     const int me = rank_;
     return post(std::move(mine), [recv, me](const Contributions& by_rank) {
       const int size = static_cast<int>(by_rank.size());
+      for (int q = 0; q < size; ++q)
+        check_dtype(Op::kReduceScatter, me, q, recv.dtype(), *by_rank[q]);
       for (int q = 0; q < size; ++q) {
-        const std::int64_t got = std::ssize(by_rank[q]->blocks[me]);
-        if (got != std::ssize(recv))
-          throw_mismatch(Op::kReduceScatter, me, q, std::ssize(recv), got);
+        const std::int64_t got = elements(by_rank[q]->blocks[me], recv.dtype());
+        if (got != recv.size()) throw_mismatch(Op::kReduceScatter, me, q, recv.size(), got);
       }
       sum_in_rank_order(
-          size, [&](int q) -> const std::vector<float>& { return by_rank[q]->blocks[me]; }, recv);
+          size, [&](int q) -> const std::vector<std::byte>& { return by_rank[q]->blocks[me]; },
+          recv);
     });
   }
 
-  Request do_all_gather(std::span<const float> send, std::span<float> recv,
-                        std::span<const std::int64_t> counts,
+  Request do_all_gather(ConstTypedSpan send, TypedSpan recv, std::span<const std::int64_t> counts,
                         std::span<const std::int64_t> displs) override {
-    Contribution mine{Op::kAllGather, {std::vector<float>(send.begin(), send.end())}, {}};
-    mutable_bytes().all_gather += kFloatBytes * (size() - 1) * counts[rank_];
+    const DType dtype = send.dtype();
+    Contribution mine{Op::kAllGather, {copy_of(send)}, {}, dtype};
+    mutable_bytes(dtype).all_gather += dtype_bytes(dtype) * (size() - 1) * counts[rank_];
     return post(std::move(mine),
                 [recv, me = rank_, counts = std::vector(counts.begin(), counts.end()),
                  displs = std::vector(displs.begin(), displs.end())](const Contributions& by_rank) {
                   for (std::size_t r = 0; r < by_rank.size(); ++r) {
-                    const std::vector<float>& block = by_rank[r]->blocks[0];
-                    if (std::ssize(block) != counts[r])
-                      throw_mismatch(Op::kAllGather, me, static_cast<int>(r), counts[r],
-                                     std::ssize(block));
-                    std::copy(block.begin(), block.end(), recv.begin() + displs[r]);
+                    const int q = static_cast<int>(r);
+                    check_dtype(Op::kAllGather, me, q, recv.dtype(), *by_rank[r]);
+                    const std::vector<std::byte>& block = by_rank[r]->blocks[0];
+                    const std::int64_t got = elements(block, recv.dtype());
+                    if (got != counts[r]) throw_mismatch(Op::kAllGather, me, q, counts[r], got);
+                    std::copy(block.begin(), block.end(), recv.subspan(displs[r], got).data());
                   }
                 });
   }
 
-  Request do_all_to_all(std::span<const float> send, std::span<const std::int64_t> send_counts,
-                        std::span<const std::int64_t> send_displs, std::span<float> recv,
+  Request do_all_to_all(ConstTypedSpan send, std::span<const std::int64_t> send_counts,
+                        std::span<const std::int64_t> send_displs, TypedSpan recv,
                         std::span<const std::int64_t> recv_counts,
                         std::span<const std::int64_t> recv_displs) override {
-    Contribution mine{Op::kAllToAll, std::vector<std::vector<float>>(size()), {}};
+    const DType dtype = send.dtype();
+    Contribution mine{Op::kAllToAll, std::vector<std::vector<std::byte>>(size()), {}, dtype};
     std::int64_t to_others = 0;
     for (int r = 0; r < size(); ++r) {
-      const auto block = send.subspan(send_displs[r], send_counts[r]);
-      mine.blocks[r].assign(block.begin(), block.end());
+      mine.blocks[r] = copy_of(send.subspan(send_displs[r], send_counts[r]));
       if (r != rank_) to_others += send_counts[r];
     }
-    mutable_bytes().all_to_all += kFloatBytes * to_others;
-    return post(std::move(mine), [recv, me = rank_,
-                                  counts = std::vector(recv_counts.begin(), recv_counts.end()),
-                                  displs = std::vector(recv_displs.begin(), recv_displs.end())](
-                                     const Contributions& by_rank) {
-      for (std::size_t q = 0; q < by_rank.size(); ++q) {
-        const std::vector<float>& block = by_rank[q]->blocks[me];
-        if (std::ssize(block) != counts[q])
-          throw_mismatch(Op::kAllToAll, me, static_cast<int>(q), counts[q], std::ssize(block));
-        std::copy(block.begin(), block.end(), recv.begin() + displs[q]);
-      }
-    });
+    mutable_bytes(dtype).all_to_all += dtype_bytes(dtype) * to_others;
+    return post(std::move(mine),
+                [recv, me = rank_, counts = std::vector(recv_counts.begin(), recv_counts.end()),
+                 displs = std::vector(recv_displs.begin(), recv_displs.end())](
+                    const Contributions& by_rank) {
+                  for (std::size_t q = 0; q < by_rank.size(); ++q) {
+                    check_dtype(Op::kAllToAll, me, static_cast<int>(q), recv.dtype(), *by_rank[q]);
+                    const std::vector<std::byte>& block = by_rank[q]->blocks[me];
+                    const std::int64_t got = elements(block, recv.dtype());
+                    if (got != counts[q])
+                      throw_mismatch(Op::kAllToAll, me, static_cast<int>(q), counts[q], got);
+                    std::copy(block.begin(), block.end(), recv.subspan(displs[q], got).data());
+                  }
+                });
   }
 
-  Request do_all_reduce(std::span<const float> send, std::span<float> recv) override {
-    Contribution mine{Op::kAllReduce, {std::vector<float>(send.begin(), send.end())}, {}};
-    const std::int64_t n = std::ssize(send);
+  Request do_all_reduce(ConstTypedSpan send, TypedSpan recv) override {
+    const DType dtype = send.dtype();
+    Contribution mine{Op::kAllReduce, {copy_of(send)}, {}, dtype};
+    const std::int64_t n = send.size();
     const std::int64_t own = comm::even_split(n, size())[rank_];
-    mutable_bytes().all_reduce += kFloatBytes * ((n - own) + (size() - 1) * own);
+    mutable_bytes(dtype).all_reduce += dtype_bytes(dtype) * ((n - own) + (size() - 1) * own);
     return post(std::move(mine), [recv, me = rank_](const Contributions& by_rank) {
       const int size = static_cast<int>(by_rank.size());
+      for (int q = 0; q < size; ++q) check_dtype(Op::kAllReduce, me, q, recv.dtype(), *by_rank[q]);
       for (int q = 0; q < size; ++q) {
-        const std::int64_t got = std::ssize(by_rank[q]->blocks[0]);
-        if (got != std::ssize(recv)) throw_mismatch(Op::kAllReduce, me, q, std::ssize(recv), got);
+        const std::int64_t got = elements(by_rank[q]->blocks[0], recv.dtype());
+        if (got != recv.size()) throw_mismatch(Op::kAllReduce, me, q, recv.size(), got);
       }
       sum_in_rank_order(
-          size, [&](int q) -> const std::vector<float>& { return by_rank[q]->blocks[0]; }, recv);
+          size, [&](int q) -> const std::vector<std::byte>& { return by_rank[q]->blocks[0]; },
+          recv);
     });
   }
 

@@ -1,0 +1,89 @@
+#include "canzona/common/dtype.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "canzona/common/error.h"
+
+namespace canzona {
+
+const char* to_string(DType dtype) {
+  return dtype == DType::kBF16 ? "bf16" : "fp32";
+}
+
+DType parse_precision(const std::string& name, const char* flag) {
+  if (name == "fp32") return DType::kF32;
+  if (name == "bf16") return DType::kBF16;
+  throw UsageError(str(flag, " must be fp32 or bf16 (got '", name, "')"));
+}
+
+void cast(std::span<const float> from, std::span<bf16> to) {
+  CANZONA_CHECK(from.size() == to.size(), "cast: ", from.size(), " fp32 into ", to.size(), " bf16");
+  for (std::size_t i = 0; i < from.size(); ++i) to[i] = to_bf16(from[i]);
+}
+
+void cast(std::span<const bf16> from, std::span<float> to) {
+  CANZONA_CHECK(from.size() == to.size(), "cast: ", from.size(), " bf16 into ", to.size(), " fp32");
+  for (std::size_t i = 0; i < from.size(); ++i) to[i] = to_float(from[i]);
+}
+
+namespace detail {
+void throw_dtype_mismatch(DType have, DType want) {
+  throw Error(str("a ", to_string(have), " buffer read as ", to_string(want)));
+}
+}  // namespace detail
+
+TypedSpan TypedSpan::subspan(std::int64_t offset, std::int64_t count) const {
+  CANZONA_CHECK(offset >= 0 && count >= 0 && offset + count <= size_, "subspan {", offset, ", ",
+                count, "} of ", size_, " elements");
+  return {data() + offset * dtype_bytes(dtype_), count, dtype_};
+}
+
+ConstTypedSpan ConstTypedSpan::subspan(std::int64_t offset, std::int64_t count) const {
+  CANZONA_CHECK(offset >= 0 && count >= 0 && offset + count <= size_, "subspan {", offset, ", ",
+                count, "} of ", size_, " elements");
+  return {data() + offset * dtype_bytes(dtype_), count, dtype_};
+}
+
+void copy_cast(ConstTypedSpan from, TypedSpan to) {
+  CANZONA_CHECK(from.size() == to.size(), "copy_cast: ", from.size(), " elements into ", to.size());
+  if (from.dtype() == to.dtype()) {
+    if (from.size() > 0)
+      std::memmove(to.data(), from.data(), static_cast<std::size_t>(to.size_bytes()));
+  } else if (to.dtype() == DType::kBF16) {
+    cast(from.as<float>(), to.as<bf16>());
+  } else {
+    cast(from.as<bf16>(), to.as<float>());
+  }
+}
+
+void read_f32(ConstTypedSpan x, std::span<float> out) {
+  copy_cast(x, out);
+}
+
+void sum_in_rank_order(ConstTypedSpan blocks, int num_blocks, TypedSpan out) {
+  const std::int64_t n = out.size();
+  CANZONA_CHECK(blocks.dtype() == out.dtype() && blocks.size() == n * num_blocks,
+                "sum_in_rank_order: ", num_blocks, " blocks of ", n, " elements in ",
+                blocks.size());
+  if (n == 0 || num_blocks == 0) return;
+  if (out.dtype() == DType::kF32) {
+    const float* x = blocks.as<float>().data();
+    float* y = out.as<float>().data();
+    std::copy(x, x + n, y);
+    for (int q = 1; q < num_blocks; ++q) {
+      const float* block = x + q * n;
+      for (std::int64_t j = 0; j < n; ++j) y[j] += block[j];
+    }
+    return;
+  }
+  const bf16* x = blocks.as<bf16>().data();
+  bf16* y = out.as<bf16>().data();
+  for (std::int64_t j = 0; j < n; ++j) {
+    float sum = to_float(x[j]);
+    for (int q = 1; q < num_blocks; ++q) sum += to_float(x[q * n + j]);
+    y[j] = to_bf16(sum);
+  }
+}
+
+}  // namespace canzona

@@ -378,11 +378,11 @@ class DistributedEngine {
   // Param p's view (empty for another EP rank's expert).
   py::array_t<float> param(py::object self, int p) {
     check_param(p);
-    return view(engines().param(p), held_shape(p), self);
+    return view(engines().param(p).as<float>(), held_shape(p), self);
   }
   py::array_t<float> grad(py::object self, int p) {
     check_param(p);
-    return view(engines().grad(p), held_shape(p), self);
+    return view(engines().grad(p).as<float>(), held_shape(p), self);
   }
   // The engine-set-wide bucket of p, or -1 when this rank holds none of it.
   int bucket_of(int p) {
@@ -403,7 +403,7 @@ class DistributedEngine {
   std::vector<std::pair<std::uintptr_t, std::size_t>> params_ranges() {
     std::vector<std::pair<std::uintptr_t, std::size_t>> out;
     for (int m = 0; m < engines().size(); ++m) {
-      const std::span<const float> all = engines().member(m).engine->params();
+      const std::span<const float> all = engines().member(m).engine->params().as<float>();
       out.emplace_back(reinterpret_cast<std::uintptr_t>(all.data()), all.size() * sizeof(float));
     }
     return out;
@@ -418,7 +418,7 @@ class DistributedEngine {
       comm::Communicator& dp = engines().member(s.member).grid->dp();
       std::vector<std::int64_t> counts(static_cast<std::size_t>(dp.size()), 0);
       const std::vector<std::int64_t> displs(counts.size(), 0);
-      std::span<float> values = engines().param(p);
+      std::span<float> values = engines().param(p).as<float>();
       counts[0] = static_cast<std::int64_t>(values.size());
       const std::span<const float> send =
           dp.rank() == 0 ? std::span<const float>(values) : std::span<const float>();

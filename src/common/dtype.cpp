@@ -57,6 +57,10 @@ void copy_cast(ConstTypedSpan from, TypedSpan to) {
   }
 }
 
+void copy_cast(ConstTypedPtr from, TypedPtr to, std::int64_t n) {
+  copy_cast(ConstTypedSpan(from.data(), n, from.dtype()), TypedSpan(to.data(), n, to.dtype()));
+}
+
 void read_f32(ConstTypedSpan x, std::span<float> out) {
   copy_cast(x, out);
 }

@@ -2,12 +2,23 @@
 
 #include <algorithm>
 
+#include "canzona/common/error.h"
 #include "canzona/common/fnv.h"
 
 namespace canzona::engine {
 
-ParamBuffers::ParamBuffers(const model::ModelSpec& model, const layout::Layout& layout)
-    : layout_(layout), place_(model.params.size()), params_(layout.numel), grads_(layout.numel) {
+void ExchangeBuffer::check(DType dtype) const {
+  CANZONA_CHECK(static_cast<std::int64_t>(bytes_.size()) >= size_ * dtype_bytes(dtype),
+                "exchange buffer of ", bytes_.size(), " bytes viewed as ", size_, " ",
+                to_string(dtype), " elements");
+}
+
+ParamBuffers::ParamBuffers(const model::ModelSpec& model, const layout::Layout& layout,
+                           DType param_dtype, DType grad_dtype)
+    : layout_(layout),
+      place_(model.params.size()),
+      params_(layout.numel, param_dtype),
+      grads_(layout.numel, grad_dtype) {
   for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
     const layout::Bucket& bucket = layout.buckets[b];
     for (const layout::Slot& slot : bucket.slots)
@@ -16,14 +27,14 @@ ParamBuffers::ParamBuffers(const model::ModelSpec& model, const layout::Layout& 
   }
 }
 
-std::span<float> ParamBuffers::bucket_params(int b) {
+TypedSpan ParamBuffers::bucket_params(int b) {
   const layout::Bucket& bucket = layout_.buckets[b];
-  return {params_.data() + bucket.offset, static_cast<std::size_t>(bucket.numel)};
+  return params_.span().subspan(bucket.offset, bucket.numel);
 }
 
-std::span<float> ParamBuffers::bucket_grads(int b) {
+TypedSpan ParamBuffers::bucket_grads(int b) {
   const layout::Bucket& bucket = layout_.buckets[b];
-  return {grads_.data() + bucket.offset, static_cast<std::size_t>(bucket.numel)};
+  return grads_.span().subspan(bucket.offset, bucket.numel);
 }
 
 std::uint64_t ParamBuffers::params_fnv() const {
@@ -34,8 +45,10 @@ std::uint64_t ParamBuffers::params_fnv() const {
 
 void ParamBuffers::mix_param(std::uint64_t& h, int p) const {
   const ParamPlace& at = place_[p];
-  if (at.bucket >= 0 && at.numel > 0)
-    fnv1a_mix(h, params_.data() + at.offset, static_cast<std::size_t>(at.numel) * sizeof(float));
+  if (at.bucket >= 0 && at.numel > 0) {
+    const ConstTypedSpan values = param(p);
+    fnv1a_mix(h, values.data(), static_cast<std::size_t>(values.size_bytes()));
+  }
 }
 
 std::int64_t ParamBuffers::release_params(int b, std::int64_t keep_begin, std::int64_t keep_end) {
@@ -54,7 +67,8 @@ void ParamBuffers::zero_grads(bool give_back) {
     grads_.release(0, grads_.size());
     return;
   }
-  std::fill(grads_.data(), grads_.data() + grads_.size(), 0.0f);
+  const TypedSpan all = grads_.span();
+  std::fill(all.data(), all.data() + all.size_bytes(), std::byte{0});
 }
 
 }  // namespace canzona::engine

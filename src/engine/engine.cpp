@@ -49,7 +49,7 @@ struct Engine::Parts {
                 grid.coord().dp,
                 grid.coord().tp},
         waits(trace),
-        buffers(model, context.stage.layout),
+        buffers(model, context.stage.layout, options.param_dtype, engine::grad_dtype(options)),
         grad_sync(make_grad_sync(context, grid.dp(), buffers, waits)),
         shards(context, buffers, *grad_sync),
         tp_exchange(make_tp_exchange(context, {grid.tp(), *grad_sync, shards, buffers, waits})),
@@ -77,8 +77,20 @@ const plan::StagePlan& Engine::stage() const {
   return parts_->context.stage;
 }
 
-std::span<const float> Engine::params() const {
+ConstTypedSpan Engine::params() const {
   return parts_->buffers.params();
+}
+
+DType Engine::param_dtype() const {
+  return parts_->buffers.param_dtype();
+}
+
+DType Engine::grad_dtype() const {
+  return parts_->buffers.grad_dtype();
+}
+
+DType grad_dtype(const EngineOptions& options) {
+  return options.grad_reduce_in_fp32 ? DType::kF32 : options.param_dtype;
 }
 
 std::uint64_t Engine::params_fnv() {
@@ -116,11 +128,11 @@ ElementRange Engine::held_elements(int p) const {
   return {begin - at.slot_offset, end - at.slot_offset};
 }
 
-std::span<const float> Engine::reduced_grad(int p) const {
+ConstTypedSpan Engine::reduced_grad(int p) const {
   const ElementRange held = held_elements(p);
-  if (held.begin == held.end) return {};
-  return {parts_->grad_sync->reduced_grad(p, held.begin),
-          static_cast<std::size_t>(held.end - held.begin)};
+  if (held.begin == held.end) return {nullptr, 0, grad_dtype()};
+  const ConstTypedPtr first = parts_->grad_sync->reduced_grad(p, held.begin);
+  return {first.data(), held.end - held.begin, first.dtype()};
 }
 
 void Engine::zero_grads() {
@@ -140,30 +152,28 @@ MemoryHeld Engine::memory_held() const {
   MemoryHeld m;
   m.params_bytes = c.residency.persistent_bytes();
   std::int64_t reduced = 0;
-  for (const GradRange& r : c.grad_sync->reduced())
-    reduced += static_cast<std::int64_t>(r.values.size());
+  for (const GradRange& r : c.grad_sync->reduced()) reduced += r.values.size();
   const std::int64_t full = c.buffers.layout().numel;
+  const std::int64_t grad_bytes = dtype_bytes(c.buffers.grad_dtype());
   // The gradient buffer, plus the Reduce-Scatter's shard buffer when it is a separate one.
-  m.grads_bytes = static_cast<std::int64_t>(sizeof(float)) *
+  m.grads_bytes = grad_bytes *
                   (c.residency.sharded() ? reduced : full + (c.grad_sync->sharded() ? reduced : 0));
   m.optimizer_state_bytes = c.shards.state_bytes();
-  m.resident_bytes =
-      c.buffers.resident_param_bytes() + c.buffers.resident_grad_bytes() +
-      (c.grad_sync->sharded() ? static_cast<std::int64_t>(sizeof(float)) * reduced : 0) +
-      m.optimizer_state_bytes;
+  m.resident_bytes = c.buffers.resident_param_bytes() + c.buffers.resident_grad_bytes() +
+                     (c.grad_sync->sharded() ? grad_bytes * reduced : 0) + m.optimizer_state_bytes;
   return m;
 }
 
-std::span<float> Engine::param(int p) {
+TypedSpan Engine::param(int p) {
   const ParamPlace& at = parts_->buffers.place(p);
-  if (at.bucket < 0) return {};
-  return {parts_->buffers.param(p), static_cast<std::size_t>(at.numel)};
+  if (at.bucket < 0) return {nullptr, 0, param_dtype()};
+  return parts_->buffers.param(p);
 }
 
-std::span<float> Engine::grad(int p) {
+TypedSpan Engine::grad(int p) {
   const ParamPlace& at = parts_->buffers.place(p);
-  if (at.bucket < 0) return {};
-  return {parts_->buffers.grad(p), static_cast<std::size_t>(at.numel)};
+  if (at.bucket < 0) return {nullptr, 0, grad_dtype()};
+  return parts_->buffers.grad(p);
 }
 
 int Engine::bucket_of(int p) const {

@@ -51,15 +51,15 @@ Engine* EngineSet::engine_of(int p) {
   return s.member < 0 ? nullptr : engines_[static_cast<std::size_t>(s.member)].get();
 }
 
-std::span<float> EngineSet::param(int p) {
+TypedSpan EngineSet::param(int p) {
   const Slot s = slot(p);
-  if (s.member < 0) return {};
+  if (s.member < 0) return {nullptr, 0, engines_.front()->param_dtype()};
   return engines_[static_cast<std::size_t>(s.member)]->param(s.index);
 }
 
-std::span<float> EngineSet::grad(int p) {
+TypedSpan EngineSet::grad(int p) {
   const Slot s = slot(p);
-  if (s.member < 0) return {};
+  if (s.member < 0) return {nullptr, 0, engines_.front()->grad_dtype()};
   return engines_[static_cast<std::size_t>(s.member)]->grad(s.index);
 }
 

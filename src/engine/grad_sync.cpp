@@ -15,6 +15,14 @@ float grad_scale(int dp) {
   return 1.0f / static_cast<float>(dp);
 }
 
+void scale_grads(TypedSpan grads, float scale) {
+  if (grads.dtype() == DType::kF32) {
+    for (float& g : grads.as<float>()) g *= scale;
+    return;
+  }
+  for (bf16& g : grads.as<bf16>()) g = to_bf16(to_float(g) * scale);
+}
+
 GradSync::GradSync(const RankContext& context, comm::Communicator& dp, ParamBuffers& buffers,
                    CollectiveWaits& waits)
     : context_(context),
@@ -36,15 +44,12 @@ void GradSync::mark_ready(int p) {
   param_ready_[p] = 1;
   const int b = at.bucket;
   if (++ready_[b] != static_cast<int>(buffers_.layout().buckets[b].slots.size())) return;
-  const std::span<float> values = buffers_.bucket_grads(b);
+  const TypedSpan values = buffers_.bucket_grads(b);
   // Megatron scales an expert buffer by the dense DP (expert_gradient_scaling_factor), not by
   // its own expert DP: EngineOptions::grad_scaling_dp.
   const int scaling =
       context_.options.grad_scaling_dp > 0 ? context_.options.grad_scaling_dp : context_.dp;
-  if (scaling > 1) {
-    const float scale = grad_scale(scaling);
-    for (float& g : values) g *= scale;
-  }
+  if (scaling > 1) scale_grads(values, grad_scale(scaling));
   Pending& pending = pending_[b];
   const comm::ScopedOpLabel op_label = waits_.label(pending, str("bucket ", b, " ", collective()));
   pending.request = post(b, values);
@@ -83,16 +88,14 @@ class AllReduceSync final : public GradSync {
  public:
   using GradSync::GradSync;
 
-  const float* reduced_grad(int param, std::int64_t slot_element) const override {
-    return buffers_.grad(param) + slot_element;
+  ConstTypedPtr reduced_grad(int param, std::int64_t slot_element) const override {
+    return buffers_.grad(param).ptr() + slot_element;
   }
   std::vector<GradRange> reduced() const override { return {GradRange{0, buffers_.grads()}}; }
   bool sharded() const override { return false; }
 
  private:
-  comm::Request post(int, std::span<float> scaled) override {
-    return dp_.all_reduce(scaled, scaled);
-  }
+  comm::Request post(int, TypedSpan scaled) override { return dp_.all_reduce(scaled, scaled); }
   const char* collective() const override { return "all-reduce"; }
 };
 
@@ -100,19 +103,21 @@ class ReduceScatterSync final : public GradSync {
  public:
   ReduceScatterSync(const RankContext& context, comm::Communicator& dp, ParamBuffers& buffers,
                     CollectiveWaits& waits)
-      : GradSync(context, dp, buffers, waits), shards_(context.rank_plan.shards) {
+      : GradSync(context, dp, buffers, waits),
+        shards_(context.rank_plan.shards),
+        dtype_(buffers.grad_dtype()) {
     CANZONA_CHECK(shards_.size() == buffers.layout().buckets.size(), "shards per bucket");
     std::int64_t total = 0;
     for (const plan::BucketShards& s : shards_) {
       shard_offset_.push_back(total);
       total += s.counts[context.dp_rank];
     }
-    shard_.assign(static_cast<std::size_t>(total), 0.0f);
+    shard_.assign(static_cast<std::size_t>(total * dtype_bytes(dtype_)), std::byte{0});
   }
   // Collectives in flight write shard_: wait for them before it is freed.
   ~ReduceScatterSync() override { drop_in_flight(); }
 
-  const float* reduced_grad(int param, std::int64_t slot_element) const override {
+  ConstTypedPtr reduced_grad(int param, std::int64_t slot_element) const override {
     const ParamPlace& at = buffers_.place(param);
     const plan::BucketShards& s = shards_[at.bucket];
     const int me = context_.dp_rank;
@@ -121,7 +126,7 @@ class ReduceScatterSync final : public GradSync {
     CANZONA_CHECK(element >= first && element < first + s.counts[me], "param ",
                   context_.model.params[param].name, " element ", slot_element,
                   " outside DP shard ", me);
-    return shard_.data() + shard_offset_[at.bucket] + (element - first);
+    return shard(at.bucket).ptr() + (element - first);
   }
 
   std::vector<GradRange> reduced() const override {
@@ -130,9 +135,7 @@ class ReduceScatterSync final : public GradSync {
     const int me = context_.dp_rank;
     for (std::size_t b = 0; b < buckets.size(); ++b) {
       const plan::BucketShards& s = shards_[b];
-      ranges.push_back(GradRange{buckets[b].offset + s.displs[me],
-                                 std::span<const float>(shard_.data() + shard_offset_[b],
-                                                        static_cast<std::size_t>(s.counts[me]))});
+      ranges.push_back(GradRange{buckets[b].offset + s.displs[me], shard(static_cast<int>(b))});
     }
     return ranges;
   }
@@ -140,18 +143,23 @@ class ReduceScatterSync final : public GradSync {
   bool sharded() const override { return true; }
 
  private:
-  comm::Request post(int b, std::span<float> scaled) override {
-    const plan::BucketShards& s = shards_[b];
-    const int me = context_.dp_rank;
-    return dp_.reduce_scatter(
-        scaled,
-        std::span<float>(shard_.data() + shard_offset_[b], static_cast<std::size_t>(s.counts[me])),
-        s.counts);
+  comm::Request post(int b, TypedSpan scaled) override {
+    return dp_.reduce_scatter(scaled, shard(b), shards_[b].counts);
+  }
+  // This rank's reduced shard of bucket b.
+  TypedSpan shard(int b) {
+    return {shard_.data() + shard_offset_[b] * dtype_bytes(dtype_),
+            shards_[b].counts[context_.dp_rank], dtype_};
+  }
+  ConstTypedSpan shard(int b) const {
+    return {shard_.data() + shard_offset_[b] * dtype_bytes(dtype_),
+            shards_[b].counts[context_.dp_rank], dtype_};
   }
   const char* collective() const override { return "reduce-scatter"; }
 
   const std::vector<plan::BucketShards>& shards_;
-  std::vector<float> shard_;                // this rank's reduced shards, bucket after bucket
+  DType dtype_;                             // the gradient buffer's
+  std::vector<std::byte> shard_;            // this rank's reduced shards, bucket after bucket
   std::vector<std::int64_t> shard_offset_;  // [bucket] in shard_
 };
 

@@ -35,14 +35,14 @@ class GradSync {
   double finish();
 
   // The reduced gradient of `param` from element `slot_element` of its slot on, where this rank
-  // holds it; throws Error elsewhere.
-  virtual const float* reduced_grad(int param, std::int64_t slot_element = 0) const = 0;
+  // holds it, in the gradient buffer's dtype; throws Error elsewhere.
+  virtual ConstTypedPtr reduced_grad(int param, std::int64_t slot_element = 0) const = 0;
   virtual std::vector<GradRange> reduced() const = 0;
   virtual bool sharded() const = 0;
 
  protected:
   // Posts bucket b's collective on its scaled gradients; returns its request.
-  virtual comm::Request post(int b, std::span<float> scaled) = 0;
+  virtual comm::Request post(int b, TypedSpan scaled) = 0;
   virtual const char* collective() const = 0;  // trace label
   // Destroys the requests, which wait for collectives still in flight without throwing: a
   // subclass whose buffers a collective writes calls it in its destructor.

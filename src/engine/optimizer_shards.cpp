@@ -37,18 +37,22 @@ OptimizerShards::OptimizerShards(const RankContext& context, ParamBuffers& buffe
     computed_of_task_[rt.task] = static_cast<int>(tasks_.size());
     tasks_.push_back(std::move(t));
   }
-  scratch_.assign(largest, 0.0f);
+  const bool fp32_params = buffers.param_dtype() == DType::kF32;
+  const bool fp32_grads = buffers.grad_dtype() == DType::kF32;
   for (const plan::ElementwiseUpdate& u : context.rank_plan.elementwise) {
     ElementwiseSlice slice;
     slice.param = u.param;
     slice.begin = u.begin;
-    slice.values = buffers.param(u.param) + u.begin;
+    slice.values = buffers.param(u.param).ptr() + u.begin;
     slice.grad = grads.reduced_grad(u.param, u.begin);
     slice.numel = u.end - u.begin;
     slice.optimizer = make_elementwise_optimizer(context.options, context.model.params[u.param],
                                                  u.begin, slice.numel);
+    if (!fp32_params) slice.main.assign(static_cast<std::size_t>(slice.numel), 0.0f);
+    if (!fp32_grads) largest = std::max(largest, static_cast<std::size_t>(slice.numel));
     elementwise_.push_back(std::move(slice));
   }
+  scratch_.assign(largest, 0.0f);
 }
 
 ComputedTask& OptimizerShards::task(int stage_task) {
@@ -60,14 +64,20 @@ ComputedTask& OptimizerShards::task(int stage_task) {
 void OptimizerShards::init_local_main() {
   for (ComputedTask& t : tasks_)
     if (t.role == plan::TaskRole::kLocal)
-      local_to_task(t.maps[0], buffers_.param(t.param), t.main.data());
+      local_to_task(t.maps[0], buffers_.param(t.param).ptr(), t.main.data());
+  for (ElementwiseSlice& s : elementwise_)
+    if (!s.main.empty()) copy_cast(s.values, s.main.data(), s.numel);
 }
 
 void OptimizerShards::step_local(Trace& trace) {
   TraceScope work(trace, "optimizer", "element-wise + local tasks");
-  for (ElementwiseSlice& s : elementwise_)
-    s.optimizer->step(optim::matrix_view(s.values, 1, s.numel),
-                      optim::matrix_view(s.grad, 1, s.numel));
+  for (ElementwiseSlice& s : elementwise_) {
+    const float* grad = s.grad.dtype() == DType::kF32 ? s.grad.as<float>() : scratch_.data();
+    if (s.grad.dtype() != DType::kF32) copy_cast(s.grad, scratch_.data(), s.numel);
+    s.optimizer->step(optim::matrix_view(s.main_values(), 1, s.numel),
+                      optim::matrix_view(grad, 1, s.numel));
+    if (!s.main.empty()) copy_cast(s.main.data(), s.values, s.numel);
+  }
   for (ComputedTask& t : tasks_) {
     if (t.role != plan::TaskRole::kLocal) continue;
     local_to_task(t.maps[0], grads_.reduced_grad(t.param), scratch_.data());
@@ -81,7 +91,7 @@ void OptimizerShards::step_task(ComputedTask& t, const float* full_grad) {
                     optim::matrix_view(full_grad, info.rows, info.cols));
   if (t.role == plan::TaskRole::kHosted || t.role == plan::TaskRole::kOwnerGathered) return;
   const ShardMap& own = t.role == plan::TaskRole::kLocal ? t.maps[0] : t.maps[context_.tp_rank];
-  task_to_local(own, t.main.data(), buffers_.param(t.param));
+  task_to_local(own, t.main.data(), buffers_.param(t.param).ptr());
 }
 
 std::int64_t OptimizerShards::state_bytes() const {
@@ -89,7 +99,7 @@ std::int64_t OptimizerShards::state_bytes() const {
   for (const ComputedTask& t : tasks_)
     bytes += static_cast<std::int64_t>(t.optimizer->state_bytes() + t.main.size() * sizeof(float));
   for (const ElementwiseSlice& s : elementwise_)
-    bytes += static_cast<std::int64_t>(s.optimizer->state_bytes());
+    bytes += static_cast<std::int64_t>(s.optimizer->state_bytes() + s.main.size() * sizeof(float));
   return bytes;
 }
 
@@ -117,6 +127,17 @@ std::vector<StateTensor> OptimizerShards::state() {
     }
   }
   for (ElementwiseSlice& e : elementwise_) {
+    if (!e.main.empty()) {
+      StateTensor main;
+      main.param = context_.model.params[e.param].name;
+      main.state = "main";
+      main.begin = e.begin;
+      main.end = e.begin + e.numel;
+      main.rows = 1;
+      main.cols = e.numel;
+      main.values = e.main;
+      out.push_back(main);
+    }
     for (const optim::NamedState& s : e.optimizer->state()) {
       StateTensor tensor;
       tensor.param = context_.model.params[e.param].name;

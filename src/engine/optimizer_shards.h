@@ -33,11 +33,15 @@ struct ComputedTask {
 // AdamW on a contiguous slice of an element-wise param.
 struct ElementwiseSlice {
   int param = 0;
-  std::int64_t begin = 0;       // local elements [begin, begin + numel) of the param
-  float* values = nullptr;      // in the param buffer
-  const float* grad = nullptr;  // reduced gradient (GradSync::reduced_grad)
+  std::int64_t begin = 0;  // local elements [begin, begin + numel) of the param
+  TypedPtr values;         // in the param buffer
+  ConstTypedPtr grad;      // reduced gradient (GradSync::reduced_grad)
   std::int64_t numel = 0;
   std::unique_ptr<optim::Optimizer> optimizer;
+  // The fp32 main copy the optimizer updates when the param buffer is not fp32 (empty when it
+  // is: an fp32 param is its own main copy, as in Megatron).
+  std::vector<float> main;
+  float* main_values() { return main.empty() ? values.as<float>() : main.data(); }
 };
 
 class OptimizerShards {
@@ -49,11 +53,12 @@ class OptimizerShards {
   const std::vector<ComputedTask>& tasks() const { return tasks_; }
   // The computed task of stage task `task`; throws Error when this rank does not compute it.
   ComputedTask& task(int stage_task);
-  // A buffer the size of the largest task matrix, for one full gradient at a time.
+  // A buffer the size of the largest task matrix (and, for gradients that are not fp32, of the
+  // largest element-wise slice), for one full fp32 gradient at a time.
   float* scratch() { return scratch_.data(); }
 
-  // The main params of the local tasks from the param buffer (setup; TP-split tasks get theirs
-  // from the TP exchange).
+  // The main params of the local tasks and of the element-wise slices from the param buffer
+  // (setup; TP-split tasks get theirs from the TP exchange).
   void init_local_main();
   // One optimizer step of every element-wise slice and every local task.
   void step_local(Trace& trace);
@@ -77,7 +82,7 @@ class OptimizerShards {
   std::vector<ComputedTask> tasks_;
   std::vector<int> computed_of_task_;  // [stage task] index into tasks_, -1 when not computed
   std::vector<ElementwiseSlice> elementwise_;
-  std::vector<float> scratch_;  // largest task matrix
+  std::vector<float> scratch_;  // largest task matrix or up-cast slice gradient
 };
 
 }  // namespace canzona::engine

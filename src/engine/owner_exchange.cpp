@@ -44,16 +44,17 @@ struct Batch {
   std::vector<int> receive_owned;  // [receive piece] index into owned
   std::int64_t local_numel = 0;    // TP-local elements of the owned params
   std::int64_t block = 0;          // elements of the TP block (TP-split owned params)
-  std::vector<float> send, recv;   // gather; the scatter sends recv and receives into back
-  std::vector<float> local;        // owned params' TP-local elements
-  std::vector<float> tp_send, tp_recv;
-  std::vector<float> back;
+  TypedVector send, recv;          // gather; the scatter sends recv and receives into back
+  TypedVector local;    // owned params' TP-local elements: gradients, then updated params
+  TypedVector updated;  // the updated params instead, when their dtype is not the gradients'
+  TypedVector tp_send, tp_recv;
+  TypedVector back;
   bool applied = true;
   Pending gather, tp_gather, scatter;
 };
 
-void release(std::vector<float>& v) {
-  std::vector<float>().swap(v);
+void release(TypedVector& v) {
+  v.release();
 }
 
 class OwnerAllToAll final : public OwnerExchange {
@@ -137,17 +138,18 @@ class OwnerAllToAll final : public OwnerExchange {
  private:
   void post_gather(Batch& b, bool use_params) {
     const plan::OwnerBatch& plan = *b.plan;
-    b.send.assign(static_cast<std::size_t>(plan.send_total()), 0.0f);
+    const DType dtype = use_params ? parts_.buffers.param_dtype() : parts_.buffers.grad_dtype();
+    b.send.assign(plan.send_total(), dtype);
     for (const plan::OwnerPiece& piece : plan.sends) {
-      const float* src = use_params ? parts_.buffers.param(piece.param) + piece.begin
-                                    : parts_.grads.reduced_grad(piece.param, piece.begin);
-      std::copy(src, src + piece.numel, b.send.begin() + piece.offset);
+      const ConstTypedPtr src = use_params ? parts_.buffers.param(piece.param).ptr() + piece.begin
+                                           : parts_.grads.reduced_grad(piece.param, piece.begin);
+      copy_cast(src, b.send.ptr() + piece.offset, piece.numel);
     }
-    b.recv.assign(static_cast<std::size_t>(plan.recv_total()), 0.0f);
+    b.recv.assign(plan.recv_total(), dtype);
     const comm::ScopedOpLabel op_label =
         parts_.waits.label(b.gather, str("owner batch ", plan.index, " gather (all-to-all)"));
-    b.gather.request = parts_.dp.all_to_all(b.send, plan.send_counts, plan.send_displs, b.recv,
-                                            plan.recv_counts, plan.recv_displs);
+    b.gather.request = parts_.dp.all_to_all(b.send.span(), plan.send_counts, plan.send_displs,
+                                            b.recv.span(), plan.recv_counts, plan.recv_displs);
   }
 
   // Waits for b's gather, unpacks the owned params' elements and, under TP, gathers their TP
@@ -155,28 +157,27 @@ class OwnerAllToAll final : public OwnerExchange {
   void receive(Batch& b, double& comm_ms) {
     parts_.waits.wait(b.gather, comm_ms);
     release(b.send);
-    b.local.assign(static_cast<std::size_t>(b.local_numel), 0.0f);
+    const DType dtype = b.recv.dtype();
+    b.local.assign(b.local_numel, dtype);
     const plan::OwnerBatch& plan = *b.plan;
     for (std::size_t i = 0; i < plan.receives.size(); ++i) {
       const plan::OwnerPiece& piece = plan.receives[i];
       const OwnedParam& o = b.owned[static_cast<std::size_t>(b.receive_owned[i])];
-      std::copy(b.recv.begin() + piece.offset, b.recv.begin() + piece.offset + piece.numel,
-                b.local.begin() + o.local + piece.begin);
+      copy_cast(b.recv.ptr() + piece.offset, b.local.ptr() + (o.local + piece.begin), piece.numel);
     }
     if (b.block == 0) return;
-    b.tp_send.assign(static_cast<std::size_t>(b.block), 0.0f);
+    b.tp_send.assign(b.block, dtype);
     for (const OwnedParam& o : b.owned) {
       if (o.block < 0) continue;
       const std::int64_t numel = parts_.buffers.place(o.param).numel;
-      std::copy(b.local.begin() + o.local, b.local.begin() + o.local + numel,
-                b.tp_send.begin() + o.block);
+      copy_cast(b.local.ptr() + o.local, b.tp_send.ptr() + o.block, numel);
     }
-    b.tp_recv.assign(static_cast<std::size_t>(b.block * context_.tp), 0.0f);
+    b.tp_recv.assign(b.block * context_.tp, dtype);
     std::vector<std::int64_t> counts(static_cast<std::size_t>(context_.tp), b.block), displs;
     for (int q : tp_ranks_) displs.push_back(q * b.block);
     const comm::ScopedOpLabel op_label =
         parts_.waits.label(b.tp_gather, str("owner batch ", plan.index, " TP all-gather"));
-    b.tp_gather.request = parts_.tp.all_gather(b.tp_send, b.tp_recv, counts, displs);
+    b.tp_gather.request = parts_.tp.all_gather(b.tp_send.span(), b.tp_recv.span(), counts, displs);
     parts_.waits.wait(b.tp_gather, comm_ms);
     release(b.tp_send);
   }
@@ -184,17 +185,21 @@ class OwnerAllToAll final : public OwnerExchange {
   // The full task matrix of t (a task of owned param o) from b's received elements.
   void to_task(const Batch& b, const OwnedParam& o, const ComputedTask& t, float* task) const {
     if (o.block < 0) {
-      local_to_task(t.maps[0], b.local.data() + o.local, task);
+      local_to_task(t.maps[0], b.local.ptr() + o.local, task);
       return;
     }
     for (int q : tp_ranks_)
-      local_to_task(t.maps[static_cast<std::size_t>(q)], b.tp_recv.data() + q * b.block + o.block,
+      local_to_task(t.maps[static_cast<std::size_t>(q)], b.tp_recv.ptr() + (q * b.block + o.block),
                     task);
   }
 
   void compute(Batch& b, comm::Request* in_flight) {
     TraceScope span(parts_.waits.trace(), "optimizer", str("owner batch ", b.plan->index));
     OptimizerShards& shards = parts_.shards;
+    // The updated params go where the gradients were, unless their dtypes differ.
+    const DType param_dtype = parts_.buffers.param_dtype();
+    if (b.local.dtype() != param_dtype) b.updated.assign(b.local_numel, param_dtype);
+    TypedVector& out = b.local.dtype() == param_dtype ? b.local : b.updated;
     for (OwnedParam& o : b.owned)
       for (ComputedTask* t : o.tasks) {
         to_task(b, o, *t, shards.scratch());
@@ -203,26 +208,28 @@ class OwnerAllToAll final : public OwnerExchange {
         if (in_flight != nullptr) in_flight->test();
         const ShardMap& own =
             o.block < 0 ? t->maps[0] : t->maps[static_cast<std::size_t>(context_.tp_rank)];
-        task_to_local(own, t->main.data(), b.local.data() + o.local);
+        task_to_local(own, t->main.data(), out.ptr() + o.local);
       }
+    if (&out != &b.local) std::swap(b.local, b.updated);
+    release(b.updated);
     release(b.tp_recv);
   }
 
   void post_scatter(Batch& b) {
     const plan::OwnerBatch& plan = *b.plan;
+    const DType dtype = parts_.buffers.param_dtype();
+    if (b.recv.dtype() != dtype) b.recv.assign(plan.recv_total(), dtype);
     for (std::size_t i = 0; i < plan.receives.size(); ++i) {
       const plan::OwnerPiece& piece = plan.receives[i];
       const OwnedParam& o = b.owned[static_cast<std::size_t>(b.receive_owned[i])];
-      std::copy(b.local.begin() + o.local + piece.begin,
-                b.local.begin() + o.local + piece.begin + piece.numel,
-                b.recv.begin() + piece.offset);
+      copy_cast(b.local.ptr() + (o.local + piece.begin), b.recv.ptr() + piece.offset, piece.numel);
     }
     release(b.local);
-    b.back.assign(static_cast<std::size_t>(plan.send_total()), 0.0f);
+    b.back.assign(plan.send_total(), dtype);
     const comm::ScopedOpLabel op_label =
         parts_.waits.label(b.scatter, str("owner batch ", plan.index, " scatter (all-to-all)"));
-    b.scatter.request = parts_.dp.all_to_all(b.recv, plan.recv_counts, plan.recv_displs, b.back,
-                                             plan.send_counts, plan.send_displs);
+    b.scatter.request = parts_.dp.all_to_all(b.recv.span(), plan.recv_counts, plan.recv_displs,
+                                             b.back.span(), plan.send_counts, plan.send_displs);
     b.applied = false;
   }
 
@@ -241,8 +248,8 @@ class OwnerAllToAll final : public OwnerExchange {
   void apply(Batch& b) {
     if (b.applied) return;
     for (const plan::OwnerPiece& piece : b.plan->sends)
-      std::copy(b.back.begin() + piece.offset, b.back.begin() + piece.offset + piece.numel,
-                parts_.buffers.param(piece.param) + piece.begin);
+      copy_cast(b.back.ptr() + piece.offset, parts_.buffers.param(piece.param).ptr() + piece.begin,
+                piece.numel);
     release(b.recv);
     release(b.back);
     b.applied = true;

@@ -23,10 +23,10 @@ std::size_t page_bytes() {
 
 }  // namespace
 
-PageBuffer::PageBuffer(std::int64_t numel) : numel_(numel) {
+PageBuffer::PageBuffer(std::int64_t numel, DType dtype) : numel_(numel), dtype_(dtype) {
   CANZONA_CHECK(numel >= 0, "PageBuffer of ", numel, " elements");
   if (numel == 0) return;
-  mapped_ = static_cast<std::size_t>(numel) * sizeof(float);
+  mapped_ = static_cast<std::size_t>(numel * dtype_bytes(dtype));
   // Map 2 MiB more than needed and keep a 2 MiB-aligned window, so that transparent huge pages
   // (asked for with MADV_HUGEPAGE; a hint the kernel may ignore) can back it: a gathered bucket
   // then faults in once per 2 MiB instead of once per 4 KiB page.
@@ -39,7 +39,7 @@ PageBuffer::PageBuffer(std::int64_t numel) : numel_(numel) {
   if (aligned > base) munmap(p, aligned - base);
   const std::size_t tail = base + mapped_ + extra - (aligned + mapped_);
   if (tail > 0) munmap(reinterpret_cast<void*>(aligned + mapped_), tail);
-  data_ = reinterpret_cast<float*>(aligned);
+  data_ = reinterpret_cast<std::byte*>(aligned);
   if (mapped_ >= kHugePage) madvise(data_, mapped_, MADV_HUGEPAGE);
 }
 
@@ -50,6 +50,7 @@ PageBuffer::~PageBuffer() {
 PageBuffer::PageBuffer(PageBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       numel_(std::exchange(other.numel_, 0)),
+      dtype_(other.dtype_),
       mapped_(std::exchange(other.mapped_, 0)) {}
 
 PageBuffer& PageBuffer::operator=(PageBuffer&& other) noexcept {
@@ -57,6 +58,7 @@ PageBuffer& PageBuffer::operator=(PageBuffer&& other) noexcept {
     if (data_ != nullptr) munmap(data_, mapped_);
     data_ = std::exchange(other.data_, nullptr);
     numel_ = std::exchange(other.numel_, 0);
+    dtype_ = other.dtype_;
     mapped_ = std::exchange(other.mapped_, 0);
   }
   return *this;
@@ -79,12 +81,13 @@ std::int64_t PageBuffer::release(std::int64_t begin, std::int64_t end) {
                 end, ") of ", numel_);
   if (begin == end) return 0;
   const std::uintptr_t page = page_bytes();
-  const auto first = reinterpret_cast<std::uintptr_t>(data_ + begin);
-  const auto last = reinterpret_cast<std::uintptr_t>(data_ + end);
+  const std::int64_t size = dtype_bytes(dtype_);
+  const auto first = reinterpret_cast<std::uintptr_t>(data_ + begin * size);
+  const auto last = reinterpret_cast<std::uintptr_t>(data_ + end * size);
   const std::uintptr_t inner_begin = (first + page - 1) / page * page;
   const std::uintptr_t inner_end = last / page * page;
   if (inner_begin >= inner_end) {  // no whole page inside
-    std::fill(data_ + begin, data_ + end, 0.0f);
+    std::memset(data_ + begin * size, 0, static_cast<std::size_t>((end - begin) * size));
     return 0;
   }
   std::memset(reinterpret_cast<void*>(first), 0, inner_begin - first);

@@ -38,23 +38,23 @@ class LayerwiseAllGatherV final : public ParamSync {
       for (int p : owned_[r]) counts_[r] += buffers.place(p).numel;
       total += counts_[r];
     }
-    buffer_.assign(static_cast<std::size_t>(total), 0.0f);
+    buffer_.assign(total, buffers.param_dtype());
   }
 
   double start() override {
     TraceScope span(waits_.trace(), "phase", "param sync (all-gather-v)");
     const int me = dp_rank_;
     std::int64_t offset = displs_[me];
+    const TypedSpan buffer = buffer_.span();
     for (int p : owned_[me]) {
       const std::int64_t numel = buffers_.place(p).numel;
-      std::copy(buffers_.param(p), buffers_.param(p) + numel, buffer_.begin() + offset);
+      copy_cast(buffers_.param(p), buffer.subspan(offset, numel));
       offset += numel;
     }
     Pending pending;
     const comm::ScopedOpLabel op_label = waits_.label(pending, "layerwise all-gather-v");
-    pending.request = dp_.all_gather(
-        std::span<const float>(buffer_.data() + displs_[me], static_cast<std::size_t>(counts_[me])),
-        buffer_, counts_, displs_);
+    pending.request =
+        dp_.all_gather(buffer.subspan(displs_[me], counts_[me]), buffer, counts_, displs_);
     double exposed = 0.0;
     waits_.wait(pending, exposed);
     for (int r = 0; r < static_cast<int>(owned_.size()); ++r) {
@@ -62,7 +62,7 @@ class LayerwiseAllGatherV final : public ParamSync {
       offset = displs_[r];
       for (int p : owned_[r]) {
         const std::int64_t numel = buffers_.place(p).numel;
-        std::copy(buffer_.begin() + offset, buffer_.begin() + offset + numel, buffers_.param(p));
+        copy_cast(buffer.subspan(offset, numel), buffers_.param(p));
         offset += numel;
       }
     }
@@ -78,7 +78,7 @@ class LayerwiseAllGatherV final : public ParamSync {
   ParamBuffers& buffers_;
   CollectiveWaits& waits_;
   std::vector<std::int64_t> counts_, displs_;  // [dp rank] in buffer_
-  std::vector<float> buffer_;
+  TypedVector buffer_;                         // the param dtype
 };
 
 class BucketAllGather final : public ParamSync {
@@ -122,10 +122,9 @@ class BucketAllGather final : public ParamSync {
 
 comm::Request all_gather_bucket(comm::Communicator& dp, ParamBuffers& buffers,
                                 const plan::BucketShards& shards, int dp_rank, int b) {
-  const std::span<float> bucket = buffers.bucket_params(b);
-  return dp.all_gather(bucket.subspan(static_cast<std::size_t>(shards.displs[dp_rank]),
-                                      static_cast<std::size_t>(shards.counts[dp_rank])),
-                       bucket, shards.counts, shards.displs);
+  const TypedSpan bucket = buffers.bucket_params(b);
+  return dp.all_gather(bucket.subspan(shards.displs[dp_rank], shards.counts[dp_rank]), bucket,
+                       shards.counts, shards.displs);
 }
 
 std::unique_ptr<ParamSync> make_param_sync(const RankContext& context, comm::Communicator& dp,

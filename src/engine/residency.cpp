@@ -83,7 +83,7 @@ std::int64_t ParamResidency::persistent_bytes() const {
   for (std::size_t b = 0; b < state_.size(); ++b)
     elements += sharded_ ? shard_end(static_cast<int>(b)) - shard_begin(static_cast<int>(b))
                          : buffers_.layout().buckets[b].numel;
-  return elements * static_cast<std::int64_t>(sizeof(float));
+  return elements * dtype_bytes(buffers_.param_dtype());
 }
 
 }  // namespace canzona::engine

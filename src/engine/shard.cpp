@@ -13,7 +13,8 @@ namespace {
 // (width per row, runs back to back).
 enum class Side { kLocal, kTask, kPacked };
 
-void copy_runs(const ShardMap& map, Side from, const float* src, Side to, float* dst) {
+void copy_runs(const ShardMap& map, Side from, ConstTypedPtr src, Side to, TypedPtr dst) {
+  const bool same = src.dtype() == dst.dtype();
   std::int64_t packed_row = 0;
   auto place = [&](Side side, const RowRun& run, std::int64_t& cols, std::int64_t& offset) {
     switch (side) {
@@ -36,12 +37,23 @@ void copy_runs(const ShardMap& map, Side from, const float* src, Side to, float*
     place(from, run, src_cols, src_offset);
     place(to, run, dst_cols, dst_offset);
     if (src_cols == map.width && dst_cols == map.width) {
-      std::memcpy(dst + dst_offset, src + src_offset,
-                  static_cast<std::size_t>(run.rows * map.width) * sizeof(float));
+      const std::int64_t n = run.rows * map.width;
+      if (same) {
+        std::memcpy((dst + dst_offset).data(), (src + src_offset).data(),
+                    static_cast<std::size_t>(n * dtype_bytes(dst.dtype())));
+      } else {
+        copy_cast(src + src_offset, dst + dst_offset, n);
+      }
     } else {
-      for (std::int64_t r = 0; r < run.rows; ++r)
-        std::memcpy(dst + dst_offset + r * dst_cols, src + src_offset + r * src_cols,
-                    static_cast<std::size_t>(map.width) * sizeof(float));
+      for (std::int64_t r = 0; r < run.rows; ++r) {
+        if (same) {
+          std::memcpy((dst + dst_offset + r * dst_cols).data(),
+                      (src + src_offset + r * src_cols).data(),
+                      static_cast<std::size_t>(map.width * dtype_bytes(dst.dtype())));
+        } else {
+          copy_cast(src + src_offset + r * src_cols, dst + dst_offset + r * dst_cols, map.width);
+        }
+      }
     }
     packed_row += run.rows;
   }
@@ -49,22 +61,22 @@ void copy_runs(const ShardMap& map, Side from, const float* src, Side to, float*
 
 }  // namespace
 
-void local_to_task(const ShardMap& m, const float* local, float* task) {
+void local_to_task(const ShardMap& m, ConstTypedPtr local, TypedPtr task) {
   copy_runs(m, Side::kLocal, local, Side::kTask, task);
 }
-void task_to_local(const ShardMap& m, const float* task, float* local) {
+void task_to_local(const ShardMap& m, ConstTypedPtr task, TypedPtr local) {
   copy_runs(m, Side::kTask, task, Side::kLocal, local);
 }
-void local_to_packed(const ShardMap& m, const float* local, float* packed) {
+void local_to_packed(const ShardMap& m, ConstTypedPtr local, TypedPtr packed) {
   copy_runs(m, Side::kLocal, local, Side::kPacked, packed);
 }
-void packed_to_local(const ShardMap& m, const float* packed, float* local) {
+void packed_to_local(const ShardMap& m, ConstTypedPtr packed, TypedPtr local) {
   copy_runs(m, Side::kPacked, packed, Side::kLocal, local);
 }
-void packed_to_task(const ShardMap& m, const float* packed, float* task) {
+void packed_to_task(const ShardMap& m, ConstTypedPtr packed, TypedPtr task) {
   copy_runs(m, Side::kPacked, packed, Side::kTask, task);
 }
-void task_to_packed(const ShardMap& m, const float* task, float* packed) {
+void task_to_packed(const ShardMap& m, ConstTypedPtr task, TypedPtr packed) {
   copy_runs(m, Side::kTask, task, Side::kPacked, packed);
 }
 

@@ -44,8 +44,8 @@ class RedundantGather final : public TpExchange {
       block_ += parts.buffers.place(p).numel;
     }
     if (block_ == 0) return;
-    send_.assign(static_cast<std::size_t>(block_), 0.0f);
-    recv_.assign(static_cast<std::size_t>(block_ * context.tp), 0.0f);
+    send_.assign(block_, parts.buffers.widest_bytes());
+    recv_.assign(block_ * context.tp, parts.buffers.widest_bytes());
     for (int q = 0; q < context.tp; ++q) {
       counts_.push_back(block_);
       displs_.push_back(q * block_);
@@ -79,28 +79,34 @@ class RedundantGather final : public TpExchange {
   }
 
  private:
+  // Gathers the params (setup) or the reduced gradients, each in its buffer's dtype.
   void post(Pending& pending, bool use_params) {
+    dtype_ = use_params ? parts_.buffers.param_dtype() : parts_.buffers.grad_dtype();
+    const TypedSpan send = send_.as(dtype_);
     for (int p : params_) {
-      const float* src = use_params ? parts_.buffers.param(p) : parts_.grads.reduced_grad(p);
-      std::copy(src, src + parts_.buffers.place(p).numel, send_.begin() + offset_of_[p]);
+      const ConstTypedPtr src =
+          use_params ? parts_.buffers.param(p).ptr() : parts_.grads.reduced_grad(p);
+      copy_cast(src, send.ptr() + offset_of_[p], parts_.buffers.place(p).numel);
     }
     const comm::ScopedOpLabel op_label = parts_.waits.label(pending, "TP all-gather (gradients)");
-    pending.request = parts_.tp.all_gather(send_, recv_, counts_, displs_);
+    pending.request = parts_.tp.all_gather(send, recv_.as(dtype_), counts_, displs_);
   }
 
-  // The full task matrix from every TP rank's gathered shard.
+  // The full fp32 task matrix from every TP rank's gathered shard.
   void to_task(const ComputedTask& t, float* task) const {
+    const ConstTypedSpan recv = recv_.as(dtype_);
     for (int q = 0; q < context_.tp; ++q)
-      local_to_task(t.maps[q], recv_.data() + q * block_ + offset_of_[t.param], task);
+      local_to_task(t.maps[q], recv.ptr() + (q * block_ + offset_of_[t.param]), task);
   }
 
   const RankContext& context_;
   TpExchangeParts parts_;
   std::vector<int> params_;              // stage order
   std::vector<std::int64_t> offset_of_;  // [model param] offset in a block, -1 when not gathered
-  std::int64_t block_ = 0;               // floats per TP rank
-  std::vector<float> send_;              // (block)
-  std::vector<float> recv_;              // (tp, block)
+  std::int64_t block_ = 0;               // elements per TP rank
+  ExchangeBuffer send_;                  // (block)
+  ExchangeBuffer recv_;                  // (tp, block)
+  DType dtype_ = DType::kF32;            // what the last gather moved
   std::vector<std::int64_t> counts_, displs_;  // [tp rank]
   Pending gathered_;                           // the step's gather (after the buffers it uses)
 };
@@ -127,8 +133,9 @@ struct GroupExchange {
   std::vector<GroupHosted> hosted;
   std::vector<std::int64_t> send_counts, send_displs;  // gather; scatter receives with these
   std::vector<std::int64_t> recv_counts, recv_displs;  // gather; scatter sends with these
-  std::vector<float> send, recv;                       // gather buffers
-  std::vector<float> back_send, back_recv;             // scatter buffers (sizes of recv and send)
+  ExchangeBuffer send, recv;            // gather buffers: gradients, or params at setup
+  ExchangeBuffer back_send, back_recv;  // scatter buffers (sizes of recv and send): params
+  DType gathered = DType::kF32;         // what the last gather moved
   Pending gather, scatter;
 };
 
@@ -157,10 +164,12 @@ class MicroGroups final : public TpExchange {
       }
       for (const plan::GroupHosted& h : plan_group.hosted)
         g.hosted.push_back({&parts.shards.task(h.task), h.offsets});
-      g.send.assign(static_cast<std::size_t>(plan_group.send_total()), 0.0f);
-      g.back_recv.assign(g.send.size(), 0.0f);
-      g.recv.assign(static_cast<std::size_t>(plan_group.recv_total()), 0.0f);
-      g.back_send.assign(g.recv.size(), 0.0f);
+      const std::int64_t widest = parts.buffers.widest_bytes();
+      const std::int64_t param_bytes = dtype_bytes(parts.buffers.param_dtype());
+      g.send.assign(plan_group.send_total(), widest);
+      g.back_recv.assign(plan_group.send_total(), param_bytes);
+      g.recv.assign(plan_group.recv_total(), widest);
+      g.back_send.assign(plan_group.recv_total(), param_bytes);
     }
   }
 
@@ -187,24 +196,28 @@ class MicroGroups final : public TpExchange {
   }
 
  private:
+  // Packs the params (setup) or the reduced gradients, each in its buffer's dtype.
   void pack(GroupExchange& g, bool use_params) {
+    g.gathered = use_params ? parts_.buffers.param_dtype() : parts_.buffers.grad_dtype();
+    const TypedPtr send = g.send.as(g.gathered).ptr();
     for (const GroupPart& part : g.parts)
-      local_to_packed(
-          part.map,
-          use_params ? parts_.buffers.param(part.param) : parts_.grads.reduced_grad(part.param),
-          g.send.data() + part.offset);
+      local_to_packed(part.map,
+                      use_params ? parts_.buffers.param(part.param).ptr()
+                                 : parts_.grads.reduced_grad(part.param),
+                      send + part.offset);
   }
 
   void post_gather(GroupExchange& g) {
     const comm::ScopedOpLabel op_label =
         parts_.waits.label(g.gather, str("group ", g.index, " gather (all-to-all)"));
-    g.gather.request = parts_.tp.all_to_all(g.send, g.send_counts, g.send_displs, g.recv,
-                                            g.recv_counts, g.recv_displs);
+    g.gather.request = parts_.tp.all_to_all(g.send.as(g.gathered), g.send_counts, g.send_displs,
+                                            g.recv.as(g.gathered), g.recv_counts, g.recv_displs);
   }
 
   void to_task(const GroupExchange& g, const GroupHosted& h, float* task) const {
+    const ConstTypedPtr recv = g.recv.as(g.gathered).ptr();
     for (int q = 0; q < context_.tp; ++q)
-      packed_to_task(h.task->maps[q], g.recv.data() + h.offsets[q], task);
+      packed_to_task(h.task->maps[q], recv + h.offsets[q], task);
   }
 
   // Computes g's hosted tasks; between tasks drives `in_flight` (the next group's gather) so it
@@ -218,21 +231,24 @@ class MicroGroups final : public TpExchange {
       if (in_flight != nullptr) in_flight->test();
       shards.step_task(t, shards.scratch());
       if (in_flight != nullptr) in_flight->test();
+      const TypedPtr back = g.back_send.as(parts_.buffers.param_dtype()).ptr();
       for (int q = 0; q < context_.tp; ++q)
-        task_to_packed(t.maps[q], t.main.data(), g.back_send.data() + h.offsets[q]);
+        task_to_packed(t.maps[q], t.main.data(), back + h.offsets[q]);
     }
   }
 
   void post_scatter(GroupExchange& g) {
     const comm::ScopedOpLabel op_label =
         parts_.waits.label(g.scatter, str("group ", g.index, " scatter (all-to-all)"));
-    g.scatter.request = parts_.tp.all_to_all(g.back_send, g.recv_counts, g.recv_displs, g.back_recv,
-                                             g.send_counts, g.send_displs);
+    const DType dtype = parts_.buffers.param_dtype();
+    g.scatter.request = parts_.tp.all_to_all(g.back_send.as(dtype), g.recv_counts, g.recv_displs,
+                                             g.back_recv.as(dtype), g.send_counts, g.send_displs);
   }
 
   void apply(GroupExchange& g) {
+    const ConstTypedPtr back = g.back_recv.as(parts_.buffers.param_dtype()).ptr();
     for (const GroupPart& part : g.parts)
-      packed_to_local(part.map, g.back_recv.data() + part.offset, parts_.buffers.param(part.param));
+      packed_to_local(part.map, back + part.offset, parts_.buffers.param(part.param).ptr());
   }
 
   void run_groups(double& comm_ms) {

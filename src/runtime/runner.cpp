@@ -63,9 +63,9 @@ StrategyRunner::StrategyRunner(comm::Grid& grid, const model::ModelSpec& model,
     // and the single-process reference sees the same numbers.
     const comm::Grid& g = *member.grid;
     for (int i : member.engine->stage().params)
-      fill_init(member.model->params[static_cast<std::size_t>(i)],
-                member.source[static_cast<std::size_t>(i)], g.dims().tp, g.coord().tp, options.seed,
-                member.engine->param(i));
+      fill_init_typed(member.model->params[static_cast<std::size_t>(i)],
+                      member.source[static_cast<std::size_t>(i)], g.dims().tp, g.coord().tp,
+                      options.seed, member.engine->param(i));
   }
   engines_->init_main_params();
 }
@@ -122,9 +122,10 @@ engine::StepTimes StrategyRunner::step(int step_number) {
       for (std::size_t b = 0; b < buckets.size(); ++b) {
         const double t0 = wall_ms();
         for (const layout::Slot& slot : buckets[b].slots)
-          fill_grad(member.model->params[static_cast<std::size_t>(slot.param)],
-                    member.source[static_cast<std::size_t>(slot.param)], g.dims().tp, g.coord().tp,
-                    options_.seed, step_number, g.coord().dp, engine.grad(slot.param));
+          fill_grad_typed(member.model->params[static_cast<std::size_t>(slot.param)],
+                          member.source[static_cast<std::size_t>(slot.param)], g.dims().tp,
+                          g.coord().tp, options_.seed, step_number, g.coord().dp,
+                          engine.grad(slot.param));
         compute.workload.run(compute.backward_flops[static_cast<std::size_t>(m)][b], drive);
         for (const layout::Slot& slot : buckets[b].slots) engine.grad_ready(slot.param);
         engine.progress();
@@ -158,7 +159,7 @@ void StrategyRunner::finish() {
   engines_->finish();
 }
 
-std::span<const float> StrategyRunner::params() const {
+ConstTypedSpan StrategyRunner::params() const {
   return engines_->dense().params();
 }
 

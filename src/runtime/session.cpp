@@ -173,7 +173,8 @@ class Verifier {
     StageLayouts layouts;
     for (const plan::StagePlan& stage : plan.stages) layouts.push_back(&stage.layout);
     const std::string name = plan::to_string(plan.options.strategy);
-    std::vector<float> local(runner.params().begin(), runner.params().end());
+    std::vector<float> local(static_cast<std::size_t>(runner.params().size()));
+    read_f32(runner.params(), local);
     if (faults::fires(faults::Fault::kCorruptParams, grid.world().rank()) &&
         !layout.buckets.empty() && !layout.buckets[0].slots.empty()) {
       float& x = local[static_cast<std::size_t>(layout.buckets[0].offset +
@@ -197,8 +198,8 @@ class Verifier {
         expert_layouts.push_back(&stage.layout);
     if (e) {
       comm::Grid& eg = *e->grid;
-      const std::span<const float> params = e->engine->params();
-      const std::vector<float> expert_local(params.begin(), params.end());
+      std::vector<float> expert_local(static_cast<std::size_t>(e->engine->params().size()));
+      read_f32(e->engine->params(), expert_local);
       for (int r = 0; r < eg.dims().dp; ++r) {
         const Params got = gather_replica(eg, *e->model, expert_layouts, expert_local, r);
         Params merged = to_world_root(grid, eg, *set.expert_part(), got);
@@ -217,17 +218,27 @@ class Verifier {
         first_name_ = name;
       }
     }
-    std::vector<std::pair<std::int64_t, std::span<const float>>> ranges;
-    for (const StrategyRunner::GradRange& g : runner.reduced_grads())
-      ranges.emplace_back(g.offset, g.values);
+    // The reduced gradients in fp32 (exact from bf16), beside the ranges that view them (a moved
+    // vector keeps its elements where they are).
+    std::vector<std::vector<float>> widened;
+    const auto widen = [&widened](const std::vector<engine::GradRange>& from) {
+      std::vector<std::pair<std::int64_t, std::span<const float>>> out;
+      for (const engine::GradRange& g : from) {
+        widened.emplace_back(static_cast<std::size_t>(g.values.size()));
+        read_f32(g.values, widened.back());
+        out.emplace_back(g.offset, widened.back());
+      }
+      return out;
+    };
+    const std::vector<std::pair<std::int64_t, std::span<const float>>> ranges =
+        widen(runner.reduced_grads());
     const bool sharded = runner.grads_sharded();
     const std::vector<Params> views = gather_reduced_grads(grid, model_, layouts, ranges, sharded);
     std::vector<Params> expert_views;
     if (e) {
       comm::Grid& eg = *e->grid;
-      std::vector<std::pair<std::int64_t, std::span<const float>>> expert_ranges;
-      for (const engine::GradRange& g : e->engine->reduced_grads())
-        expert_ranges.emplace_back(g.offset, g.values);
+      const std::vector<std::pair<std::int64_t, std::span<const float>>> expert_ranges =
+          widen(e->engine->reduced_grads());
       const bool expert_sharded = e->engine->grads_sharded();
       const std::vector<Params> got =
           gather_reduced_grads(eg, *e->model, expert_layouts, expert_ranges, expert_sharded);

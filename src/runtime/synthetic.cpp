@@ -1,5 +1,7 @@
 #include "synthetic.h"
 
+#include <vector>
+
 #include "canzona/common/error.h"
 
 namespace canzona::runtime {
@@ -69,6 +71,24 @@ void fill_grad(const model::ParamSpec& param, int param_index, int tp, int tp_ra
   const std::uint64_t key = grad_key(seed, step, dp_rank, param_index);
   for_each_local(param, tp, tp_rank,
                  [&](std::int64_t i, std::int64_t g) { out[i] = unit_value(key, g); });
+}
+
+void fill_init_typed(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
+                     std::uint64_t seed, TypedSpan out) {
+  if (out.dtype() == DType::kF32)
+    return fill_init(param, param_index, tp, tp_rank, seed, out.as<float>());
+  std::vector<float> values(static_cast<std::size_t>(out.size()));
+  fill_init(param, param_index, tp, tp_rank, seed, std::span<float>(values));
+  copy_cast(ConstTypedSpan(values), out);
+}
+
+void fill_grad_typed(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
+                     std::uint64_t seed, int step, int dp_rank, TypedSpan out) {
+  if (out.dtype() == DType::kF32)
+    return fill_grad(param, param_index, tp, tp_rank, seed, step, dp_rank, out.as<float>());
+  std::vector<float> values(static_cast<std::size_t>(out.size()));
+  fill_grad(param, param_index, tp, tp_rank, seed, step, dp_rank, std::span<float>(values));
+  copy_cast(ConstTypedSpan(values), out);
 }
 
 }  // namespace canzona::runtime

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <span>
 
+#include "canzona/common/dtype.h"
 #include "canzona/common/splitmix.h"
 #include "canzona/model/spec.h"
 
@@ -38,5 +39,12 @@ void fill_init(const model::ParamSpec& param, int param_index, int tp, int tp_ra
 // Same for DP rank dp_rank's local gradient at `step` (>= 1), not yet scaled by grad_scale(dp).
 void fill_grad(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
                std::uint64_t seed, int step, int dp_rank, std::span<float> out);
+
+// The same values written into a buffer of either dtype: bf16 gets each fp32 value rounded to
+// nearest even (what a bf16 model's weights and gradients hold of them).
+void fill_init_typed(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
+                     std::uint64_t seed, TypedSpan out);
+void fill_grad_typed(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
+                     std::uint64_t seed, int step, int dp_rank, TypedSpan out);
 
 }  // namespace canzona::runtime

@@ -218,7 +218,7 @@ std::string save_checkpoint(engine::EngineSet& engines, const SaveContext& conte
           // ZeRO-3: each DP rank writes the elements it holds; stage 1: every DP rank holds every
           // param, so params go round-robin over DP (an expert: over its expert DP group).
           if (v.engine.zero_stage() != ZeroStage::kThree && p % v.dp() != v.dp_rank()) continue;
-          const std::span<const float> values = v.engine.param(e);
+          const std::span<const float> values = v.engine.param(e).as<float>();
           for (const ElementRun& r : param_runs(v, hf, e, p)) {
             const ckpt::TensorEntry& t =
                 entry(model_layout.header, hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
@@ -427,7 +427,7 @@ void load_checkpoint(engine::EngineSet& engines, const model::ModelSpec& spec,
     const ckpt::InFile file(model_path);
     for (const View& v : views)
       for (const auto& [e, p] : v.params)
-        read_runs(file, model_header, hf, param_runs(v, hf, e, p), v.engine.param(e));
+        read_runs(file, model_header, hf, param_runs(v, hf, e, p), v.engine.param(e).as<float>());
   });
   for (const View& v : views) v.engine.init_main_params();
   collectively(world, [&] {
@@ -497,7 +497,7 @@ void load_weights(engine::EngineSet& engines, const model::ModelSpec& spec,
   collectively(world, [&] {
     for (const View& v : views)
       for (const auto& [e, p] : v.params) {
-        const std::span<float> values = v.engine.param(e);
+        const std::span<float> values = v.engine.param(e).as<float>();
         for (const ElementRun& r : param_runs(v, hf, e, p)) {
           const ckpt::WeightsDir::Found found =
               weights->find(hf.tensors()[static_cast<std::size_t>(r.tensor)].name);

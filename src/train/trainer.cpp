@@ -151,10 +151,11 @@ std::string first_non_finite(const engine::EngineSet::Member& member) {
                   : engine::ElementRange{0, static_cast<std::int64_t>(engine.param(param).size())};
       std::span<const float> values;
       if (what[0] == 'g')
-        values = sharded ? engine.reduced_grad(param) : engine.grad(param);
+        values = sharded ? engine.reduced_grad(param).as<float>()
+                         : std::span<const float>(engine.grad(param).as<float>());
       else
-        values = engine.param(param).subspan(static_cast<std::size_t>(held.begin),
-                                             static_cast<std::size_t>(held.end - held.begin));
+        values = engine.param(param).as<float>().subspan(
+            static_cast<std::size_t>(held.begin), static_cast<std::size_t>(held.end - held.begin));
       for (std::size_t i = 0; i < values.size(); ++i)
         if (!std::isfinite(values[i]))
           return str(what, " of ", spec.params[p].name, " (local element ",
@@ -202,15 +203,15 @@ class EngineHooks {
       const int i = slot.index;
       const bool copy = p == tied && model.stage().last();
       if (copy)
-        model.bind_value(p, engine->param(i));
+        model.bind_value(p, engine->param(i).as<float>());
       else
-        model.bind(p, engine->param(i), engine->grad(i));
+        model.bind(p, engine->param(i).as<float>(), engine->grad(i).as<float>());
       // ZeRO-3 keeps only the held elements: a param of another rank's shard is not written.
       // An expert is unsplit (expert TP 1): its init is its tp = 1 value on every rank.
       const engine::ElementRange held = engine->held_elements(i);
       if (options.job.zero_stage == ZeroStage::kOne || held.begin < held.end)
         init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.job.seed,
-                   engine->param(i));
+                   engine->param(i).as<float>());
       auto accumulator = torch::autograd::impl::grad_accumulator(model.param(p));
       const bool original = p == tied && !copy;
       accumulator->add_post_hook(
@@ -337,7 +338,7 @@ struct Measurement {
         const int b = engine.bucket_of(i);
         if (b < 0) continue;
         engine.wait_param_sync(b);
-        const std::span<float> v = engine.param(i);
+        const std::span<float> v = engine.param(i).as<float>();
         values[static_cast<std::size_t>(member.source[static_cast<std::size_t>(i)])].assign(
             v.begin(), v.end());
         if (i + 1 == n || engine.bucket_of(i + 1) != b) engine.release_params(b);
@@ -651,7 +652,7 @@ class Run {
   // stage's copy.
   void send_tied_sum() {
     if (stage_.count == 1) return;
-    const std::span<float> g = engines_->grad(tied_);
+    const std::span<float> g = engines_->grad(tied_).as<float>();
     pipe_.send(
         grid_.embedding(), 1, StagePipe::kTiedSum,
         torch::from_blob(g.data(), {static_cast<std::int64_t>(g.size())}, torch::kFloat32).clone());
@@ -781,7 +782,7 @@ class Run {
       // The copy's gradient is the first stage's sum; then it is ready like any other.
       engine::Engine* engine = engines_->engine_of(tied_);
       const int i = engines_->slot(tied_).index;
-      pipe_.receive(grid_.embedding(), 0, StagePipe::kTiedSum, engine->grad(i));
+      pipe_.receive(grid_.embedding(), 0, StagePipe::kTiedSum, engine->grad(i).as<float>());
       record.pipeline_wait_ms += pipe_.take_wait_ms();
       engine->grad_ready(i);
     }

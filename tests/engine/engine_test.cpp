@@ -109,7 +109,7 @@ TEST(EngineThreads, LastParamOfABucketPostsItsScaledCollective) {
       for (std::size_t b = 0; b < buckets.size(); ++b) {
         const auto& slots = buckets[b].slots;
         for (const layout::Slot& slot : slots) {
-          std::span<float> grad = engine.grad(slot.param);
+          std::span<float> grad = engine.grad(slot.param).as<float>();
           std::fill(grad.begin(), grad.end(), mine);
         }
         const std::int64_t before = g.dp().bytes().total();
@@ -123,8 +123,8 @@ TEST(EngineThreads, LastParamOfABucketPostsItsScaledCollective) {
       std::int64_t checked = 0;
       for (const engine::GradRange& r : engine.reduced_grads()) {
         // Elements of params (padding stays 0: 0 * s summed).
-        for (float v : r.values) ASSERT_TRUE(v == expected || v == 0.0f) << v;
-        checked += std::count(r.values.begin(), r.values.end(), expected);
+        for (float v : r.values.as<float>()) ASSERT_TRUE(v == expected || v == 0.0f) << v;
+        checked += std::ranges::count(r.values.as<float>(), expected);
       }
       EXPECT_GT(checked, 0);
       engine.step();
@@ -158,7 +158,8 @@ TEST(EngineThreads, MainParamStateIsReadAndWrittenByName) {
   comm::run_on_thread_grid({1, 1, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
     engine::Trace trace(false);
     engine::Engine engine(g, m, plan, engine_options(o), trace);
-    for (int p : engine.stage().params) fill_init(m.params[p], p, 1, 0, o.seed, engine.param(p));
+    for (int p : engine.stage().params)
+      fill_init(m.params[p], p, 1, 0, o.seed, engine.param(p).as<float>());
     engine.init_main_params();
     std::vector<engine::StateTensor> all;
     for (const engine::StateTensor& t : engine.optimizer_state())
@@ -172,7 +173,7 @@ TEST(EngineThreads, MainParamStateIsReadAndWrittenByName) {
     ASSERT_GE(p, 0);
     if (first.piece < 0) {
       // A whole, un-split param at TP 1: the main param is the param's bytes.
-      const std::span<float> values = engine.param(p);
+      const std::span<float> values = engine.param(p).as<float>();
       ASSERT_EQ(values.size(), first.values.size());
       EXPECT_TRUE(std::equal(values.begin(), values.end(), first.values.begin()));
     }
@@ -188,8 +189,7 @@ TEST(EngineThreads, MainParamStateIsReadAndWrittenByName) {
 // Copies B's param buffer, the chosen state tensors and its step count into C.
 void restore(engine::Engine& from, engine::Engine& to, bool optimizer_states) {
   for (int p : from.stage().params) {
-    const std::span<float> src = from.param(p);
-    std::copy(src.begin(), src.end(), to.param(p).begin());
+    copy_cast(from.param(p), to.param(p));
   }
   for (const engine::StateTensor& t : from.optimizer_state())
     if (optimizer_states || t.state == "main")
@@ -231,8 +231,8 @@ void expect_resume_exact(int dp, int tp, const std::string& optimizer, Strategy 
     d.step(2);
     d.finish();
     std::lock_guard<std::mutex> lock(mutex);
-    exact += same_bytes(a.params(), c.params()) ? 1 : 0;
-    differ += same_bytes(a.params(), d.params()) ? 0 : 1;
+    exact += same_bytes(a.params().as<float>(), c.params().as<float>()) ? 1 : 0;
+    differ += same_bytes(a.params().as<float>(), d.params().as<float>()) ? 0 : 1;
   });
   EXPECT_EQ(exact, dp * tp) << "ranks whose resumed params equal the uninterrupted run's";
   EXPECT_GT(differ, 0) << "dropping the optimizer states changed nothing: the check is blind";

@@ -57,6 +57,48 @@ inline float round_to_bf16(float x) {
 
 class ConstTypedSpan;
 
+// A typed pointer: the first element of some elements of `dtype` (their count is the caller's).
+class TypedPtr {
+ public:
+  TypedPtr() = default;
+  TypedPtr(void* data, DType dtype) : data_(static_cast<std::byte*>(data)), dtype_(dtype) {}
+  TypedPtr(float* p) : TypedPtr(p, DType::kF32) {}
+  TypedPtr(bf16* p) : TypedPtr(p, DType::kBF16) {}
+  std::byte* data() const { return data_; }
+  DType dtype() const { return dtype_; }
+  // n elements further on.
+  TypedPtr operator+(std::int64_t n) const { return {data_ + n * dtype_bytes(dtype_), dtype_}; }
+  template <typename T>
+  T* as() const;
+
+ private:
+  std::byte* data_ = nullptr;
+  DType dtype_ = DType::kF32;
+};
+
+class ConstTypedPtr {
+ public:
+  ConstTypedPtr() = default;
+  ConstTypedPtr(const void* data, DType dtype)
+      : data_(static_cast<const std::byte*>(data)), dtype_(dtype) {}
+  ConstTypedPtr(TypedPtr p) : ConstTypedPtr(p.data(), p.dtype()) {}
+  ConstTypedPtr(const float* p) : ConstTypedPtr(p, DType::kF32) {}
+  ConstTypedPtr(const bf16* p) : ConstTypedPtr(p, DType::kBF16) {}
+  ConstTypedPtr(float* p) : ConstTypedPtr(static_cast<const float*>(p)) {}
+  ConstTypedPtr(bf16* p) : ConstTypedPtr(static_cast<const bf16*>(p)) {}
+  const std::byte* data() const { return data_; }
+  DType dtype() const { return dtype_; }
+  ConstTypedPtr operator+(std::int64_t n) const {
+    return {data_ + n * dtype_bytes(dtype_), dtype_};
+  }
+  template <typename T>
+  const T* as() const;
+
+ private:
+  const std::byte* data_ = nullptr;
+  DType dtype_ = DType::kF32;
+};
+
 // A mutable buffer of `size` elements of `dtype` at `data`.
 class TypedSpan {
  public:
@@ -72,6 +114,7 @@ class TypedSpan {
   bool empty() const { return size_ == 0; }
   DType dtype() const { return dtype_; }
   std::int64_t size_bytes() const { return size_ * dtype_bytes(dtype_); }
+  TypedPtr ptr() const { return {data_, dtype_}; }
   // Elements [offset, offset + count); Error when outside.
   TypedSpan subspan(std::int64_t offset, std::int64_t count) const;
   template <typename T>
@@ -102,6 +145,7 @@ class ConstTypedSpan {
   bool empty() const { return size_ == 0; }
   DType dtype() const { return dtype_; }
   std::int64_t size_bytes() const { return size_ * dtype_bytes(dtype_); }
+  ConstTypedPtr ptr() const { return {data_, dtype_}; }
   ConstTypedSpan subspan(std::int64_t offset, std::int64_t count) const;
   template <typename T>
   std::span<const T> as() const;
@@ -134,6 +178,18 @@ std::span<T> TypedSpan::as() const {
 }
 
 template <typename T>
+T* TypedPtr::as() const {
+  if (dtype_ != dtype_of<T>()) detail::throw_dtype_mismatch(dtype_, dtype_of<T>());
+  return reinterpret_cast<T*>(data_);
+}
+
+template <typename T>
+const T* ConstTypedPtr::as() const {
+  if (dtype_ != dtype_of<T>()) detail::throw_dtype_mismatch(dtype_, dtype_of<T>());
+  return reinterpret_cast<const T*>(data_);
+}
+
+template <typename T>
 std::span<const T> ConstTypedSpan::as() const {
   if (dtype_ != dtype_of<T>()) detail::throw_dtype_mismatch(dtype_, dtype_of<T>());
   return {static_cast<const T*>(data_), static_cast<std::size_t>(size_)};
@@ -142,6 +198,8 @@ std::span<const T> ConstTypedSpan::as() const {
 // Copies `from` into `to` (same size), casting when the dtypes differ (fp32 -> bf16 rounds to
 // nearest even).
 void copy_cast(ConstTypedSpan from, TypedSpan to);
+// The same for n elements at typed pointers.
+void copy_cast(ConstTypedPtr from, TypedPtr to, std::int64_t n);
 // out[j] = fp32 value of x[j]: reads either dtype into fp32.
 void read_f32(ConstTypedSpan x, std::span<float> out);
 

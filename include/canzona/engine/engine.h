@@ -70,11 +70,24 @@ struct EngineOptions {
   // model's expert buffer, synced over expert DP, is scaled by the dense DP as Megatron's
   // expert_gradient_scaling_factor is.
   int grad_scaling_dp = 0;
+  // The dtype of the param buffer (Megatron's params_dtype; docs/precision.md). Main params and
+  // optimizer state are fp32 either way; under bf16 every element a rank updates has an fp32
+  // main copy and the param is re-cast from it after each step.
+  DType param_dtype = DType::kF32;
+  // The gradient buffer, its scaling and its DP reduction in fp32 even when params are bf16
+  // (Megatron's grad_reduce_in_fp32); otherwise gradients have the param dtype.
+  bool grad_reduce_in_fp32 = false;
 };
+
+// The gradient buffer's dtype under `options`.
+DType grad_dtype(const EngineOptions& options);
 
 // The factor every local gradient is multiplied by before its DP collective: float(1 / dp)
 // (Megatron's gradient_scaling_factor; the only place gradients are averaged).
 float grad_scale(int dp);
+// Multiplies every gradient by `scale` in its dtype: fp32 in place; bf16 through fp32, the
+// product rounded to nearest even (what torch's bf16 multiply gives).
+void scale_grads(TypedSpan grads, float scale);
 
 // Milliseconds on one rank for one step. The engine fills the optimizer fields (step()), the
 // exposed waits it does (finish_grad_sync, start/wait_param_sync return them); the training loop
@@ -108,10 +121,10 @@ struct MemoryHeld {
   std::int64_t resident_bytes = 0;
 };
 
-// A range of reduced gradient this rank holds: {layout offset, values}.
+// A range of reduced gradient this rank holds: {layout offset, values in the grad dtype}.
 struct GradRange {
   std::int64_t offset = 0;
-  std::span<const float> values;
+  ConstTypedSpan values;
 };
 
 // One optimizer-state tensor (or a main param) this rank holds. For a matrix task: the whole
@@ -144,22 +157,25 @@ class Engine {
   const plan::StagePlan& stage() const;
 
   // The param buffer (layout order) and one param's view in it; the gradient view a backward
-  // writes into. Params not in the stage have empty views.
-  std::span<const float> params() const;
+  // writes into. Params not in the stage have empty views. Their dtypes are param_dtype() and
+  // grad_dtype() (EngineOptions).
+  ConstTypedSpan params() const;
+  DType param_dtype() const;
+  DType grad_dtype() const;
   // FNV-1a of this rank's params in model param order, padding excluded: equal for equal values
   // under any layout (the order inside a bucket is free, docs/design.md section 3).
   // Under ZeRO-3 collective over DP: it gathers one bucket at a time and releases it.
   std::uint64_t params_fnv();
-  std::span<float> param(int p);
-  std::span<float> grad(int p);
+  TypedSpan param(int p);
+  TypedSpan grad(int p);
   int bucket_of(int p) const;
   ZeroStage zero_stage() const;
   // The local elements of p inside this rank's DP shard (the whole param for strategies without
   // cuts; empty when the shard holds none of it): what ZeRO-3 keeps of p between uses.
   ElementRange held_elements(int p) const;
   // The reduced gradient of p's held elements after finish_grad_sync (sharded strategies), or of
-  // all of p (All-Reduce ones).
-  std::span<const float> reduced_grad(int p) const;
+  // all of p (All-Reduce ones), in the grad dtype.
+  ConstTypedSpan reduced_grad(int p) const;
   // Zeroes the gradient buffer for the next step's accumulation (ZeRO-3: by giving its pages
   // back, so it stays unresident until backward writes it).
   void zero_grads();

@@ -63,8 +63,8 @@ class EngineSet {
   Slot slot(int p) const;
   // Whole-model param p's engine (null when this rank holds none of it) and its index there.
   Engine* engine_of(int p);
-  std::span<float> param(int p);  // empty when this rank holds none of p
-  std::span<float> grad(int p);
+  TypedSpan param(int p);  // empty when this rank holds none of p
+  TypedSpan grad(int p);
 
   // Forwarded to every engine (dense, then expert).
   void init_main_params();

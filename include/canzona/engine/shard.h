@@ -3,6 +3,7 @@
 // layer's.
 #pragma once
 
+#include "canzona/common/dtype.h"
 #include "canzona/plan/shard_map.h"
 
 namespace canzona::engine {
@@ -12,12 +13,13 @@ using plan::shard_map;
 using plan::ShardMap;
 
 // Copies between a local shard (local_cols per row), the packed form and a task matrix
-// (task_cols per row). Only the mapped elements are touched.
-void local_to_task(const ShardMap& map, const float* local, float* task);
-void task_to_local(const ShardMap& map, const float* task, float* local);
-void local_to_packed(const ShardMap& map, const float* local, float* packed);
-void packed_to_local(const ShardMap& map, const float* packed, float* local);
-void packed_to_task(const ShardMap& map, const float* packed, float* task);
-void task_to_packed(const ShardMap& map, const float* task, float* packed);
+// (task_cols per row). Only the mapped elements are touched. Either side may be fp32 or bf16
+// (common/dtype.h): elements are cast when the dtypes differ (to bf16: round to nearest even).
+void local_to_task(const ShardMap& map, ConstTypedPtr local, TypedPtr task);
+void task_to_local(const ShardMap& map, ConstTypedPtr task, TypedPtr local);
+void local_to_packed(const ShardMap& map, ConstTypedPtr local, TypedPtr packed);
+void packed_to_local(const ShardMap& map, ConstTypedPtr packed, TypedPtr local);
+void packed_to_task(const ShardMap& map, ConstTypedPtr packed, TypedPtr task);
+void task_to_packed(const ShardMap& map, ConstTypedPtr task, TypedPtr packed);
 
 }  // namespace canzona::engine

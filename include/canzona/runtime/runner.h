@@ -83,7 +83,7 @@ class StrategyRunner {
   void finish();
 
   // This rank's model params in layout order (TP-local shapes).
-  std::span<const float> params() const;
+  ConstTypedSpan params() const;
   std::uint64_t params_fnv() const;  // EngineSet::params_fnv
   // The reduced gradient of the last step where this rank holds it (Engine::reduced_grads).
   using GradRange = engine::GradRange;

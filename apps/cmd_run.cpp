@@ -43,6 +43,7 @@ struct RunFlags : PlanningFlags {
   runtime::RunOptions options;
   std::string strategies;  // run: one name; compare: comma list or "all"
   std::string reduce_mode = "deterministic";
+  std::string precision = "fp32";
   std::string optimizer_options = "{}";
   std::string seed = "1";  // parse_seed
   double collective_timeout = comm::kDefaultCollectiveTimeoutS;
@@ -59,6 +60,7 @@ runtime::RunOptions resolve(RunFlags& f) {
   runtime::RunOptions o = f.options;
   apply_planning_flags(f, "run/compare", o);
   o.reduce_mode = comm::parse_reduce_mode(f.reduce_mode);
+  o.precision = parse_precision(f.precision);
   comm::set_collective_timeout(f.collective_timeout);
   o.pipeline = !f.no_pipeline;
   o.seed = parse_seed(f.seed);
@@ -115,6 +117,14 @@ Launch prepare(RunFlags& flags) {
                       "' holds no params");
   }
   l.session.verify = flags.verify;
+  // A native bf16 reduction may round a gradient element to a neighbouring bf16 value: AdamW
+  // turns that into a different step when the element is near zero, and a bf16 param moves by a
+  // whole ulp (2^-8 of it) when its main param crosses a rounding boundary. No bound on the final
+  // params would be both tight and safe, so the check is refused rather than run loosely.
+  CANZONA_REQUIRE(!(flags.verify && l.options.precision == DType::kBF16 &&
+                    l.options.reduce_mode == comm::ReduceMode::kNative),
+                  "--verify with --precision bf16 needs --reduce-mode deterministic (a native bf16 "
+                  "run differs from the reference by rounding that no tight bound covers)");
   l.session.trace_path = flags.trace;
   l.settings = runtime::launch_settings(l.options, l.session, l.strategies, l.model);
   l.settings.push_back({"--json", flags.json});
@@ -176,6 +186,11 @@ void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
       ->capture_default_str();
   sub->add_option("--tokens", o.tokens, "Tokens per simulated batch")->capture_default_str();
   sub->add_option("--reduce-mode", f.reduce_mode, "deterministic | native")->capture_default_str();
+  sub->add_option("--precision", f.precision,
+                  "fp32 | bf16: params and gradients in bf16, fp32 main params and state")
+      ->capture_default_str();
+  sub->add_flag("--grad-reduce-in-fp32", o.grad_reduce_in_fp32,
+                "Under --precision bf16: keep, scale and reduce gradients in fp32");
   sub->add_option("--seed", f.seed, "Synthetic init and gradients")->capture_default_str();
   sub->add_option("--collective-timeout", f.collective_timeout,
                   "Seconds one collective or message may take before the rank ends (exit 2)")

@@ -53,6 +53,8 @@ engine::EngineOptions engine_options(const JobOptions& o) {
   e.adamw_options = o.adamw_options;
   e.pipeline = o.pipeline;
   e.zero_stage = o.zero_stage;
+  e.param_dtype = o.precision;
+  e.grad_reduce_in_fp32 = o.grad_reduce_in_fp32;
   return e;
 }
 
@@ -134,6 +136,8 @@ Settings job_settings(const JobOptions& o, const std::vector<plan::Strategy>& st
   settings.insert(settings.end(), {{"--seed", std::to_string(o.seed)},
                                    {"--no-pipeline", flag(!o.pipeline)},
                                    {"--reduce-mode", comm::to_string(o.reduce_mode)},
+                                   {"--precision", to_string(o.precision)},
+                                   {"--grad-reduce-in-fp32", flag(o.grad_reduce_in_fp32)},
                                    {"--strategy", strategy_list}});
   // One setting per option the optimizers run with (given values over the defaults, keys sorted),
   // so {} and {"ns_steps": 5} agree and a disagreement names the key.

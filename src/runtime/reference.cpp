@@ -18,9 +18,13 @@ Reference::Reference(const model::ModelSpec& model, const RunOptions& options)
     const model::ParamSpec& spec = model.params[p];
     params_[p].resize(static_cast<std::size_t>(spec.numel()));
     fill_init(spec, static_cast<int>(p), 1, 0, options.seed, params_[p]);
+    // A bf16 model holds its init rounded to bf16; its fp32 main params start from those values.
+    if (options.precision == DType::kBF16)
+      for (float& x : params_[p]) x = round_to_bf16(x);
   }
-  optimizer_ =
-      std::make_unique<engine::ReferenceOptimizer>(model, engine_options(options), params_);
+  if (options.precision == DType::kBF16) main_ = params_;
+  optimizer_ = std::make_unique<engine::ReferenceOptimizer>(model, engine_options(options),
+                                                            main_.empty() ? params_ : main_);
 }
 
 Reference::~Reference() = default;
@@ -38,6 +42,10 @@ void Reference::step(int step_number) {
   // for the expert params of a MoE model too (expert_gradient_scaling_factor), whose gradients
   // come from the expert DP ranks: dp x tp / (ep x etp) of them.
   const float scale = 1.0f / static_cast<float>(options_.dims.dp);
+  // Under bf16 a model's local gradient is bf16; it is scaled and reduced in bf16 (the sum in
+  // fp32, rounded once) unless --grad-reduce-in-fp32 keeps both in fp32.
+  const bool bf16_model = options_.precision == DType::kBF16;
+  const bool bf16_reduce = bf16_model && !options_.grad_reduce_in_fp32;
   const bool moe = model::has_experts(model_);
   const int expert_dp = options_.dims.edp();
   for (std::size_t p = 0; p < model_.params.size(); ++p) {
@@ -53,13 +61,23 @@ void Reference::step(int step_number) {
     for (int d = 0; d < contributions; ++d) {
       fill_grad(spec, static_cast<int>(p), 1, 0, options_.seed, step_number, d, local);
       for (std::size_t i = 0; i < sum.size(); ++i) {
-        const float x = local[i] * scale;
+        const float g = bf16_model ? round_to_bf16(local[i]) : local[i];
+        const float x = bf16_reduce ? round_to_bf16(g * scale) : g * scale;
         sum[i] = d == 0 ? x : sum[i] + x;
         abs_sum[i] += std::fabs(x);
       }
     }
+    if (bf16_reduce)
+      for (float& x : sum) x = round_to_bf16(x);
   }
-  optimizer_->step(params_, grads);
+  if (main_.empty()) {
+    optimizer_->step(params_, grads);
+    return;
+  }
+  // The update goes to the fp32 main params; the bf16 params are re-cast from them.
+  optimizer_->step(main_, grads);
+  for (std::size_t p = 0; p < main_.size(); ++p)
+    for (std::size_t i = 0; i < main_[p].size(); ++i) params_[p][i] = round_to_bf16(main_[p][i]);
 }
 
 }  // namespace canzona::runtime

@@ -9,6 +9,14 @@
 namespace canzona::runtime {
 namespace {
 
+// "fp32", "bf16 params and grads (fp32 main params and state)" or, with --grad-reduce-in-fp32,
+// "bf16 params, fp32 grads (fp32 main params and state)".
+std::string precision_words(const RunOptions& o) {
+  if (o.precision == DType::kF32) return "fp32";
+  return o.grad_reduce_in_fp32 ? "bf16 params, fp32 grads (fp32 main params and state)"
+                               : "bf16 params and grads (fp32 main params and state)";
+}
+
 double mib(std::int64_t bytes) {
   return static_cast<double>(bytes) / (1024.0 * 1024.0);
 }
@@ -53,14 +61,14 @@ std::string format_report(const CompareResult& r) {
   std::string out;
   out += line(
       "canzona: %s (%.2fM params), dp %d x tp %d%s%s, %s + adamw, %d timed steps (+%d warmup), "
-      "reduce %s, compute scale %g, %d bucket(s), %s\n",
+      "%s, reduce %s, compute scale %g, %d bucket(s), %s\n",
       r.model_name.c_str(), static_cast<double>(r.model_numel) / 1e6, o.dims.dp, o.dims.tp,
       o.dims.pp > 1 ? str(" x pp ", o.dims.pp).c_str() : "",
       o.dims.ep != 1 || o.dims.etp != 1
           ? str(" (experts: ep ", o.dims.ep, " x etp ", o.dims.etp, ")").c_str()
           : "",
-      o.optimizer.c_str(), o.steps, o.warmup, to_string(o.reduce_mode), o.compute_scale,
-      r.strategies.empty() ? 0 : r.strategies[0].buckets,
+      o.optimizer.c_str(), o.steps, o.warmup, precision_words(o).c_str(), to_string(o.reduce_mode),
+      o.compute_scale, r.strategies.empty() ? 0 : r.strategies[0].buckets,
       o.pipeline ? "TP pipeline on" : "TP pipeline off (groups one after another)");
   out +=
       "medians over timed steps of the slowest rank, ms; bytes per step summed over ranks, MiB: "
@@ -153,6 +161,8 @@ nlohmann::json report_json(const CompareResult& r) {
   j["steps"] = o.steps;
   j["warmup"] = o.warmup;
   j["reduce_mode"] = to_string(o.reduce_mode);
+  j["precision"] = to_string(o.precision);
+  j["grad_reduce_in_fp32"] = o.grad_reduce_in_fp32;
   j["pipeline"] = o.pipeline;
   j["compute_scale"] = o.compute_scale;
   nlohmann::json strategies = nlohmann::json::object();

@@ -125,7 +125,7 @@ engine::StepTimes StrategyRunner::step(int step_number) {
           fill_grad_typed(member.model->params[static_cast<std::size_t>(slot.param)],
                           member.source[static_cast<std::size_t>(slot.param)], g.dims().tp,
                           g.coord().tp, options_.seed, step_number, g.coord().dp,
-                          engine.grad(slot.param));
+                          options_.precision, engine.grad(slot.param));
         compute.workload.run(compute.backward_flops[static_cast<std::size_t>(m)][b], drive);
         for (const layout::Slot& slot : buckets[b].slots) engine.grad_ready(slot.param);
         engine.progress();

@@ -83,9 +83,14 @@ void fill_init_typed(const model::ParamSpec& param, int param_index, int tp, int
 }
 
 void fill_grad_typed(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
-                     std::uint64_t seed, int step, int dp_rank, TypedSpan out) {
-  if (out.dtype() == DType::kF32)
-    return fill_grad(param, param_index, tp, tp_rank, seed, step, dp_rank, out.as<float>());
+                     std::uint64_t seed, int step, int dp_rank, DType model_dtype, TypedSpan out) {
+  if (out.dtype() == DType::kF32) {
+    const std::span<float> values = out.as<float>();
+    fill_grad(param, param_index, tp, tp_rank, seed, step, dp_rank, values);
+    if (model_dtype == DType::kBF16)
+      for (float& x : values) x = round_to_bf16(x);
+    return;
+  }
   std::vector<float> values(static_cast<std::size_t>(out.size()));
   fill_grad(param, param_index, tp, tp_rank, seed, step, dp_rank, std::span<float>(values));
   copy_cast(ConstTypedSpan(values), out);

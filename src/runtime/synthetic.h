@@ -41,10 +41,12 @@ void fill_grad(const model::ParamSpec& param, int param_index, int tp, int tp_ra
                std::uint64_t seed, int step, int dp_rank, std::span<float> out);
 
 // The same values written into a buffer of either dtype: bf16 gets each fp32 value rounded to
-// nearest even (what a bf16 model's weights and gradients hold of them).
+// nearest even (what a bf16 model's weights hold of them). A gradient is first rounded to
+// `model_dtype`, the dtype a model of that precision computes it in, then written: a bf16 model's
+// gradient in an fp32 buffer (--grad-reduce-in-fp32) holds bf16 values.
 void fill_init_typed(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
                      std::uint64_t seed, TypedSpan out);
 void fill_grad_typed(const model::ParamSpec& param, int param_index, int tp, int tp_rank,
-                     std::uint64_t seed, int step, int dp_rank, TypedSpan out);
+                     std::uint64_t seed, int step, int dp_rank, DType model_dtype, TypedSpan out);
 
 }  // namespace canzona::runtime

@@ -48,9 +48,12 @@ plan::Plan make(const model::ModelSpec& m, const RunOptions& o, Strategy s) {
 // Every strategy on a thread grid, verified against the single-process reference bitwise, every
 // element of the model compared (params and last reduced gradients).
 void expect_bitwise(int dp, int tp, const std::string& optimizer,
-                    plan::LayerwiseTp layerwise_tp = plan::LayerwiseTp::kDuplicated) {
+                    plan::LayerwiseTp layerwise_tp = plan::LayerwiseTp::kDuplicated,
+                    DType precision = DType::kF32, bool grad_reduce_in_fp32 = false) {
   RunOptions o = quick(dp, tp, optimizer);
   o.layerwise_tp = layerwise_tp;
+  o.precision = precision;
+  o.grad_reduce_in_fp32 = grad_reduce_in_fp32;
   const model::ModelSpec m = load_model(o);
   std::mutex mutex;
   CompareResult result;
@@ -86,6 +89,56 @@ TEST(EngineThreads, Dp3Tp2LayerShardedLayerwiseBitwiseMuon) {
 }
 TEST(EngineThreads, Dp2Tp2EveryStrategyBitwiseShampoo) {
   expect_bitwise(2, 2, "shampoo");
+}
+// bf16 params and gradients with fp32 main params: every strategy bitwise equal to the reference
+// that models a bf16 run on its own (src/runtime/reference.cpp), and to each other.
+TEST(EngineThreads, Dp3Tp2EveryStrategyBitwiseBf16Muon) {
+  expect_bitwise(3, 2, "muon", plan::LayerwiseTp::kDuplicated, DType::kBF16);
+}
+TEST(EngineThreads, Dp2Tp2LayerShardedBitwiseBf16Soap) {
+  expect_bitwise(2, 2, "soap", plan::LayerwiseTp::kLayerSharded, DType::kBF16);
+}
+TEST(EngineThreads, Dp3Tp2EveryStrategyBitwiseBf16GradReduceInFp32Shampoo) {
+  expect_bitwise(3, 2, "shampoo", plan::LayerwiseTp::kDuplicated, DType::kBF16, true);
+}
+
+// Bytes under bf16: every collective of the DP and TP phases moves 2-byte elements, so each
+// strategy's bytes are exactly half of its fp32 run's; with --grad-reduce-in-fp32 the gradient
+// sync keeps fp32's bytes and only the param sync halves. Counted per dtype, too.
+TEST(EngineThreads, Bf16HalvesTheBytesOfEveryPhase) {
+  const std::vector<Strategy> all = {
+      Strategy::kSc,  Strategy::kLayerwise, Strategy::kLayerwisePaper,
+      Strategy::kAsc, Strategy::kLbAsc,     Strategy::kFsdpA2a};
+  const auto run = [&](DType precision, bool fp32_grads) {
+    RunOptions o = quick(2, 2, "muon");
+    o.precision = precision;
+    o.grad_reduce_in_fp32 = fp32_grads;
+    const model::ModelSpec m = load_model(o);
+    std::mutex mutex;
+    CompareResult result;
+    comm::run_on_thread_grid({2, 2, 1}, comm::ReduceMode::kDeterministic, [&](comm::Grid& g) {
+      CompareResult r = run_strategies(g, m, o, all, SessionOptions{});
+      if (g.world().rank() != 0) return;
+      std::lock_guard<std::mutex> lock(mutex);
+      result = std::move(r);
+    });
+    return result;
+  };
+  const CompareResult fp32 = run(DType::kF32, false);
+  const CompareResult bf16 = run(DType::kBF16, false);
+  const CompareResult mixed = run(DType::kBF16, true);
+  ASSERT_EQ(bf16.strategies.size(), all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const StrategyResult &f = fp32.strategies[i], &b = bf16.strategies[i], &x = mixed.strategies[i];
+    const std::string name = plan::to_string(all[i]);
+    EXPECT_GT(f.dp_phase_bytes.total(), 0) << name;
+    EXPECT_EQ(2 * b.dp_phase_bytes.grad_sync, f.dp_phase_bytes.grad_sync) << name;
+    EXPECT_EQ(2 * b.dp_phase_bytes.param_sync, f.dp_phase_bytes.param_sync) << name;
+    EXPECT_EQ(2 * b.dp_phase_bytes.optimizer, f.dp_phase_bytes.optimizer) << name;
+    EXPECT_EQ(2 * b.tp_phase_bytes.total(), f.tp_phase_bytes.total()) << name;
+    EXPECT_EQ(x.dp_phase_bytes.grad_sync, f.dp_phase_bytes.grad_sync) << name;
+    EXPECT_EQ(2 * x.dp_phase_bytes.param_sync, f.dp_phase_bytes.param_sync) << name;
+  }
 }
 
 // The bucket's collective is posted by the grad_ready of its last param, not before; each rank

@@ -44,6 +44,11 @@ struct JobOptions {
   std::uint64_t seed = 1;  // init and data (synthetic or sampled)
   bool pipeline = true;    // TP micro groups: post group k+1's gather before computing k
   comm::ReduceMode reduce_mode = comm::ReduceMode::kDeterministic;
+  // Params and gradients in bf16 with fp32 main params and optimizer state, or all in fp32
+  // (--precision; docs/precision.md); gradients reduced in fp32 under bf16 params
+  // (--grad-reduce-in-fp32, Megatron's grad_reduce_in_fp32).
+  DType precision = DType::kF32;
+  bool grad_reduce_in_fp32 = false;
 };
 
 // The planning settings as `canzona plan`'s flags and the Python package's keywords spell them
@@ -94,7 +99,8 @@ model::ModelSpec load_model(const JobOptions& options);
 // optimizer with its optimizer_options (the registry descriptor prices them), bucket size.
 plan::PlanOptions plan_options(const JobOptions& options, plan::Strategy strategy);
 
-// The engine's share: optimizer, its options, AdamW's, the micro-group pipeline.
+// The engine's share: optimizer, its options, AdamW's, the micro-group pipeline, the ZeRO stage,
+// the param dtype and grad_reduce_in_fp32.
 engine::EngineOptions engine_options(const JobOptions& options);
 
 // The settings of the job the ranks of a launch agree on (agreement.h), in a fixed order that

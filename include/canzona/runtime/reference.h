@@ -7,6 +7,13 @@
 // optimizer instance per task (the whole param, or each piece with ParamInfo::full_rows/full_cols
 // of the whole param), AdamW on each element-wise param. Task names and shapes come from
 // task_info() so both sides build identical ParamInfo values.
+//
+// Under --precision bf16 it models a bf16 model written out here, not through the engine's code:
+// the params hold the init rounded to bf16 and fp32 main params start from them; each local
+// gradient is rounded to bf16, scaled in bf16 (the product rounded) and summed in fp32 in rank
+// order, the sum rounded once to bf16 (with --grad-reduce-in-fp32: scaled and summed in fp32);
+// the optimizer steps the fp32 main params on the widened gradient and the params are the main
+// params rounded to bf16.
 #pragma once
 
 #include <memory>
@@ -46,7 +53,8 @@ class Reference {
 
   const model::ModelSpec& model_;
   RunOptions options_;
-  std::vector<std::vector<float>> params_;
+  std::vector<std::vector<float>> params_;    // bf16 values under --precision bf16
+  std::vector<std::vector<float>> main_;      // [param] fp32 main params; empty under fp32
   std::vector<std::vector<float>> grads_;     // [param] last step's reduced gradient
   std::vector<std::vector<float>> abs_sums_;  // [param] last step's sum of |contributions|
   std::unique_ptr<engine::ReferenceOptimizer> optimizer_;

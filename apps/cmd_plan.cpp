@@ -104,6 +104,9 @@ constexpr const char* kRecipeKeys[] = {"model",
                                        "optimizer_options",
                                        "split_qkv",
                                        "split_fc1",
+                                       "zero_stage",
+                                       "precision",
+                                       "grad_reduce_in_fp32",
                                        "plan_hash"};
 // Re-plans nest this deep at most (each --from-plan of a min-movement plan adds one level).
 constexpr int kMaxReplanDepth = 64;
@@ -167,6 +170,20 @@ OldPlan remake_plan(const nlohmann::json& j, const std::string& where, const Pla
   o.asc_group_tasks = json_key<int>(j, path, "asc_group_tasks");
   o.cost.matrix_optimizer = json_key<std::string>(j, path, "optimizer");
   o.cost.optimizer_options = json_key<nlohmann::json>(j, path, "optimizer_options");
+  // Plans written before the JSON recorded them were ZeRO-1 and fp32.
+  if (j.contains("zero_stage")) {
+    const int stage = json_key<int>(j, path, "zero_stage");
+    o.layout.zero_stage =
+        from_key(path, "key 'zero_stage'", [&] { return parse_zero_stage(stage, "zero_stage"); });
+    o.cost.zero_stage = o.layout.zero_stage;
+  }
+  if (j.contains("precision")) {
+    const std::string precision = json_key<std::string>(j, path, "precision");
+    o.cost.precision =
+        from_key(path, "key 'precision'", [&] { return parse_precision(precision, "precision"); });
+  }
+  if (j.contains("grad_reduce_in_fp32"))
+    o.cost.grad_reduce_in_fp32 = json_key<bool>(j, path, "grad_reduce_in_fp32");
   o.cost.calibration = calibration;
   from_key(path, "recorded options", [&] {
     check_bucket_size(o.layout.bucket_size);

@@ -43,7 +43,6 @@ struct RunFlags : PlanningFlags {
   runtime::RunOptions options;
   std::string strategies;  // run: one name; compare: comma list or "all"
   std::string reduce_mode = "deterministic";
-  std::string precision = "fp32";
   std::string optimizer_options = "{}";
   std::string seed = "1";  // parse_seed
   double collective_timeout = comm::kDefaultCollectiveTimeoutS;
@@ -60,7 +59,6 @@ runtime::RunOptions resolve(RunFlags& f) {
   runtime::RunOptions o = f.options;
   apply_planning_flags(f, "run/compare", o);
   o.reduce_mode = comm::parse_reduce_mode(f.reduce_mode);
-  o.precision = parse_precision(f.precision);
   comm::set_collective_timeout(f.collective_timeout);
   o.pipeline = !f.no_pipeline;
   o.seed = parse_seed(f.seed);
@@ -186,11 +184,6 @@ void add_flags(CLI::App* sub, RunFlags& f, bool compare) {
       ->capture_default_str();
   sub->add_option("--tokens", o.tokens, "Tokens per simulated batch")->capture_default_str();
   sub->add_option("--reduce-mode", f.reduce_mode, "deterministic | native")->capture_default_str();
-  sub->add_option("--precision", f.precision,
-                  "fp32 | bf16: params and gradients in bf16, fp32 main params and state")
-      ->capture_default_str();
-  sub->add_flag("--grad-reduce-in-fp32", o.grad_reduce_in_fp32,
-                "Under --precision bf16: keep, scale and reduce gradients in fp32");
   sub->add_option("--seed", f.seed, "Synthetic init and gradients")->capture_default_str();
   sub->add_option("--collective-timeout", f.collective_timeout,
                   "Seconds one collective or message may take before the rank ends (exit 2)")

@@ -34,6 +34,8 @@ struct SimulateArgs : PlanningFlags {
   cost::OptimizerFlags optimizer_flags;  // unset: the optimizer's own defaults
   std::string grad_dtype = "fp32";
   std::string param_dtype = "bf16";
+  CLI::Option* grad_dtype_flag = nullptr;
+  CLI::Option* param_dtype_flag = nullptr;
   std::string var_collective = "grouped";
   std::string cluster = "h100-8";
   bool no_tp_pipeline = false;
@@ -76,12 +78,27 @@ void resolve(SimulateArgs& a, cost::Calibration& calibration) {
   CANZONA_REQUIRE(optim::find_optimizer(a.optimizer).shape == optim::OptimizerShape::kMatrix,
                   "--optimizer: give a matrix optimizer (", cost::matrix_optimizer_list(), ")");
   a.scenario.build = to_build_options(a);
+  // --precision (and --grad-reduce-in-fp32), the spelling run, compare and plan share, sets the
+  // dtypes --param-dtype and --grad-dtype otherwise set (defaults: bf16 params, fp32 gradients);
+  // --grad-reduce-in-fp32 alone keeps the param dtype and makes the gradients fp32.
+  const bool precision_given = a.precision_flag->count() > 0;
+  const bool grad_fp32_given = a.grad_fp32_flag->count() > 0;
+  CANZONA_REQUIRE(!(precision_given && a.param_dtype_flag->count() > 0) &&
+                      !((precision_given || grad_fp32_given) && a.grad_dtype_flag->count() > 0),
+                  "--precision and --grad-reduce-in-fp32 set --param-dtype and --grad-dtype: "
+                  "give one spelling");
+  if (precision_given) a.param_dtype = a.precision;
+  if (precision_given || grad_fp32_given)
+    a.grad_dtype = a.grad_reduce_in_fp32 ? "fp32" : a.param_dtype;
   CANZONA_REQUIRE(a.grad_dtype == "fp32" || a.grad_dtype == "bf16",
                   "--grad-dtype: expected fp32 or bf16, got '", a.grad_dtype, "'");
   a.scenario.workload.grad_bytes = a.grad_dtype == "fp32" ? 4.0 : 2.0;
   CANZONA_REQUIRE(a.param_dtype == "fp32" || a.param_dtype == "bf16",
                   "--param-dtype: expected fp32 or bf16, got '", a.param_dtype, "'");
   a.scenario.workload.param_bytes = a.param_dtype == "fp32" ? 4.0 : 2.0;
+  // The plan's memory model at the dtypes simulated.
+  plan.cost.precision = parse_precision(a.param_dtype, "--param-dtype");
+  plan.cost.grad_reduce_in_fp32 = a.param_dtype == "bf16" && a.grad_dtype == "fp32";
   a.scenario.workload.tp_pipeline = !a.no_tp_pipeline;
   a.scenario.workload.var_collective = sim::parse_var_collective(a.var_collective);
   a.scenario.workload.attention_flops = !a.no_attention_flops;
@@ -251,11 +268,15 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
   sub->add_option("--seq-len", work.seq_len, "tokens per sequence")->capture_default_str();
   sub->add_option("--micro-batch", work.micro_batch, "sequences per micro batch")
       ->capture_default_str();
-  sub->add_option("--grad-dtype", a.grad_dtype, "fp32|bf16 gradient buffer")->capture_default_str();
-  sub->add_option("--param-dtype", a.param_dtype,
-                  "fp32|bf16 params in the param All-Gather (bf16: Megatron's model params; fp32: "
-                  "Canzona's CPU runtime)")
-      ->capture_default_str();
+  a.grad_dtype_flag =
+      sub->add_option("--grad-dtype", a.grad_dtype,
+                      "fp32|bf16 gradient buffer (or say --precision and --grad-reduce-in-fp32)")
+          ->capture_default_str();
+  a.param_dtype_flag =
+      sub->add_option("--param-dtype", a.param_dtype,
+                      "fp32|bf16 params in the param All-Gather (bf16: Megatron's model params; "
+                      "fp32: Canzona's CPU runtime; or say --precision)")
+          ->capture_default_str();
   sub->add_flag("--no-tp-pipeline", a.no_tp_pipeline,
                 "run TP micro groups one after another (official code)");
   sub->add_option("--varsize-collectives", a.var_collective,

@@ -69,6 +69,14 @@ void add_planning_flags(CLI::App* sub, PlanningFlags& f, PlanningCommand command
                     "the memory model counts them, buckets of one layer)")
         ->capture_default_str();
   }
+  f.precision_flag =
+      sub->add_option("--precision", f.precision,
+                      "fp32 | bf16: params and gradients in bf16, fp32 main params and optimizer "
+                      "state (docs/precision.md)")
+          ->capture_default_str();
+  f.grad_fp32_flag = sub->add_flag("--grad-reduce-in-fp32", f.grad_reduce_in_fp32,
+                                   "Under --precision bf16: keep, scale and reduce gradients in "
+                                   "fp32 (Megatron's grad_reduce_in_fp32)");
   sub->add_option("--split-qkv", f.split_qkv, "Split fused QKV: none | qkv | head")
       ->capture_default_str();
   sub->add_flag("--split-fc1", f.split_fc1, "Split fc1 into gate and up tasks");

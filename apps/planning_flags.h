@@ -4,12 +4,12 @@
 //
 // Terms. A command *takes* a flag when add_planning_flags declares it for that command. Every
 // command takes the grid (--dp, --tp, --pp), the planner knobs (--planner, --alpha, --cmax-mb,
-// --bucket-size, --cost), the matrix optimizer (--optimizer) and the task splits (--split-qkv,
-// --split-fc1). `plan` and `simulate` also take --calibration (for --cost calibrated), which
-// `run` and `compare` refuse. The cost model's fields (PlanOptions::cost, with the optimizer's
-// knobs --ns-steps ... of cost::OptimizerFlags) are filled by each command; the range checks of
-// the grid, alpha and C_max are those of the library that consumes the options
-// (plan::validate_options, sim::check_scenario, launch::validate).
+// --bucket-size, --cost), the matrix optimizer (--optimizer), the task splits (--split-qkv,
+// --split-fc1) and the precision (--precision, --grad-reduce-in-fp32). `plan` and `simulate` also
+// take --calibration (for --cost calibrated), which `run` and `compare` refuse. The cost model's
+// fields (PlanOptions::cost, with the optimizer's knobs --ns-steps ... of cost::OptimizerFlags) are
+// filled by each command; the range checks of the grid, alpha and C_max are those of the library
+// that consumes the options (plan::validate_options, sim::check_scenario, launch::validate).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -25,7 +25,10 @@ namespace canzona::apps {
 // The defaults are the commands' defaults (a command may change one before declaring the flags,
 // e.g. simulate's dp 32, tp 8; --help shows the value at that time). The fields and their mapping
 // onto the job options are launch::PlanningArgs's, shared with the Python package.
-struct PlanningFlags : launch::PlanningArgs {};
+struct PlanningFlags : launch::PlanningArgs {
+  CLI::Option* precision_flag = nullptr;  // given: count() > 0
+  CLI::Option* grad_fp32_flag = nullptr;
+};
 
 enum class PlanningCommand { kPlan, kSimulate, kRun };
 

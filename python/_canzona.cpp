@@ -42,7 +42,8 @@ namespace {
 
 // The planning options of `canzona.plan`: `canzona plan`'s flags (launch::PlanningArgs: the same
 // names with '_' for '-', the same defaults, the same mapping), so a plan made here has the CLI's
-// plan_hash; plus the strategy and the cost model's optimizer knobs.
+// plan_hash; plus the strategy and the cost model's optimizer knobs. `precision` and
+// `grad_reduce_in_fp32` are not keywords of canzona.plan yet: its plans are fp32's.
 struct PlanArgs : launch::PlanningArgs {
   std::string strategy = "lb-asc";
   std::optional<int> ns_steps, precondition_frequency;
@@ -99,7 +100,6 @@ std::string make_plan_json(const py::object& model_arg, const PlanArgs& a) {
   nlohmann::json j = plan::plan_json(model, run);
   j["split_qkv"] = a.split_qkv;
   j["split_fc1"] = a.split_fc1;
-  j["zero_stage"] = a.zero_stage;
   return j.dump();
 }
 

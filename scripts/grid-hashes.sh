@@ -4,6 +4,9 @@
 # `canzona train` on 1, 2 and 4 ranks. A refactor that must not change behaviour prints the same
 # lines before and after: scripts/grid-hashes.sh > before.txt; ...; diff before.txt after.txt.
 # Usage: scripts/grid-hashes.sh [build-dir] (default build). Runs about 5 minutes on 2 cores.
+# GRID_HASHES_DROP="key ..." leaves keys a change adds on purpose out of the plan JSON's hash
+# (e.g. GRID_HASHES_DROP="zero_stage precision grad_reduce_in_fp32" against a run from before
+# the plan JSON recorded them).
 set -euo pipefail
 B=${1:-build}
 C=$B/apps/canzona
@@ -19,11 +22,12 @@ plan() {  # label, args...
   shift
   if "$C" plan "$@" --json "$T/p.json" > "$T/out.txt" 2>&1; then
     echo "plan $label $(/usr/bin/python3 -c 'import hashlib,json,sys
-def drop(x):  # the planner'"'"'s wall time is the one field that differs between runs
-    if isinstance(x, dict): return {k: drop(v) for k, v in x.items() if k != "plan_ms"}
+def drop(x):  # the planner'"'"'s wall time differs between runs; GRID_HASHES_DROP names more
+    if isinstance(x, dict): return {k: drop(v) for k, v in x.items() if k not in dropped}
     if isinstance(x, list): return [drop(v) for v in x]
     return x
-print(hashlib.sha256(json.dumps(drop(json.load(open(sys.argv[1]))), sort_keys=True).encode()).hexdigest()[:16])' "$T/p.json")"
+dropped = {"plan_ms"} | set(sys.argv[2:])
+print(hashlib.sha256(json.dumps(drop(json.load(open(sys.argv[1]))), sort_keys=True).encode()).hexdigest()[:16])' "$T/p.json" ${GRID_HASHES_DROP:-})"
   else
     echo "plan $label error: $(tail -1 "$T/out.txt")"
   fi
@@ -76,6 +80,7 @@ compare "qwen3-tiny np1" 1 --model qwen3-tiny --steps 2
 compare "qwen3-tiny dp2" 2 --model qwen3-tiny --dp 2 --steps 2 --verify
 compare "qwen3-tiny tp2" 2 --model qwen3-tiny --tp 2 --steps 2 --split-fc1
 compare "qwen3-tiny dp2 tp2" 4 --model qwen3-tiny --dp 2 --tp 2 --steps 2 --verify
+compare "qwen3-tiny dp2 shampoo" 2 --model qwen3-tiny --dp 2 --steps 2 --optimizer shampoo
 for o in shampoo soap; do
   compare "qwen3-tiny dp2 tp2 $o" 4 --model qwen3-tiny --dp 2 --tp 2 --steps 2 --optimizer $o
 done

@@ -241,6 +241,9 @@ Launch prepare(TrainFlags& f) {
   train::TrainOptions& o = l.options;
   launch::JobOptions& r = o.job;
   apply_planning_flags(f, "train", r);
+  CANZONA_REQUIRE(r.precision == DType::kF32,
+                  "--precision bf16: canzona train computes in fp32 only for now (bf16 params and "
+                  "gradients run in canzona run and compare; docs/precision.md)");
   r.reduce_mode = comm::parse_reduce_mode(f.reduce_mode);
   comm::set_collective_timeout(f.collective_timeout);
   r.pipeline = !f.no_pipeline;

@@ -60,9 +60,16 @@ double state_bytes(const std::string& optimizer, std::int64_t rows, std::int64_t
                    const CostOptions& options) {
   const double state = optim::find_optimizer_spec(optimizer).state_bytes(
       rows, cols, options_for(optimizer, options));
-  if (options.zero_stage != ZeroStage::kThree) return state;
-  const double per_element = optimizer == kElementwiseOptimizer ? 8.0 : 12.0;
-  return state + per_element * static_cast<double>(rows) * static_cast<double>(cols);
+  const double elements = static_cast<double>(rows) * static_cast<double>(cols);
+  const bool elementwise = optimizer == kElementwiseOptimizer;
+  const bool bf16 = options.precision == DType::kBF16;
+  // The fp32 main copy: a matrix task's always, an element-wise task's under bf16 only.
+  const double main = elementwise && !bf16 ? 0.0 : 4.0;
+  if (options.zero_stage != ZeroStage::kThree)
+    return state + (elementwise && bf16 ? 4.0 : 0.0) * elements;
+  const double param = static_cast<double>(dtype_bytes(options.precision));
+  const double grad = options.grad_reduce_in_fp32 ? 4.0 : param;
+  return state + (param + grad + main) * elements;
 }
 
 ElementwiseRates elementwise_rates(const CostOptions& options) {

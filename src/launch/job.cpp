@@ -73,6 +73,9 @@ void apply_planning_args(const PlanningArgs& a, JobOptions& o) {
   o.cost = cost::parse_cost_kind(a.cost);
   o.qkv_split = model::parse_qkv_split(a.split_qkv);
   o.split_fc1 = a.split_fc1;
+  o.precision = parse_precision(a.precision);
+  // fp32 gradients are what an fp32 run has anyway: the flag changes nothing there.
+  o.grad_reduce_in_fp32 = a.grad_reduce_in_fp32 && o.precision == DType::kBF16;
 }
 
 plan::PlanOptions plan_options(const JobOptions& o, plan::Strategy strategy) {
@@ -92,6 +95,8 @@ plan::PlanOptions plan_options(const JobOptions& o, plan::Strategy strategy) {
   p.layout.bucket_size = o.bucket_size;
   p.layout.zero_stage = o.zero_stage;
   p.cost.zero_stage = o.zero_stage;
+  p.cost.precision = o.precision;
+  p.cost.grad_reduce_in_fp32 = o.grad_reduce_in_fp32;
   return p;
 }
 

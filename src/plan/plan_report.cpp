@@ -131,7 +131,12 @@ std::string balance_table(const model::ModelSpec& model, const std::vector<PlanR
                                         runs.front().plan.expert->edp, ")")
                                   : std::string())
      << ", optimizer " << o.cost.matrix_optimizer << ", cost " << cost::to_string(o.cost.kind)
-     << ", alpha " << o.alpha << ", C_max " << o.cmax_mb << " MiB\n\n";
+     << ", alpha " << o.alpha << ", C_max " << o.cmax_mb << " MiB"
+     << (o.cost.precision == DType::kBF16
+             ? o.cost.grad_reduce_in_fp32 ? ", bf16 params, fp32 grads (memory at those dtypes)"
+                                          : ", bf16 params and grads (memory at those dtypes)"
+             : "")
+     << "\n\n";
   // Each column as wide as its label and two spaces, at least 18.
   std::vector<int> widths;
   for (const auto& run : runs)
@@ -322,6 +327,9 @@ nlohmann::json plan_json(const model::ModelSpec& model, const PlanRun& run) {
   j["bucket_order"] = p.options.reorder_buckets ? "free" : "keep";
   j["optimizer"] = p.options.cost.matrix_optimizer;
   j["cost"] = cost::to_string(p.options.cost.kind);
+  j["zero_stage"] = to_int(p.options.layout.zero_stage);
+  j["precision"] = to_string(p.options.cost.precision);
+  j["grad_reduce_in_fp32"] = p.options.cost.grad_reduce_in_fp32;
   j["dp"] = p.options.dims.dp;
   j["tp"] = p.options.dims.tp;
   j["pp"] = p.options.dims.pp;

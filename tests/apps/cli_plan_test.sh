@@ -255,4 +255,31 @@ if expect_ok moe "$canzona" plan --model qwen3-moe-cpu --dp 2 --tp 2 --ep 2 --js
   if grep -q "^expert DP FLOPs" "$work/moe.out"; then pass; else fail "moe: no expert rows"; fi
 fi
 
+# --precision: the memory model counts each buffer at its dtype (docs/precision.md). Under ZeRO-3
+# a rank keeps params, gradients, main params and state: bf16 holds 2 + 2 of fp32's 4 + 4 bytes
+# per element, so the busiest rank's GiB drop; the header and the JSON say the dtypes, and a
+# re-plan reads them back. A bad name is one line.
+expect_usage_error "--precision must be fp32 or bf16 (got 'fp8')" "$canzona" plan --model qwen3-tiny --precision fp8
+for pr in fp32 bf16; do
+  expect_ok "precision_$pr" "$canzona" plan --model qwen3-0.6b --dp 4 --tp 2 --zero-stage 3 \
+    --precision "$pr" --json "$work/precision_$pr.json"
+done
+check_file "$work/precision_bf16.json" json /precision==bf16 /grad_reduce_in_fp32==false
+check_file "$work/precision_fp32.json" json /precision==fp32
+if grep -q "bf16 params and grads (memory at those dtypes)" "$work/precision_bf16.out"; then pass; else
+  fail "plan --precision bf16: the header does not say the dtypes"; fi
+gib_fp32=$(table_last "$work/precision_fp32.out" "max rank GFLOP / GiB")
+gib_bf16=$(table_last "$work/precision_bf16.out" "max rank GFLOP / GiB")
+if awk -v a="$gib_fp32" -v b="$gib_bf16" 'BEGIN { exit !(b > 0 && b < 0.9 * a) }'; then pass; else
+  fail "ZeRO-3 busiest rank: bf16 $gib_bf16 GiB is not below 0.9 x fp32's $gib_fp32 GiB"; fi
+# A re-plan re-makes the old plan at its recorded stage and dtypes (a ZeRO-3 bf16 plan re-made as
+# ZeRO-1 fp32 would not give its plan_hash), records them in replan.from, and a re-plan of that
+# re-plan re-makes both levels.
+expect_ok precision_replan "$canzona" plan --model qwen3-0.6b --dp 2 --tp 2 --zero-stage 3 \
+  --precision bf16 --from-plan "$work/precision_bf16.json" --json "$work/precision_replan.json"
+check_file "$work/precision_replan.json" json /precision==bf16 /replan/from/precision==bf16 \
+  /replan/from/zero_stage==3
+expect_ok precision_replan2 "$canzona" plan --model qwen3-0.6b --dp 4 --tp 2 --zero-stage 3 \
+  --precision bf16 --from-plan "$work/precision_replan.json" --json "$work/precision_replan2.json"
+
 cli_finish

@@ -65,6 +65,22 @@ TEST(Cost, ZeroStageThreeCountsParamsGradientsAndMainWithTheState) {
   EXPECT_EQ(state_bytes("adamw", 1, 300, three), (8.0 + 8.0) * 300);
 }
 
+// The same per dtype (docs/precision.md), by hand. bf16: the param and gradient 2 + 2 bytes, every
+// task's fp32 main copy 4 (an element-wise one too: an fp32 param is its own main copy, a bf16 one
+// is not), so ZeRO-1 adds AdamW's main copy; with fp32 gradients 2 + 4.
+TEST(Cost, MemoryCountsEachBufferAtItsDtype) {
+  CostOptions one, three;
+  three.zero_stage = ZeroStage::kThree;
+  for (CostOptions* o : {&one, &three}) o->precision = DType::kBF16;
+  EXPECT_EQ(state_bytes("muon", 10, 20, one), 4.0 * 200);
+  EXPECT_EQ(state_bytes("muon", 10, 20, three), (4.0 + 2.0 + 2.0 + 4.0) * 200);
+  EXPECT_EQ(state_bytes("adamw", 1, 300, one), (8.0 + 4.0) * 300);
+  EXPECT_EQ(state_bytes("adamw", 1, 300, three), (8.0 + 2.0 + 2.0 + 4.0) * 300);
+  three.grad_reduce_in_fp32 = true;
+  EXPECT_EQ(state_bytes("muon", 10, 20, three), (4.0 + 2.0 + 4.0 + 4.0) * 200);
+  EXPECT_EQ(state_bytes("adamw", 1, 300, three), (8.0 + 2.0 + 4.0 + 4.0) * 300);
+}
+
 TEST(Cost, AdamWCountsTwelveFlopsPerElement) {
   const CostOptions o;
   EXPECT_EQ(optimizer_flops("adamw", 10, 20, o), 2400.0);

@@ -104,7 +104,8 @@ TEST(EngineThreads, Dp3Tp2EveryStrategyBitwiseBf16GradReduceInFp32Shampoo) {
 
 // Bytes under bf16: every collective of the DP and TP phases moves 2-byte elements, so each
 // strategy's bytes are exactly half of its fp32 run's; with --grad-reduce-in-fp32 the gradient
-// sync keeps fp32's bytes and only the param sync halves. Counted per dtype, too.
+// sync keeps fp32's bytes and only the param sync halves. (The per-dtype counters themselves:
+// Bf16Collectives.* and ThreadComm.Bf16SumsRoundOnceAndMoveHalfTheBytes.)
 TEST(EngineThreads, Bf16HalvesTheBytesOfEveryPhase) {
   const std::vector<Strategy> all = {
       Strategy::kSc,  Strategy::kLayerwise, Strategy::kLayerwisePaper,

@@ -70,6 +70,9 @@ cost)
   bad "--ns-steps = 2147483647 must lie in [1, 1000] (kMaxNsSteps)" --ns-steps 2147483647
   bad "--precondition-frequency = -1 must lie in [1, 1000000]" --optimizer soap \
     --precondition-frequency -1
+  bad "--precision must be fp32 or bf16 (got 'fp8')" --precision fp8
+  bad "--precision and --grad-reduce-in-fp32 set --param-dtype and --grad-dtype: give one spelling" \
+    --precision bf16 --param-dtype fp32
   expect_usage_error "--max-precond-dim = -5 must lie in [0, 2147483648]" bounded plan \
     --model qwen3-0.6b --optimizer shampoo --cost flops --max-precond-dim -5
   ;;

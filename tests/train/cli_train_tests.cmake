@@ -422,6 +422,10 @@ if(TARGET canzona AND TARGET canzona-train)
                    EXPECT "verify lb-asc +vs single process: within bound \\(max relative loss difference [-+.e0-9]+ of 0.0001, native reduction\\)\n"
                    COMMAND ${canzona} train ${train_quick} --dp 2 --reduce-mode native
                            --strategies lb-asc --steps 3 --eval-every 0 --verify)
+  # bf16 runs in run and compare only so far (docs/precision.md): train says so in one line.
+  canzona_cli_test(train_cli_precision_bf16 RC 2 ONE_LINE
+                   EXPECT "canzona: error: --precision bf16: canzona train computes in fp32 only"
+                   COMMAND ${canzona} train ${train_quick} --precision bf16)
   canzona_cli_test(train_cli_log_interval_bad RC 2 ONE_LINE
                    EXPECT "canzona: error: --log-interval = 0 must lie in .1, 1099511627776. \\(2.40\\)"
                    COMMAND ${canzona} train ${train_quick} --log-interval 0)

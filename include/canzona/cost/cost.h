@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "canzona/common/dtype.h"
 #include "canzona/common/parallel_dims.h"
 
 namespace canzona::cost {
@@ -39,10 +40,18 @@ struct CostOptions {
   // optimizer's documented defaults.
   nlohmann::json optimizer_options = nlohmann::json::object();
   const Calibration* calibration = nullptr;  // required for kCalibrated, borrowed
-  // The memory model (state_bytes): ZeRO-1 counts optimizer state only (every rank holds every
-  // param and gradient alike); ZeRO-3 adds what it shards with the state: the fp32 param and
-  // gradient (8 bytes per element), and for a matrix task its fp32 main copy (4 more).
+  // The memory model (state_bytes), per element of a task, at the run's precision (the param
+  // dtype, and the gradient dtype: the param's unless grad_reduce_in_fp32; docs/precision.md):
+  //   ZeRO-1: the optimizer state (every rank holds every param and gradient alike), and under
+  //     bf16 an element-wise task's fp32 main copy (4 bytes; an fp32 param is its own main copy,
+  //     and a matrix task's main copy, there in both precisions, is left out of both, so fp32
+  //     costs are what they were).
+  //   ZeRO-3: adds what it shards with the state: the param and gradient in their dtypes (fp32:
+  //     8 bytes, bf16: 4, bf16 with fp32 gradients: 6) and the fp32 main copy (4) of a matrix
+  //     task, and under bf16 of an element-wise task too.
   ZeroStage zero_stage = ZeroStage::kOne;
+  DType precision = DType::kF32;
+  bool grad_reduce_in_fp32 = false;
 };
 
 // Throws UsageError unless matrix_optimizer names a registered matrix optimizer ("... must be a

@@ -3,8 +3,9 @@
 // docs/architecture.md).
 //
 // Buffers (the rank's pipeline stage, grid.coord().pp, of the plan; the Megatron layout of the
-// TP-local shapes, layout.h): one fp32
-// param buffer and one fp32 gradient buffer of layout.numel elements, with a view per param. A
+// TP-local shapes, layout.h): one param buffer and one gradient buffer of layout.numel elements,
+// in EngineOptions::param_dtype and grad_dtype() (fp32, or bf16; docs/precision.md), with a view
+// per param. A
 // backward pass writes each param's gradient into grad(p) and calls grad_ready(p); when the last
 // param of a bucket is ready the engine scales the bucket by 1/DP (Megatron's
 // gradient_scaling_factor: the only place gradients are averaged) and posts its DP collective
@@ -231,7 +232,8 @@ class Engine {
 
   // Every state tensor this rank holds, in task then slice order: for each matrix task its main
   // param ("main") and its optimizer's state (optim::Optimizer::state(), e.g. "momentum_buffer"),
-  // then the AdamW state of each element-wise slice ("exp_avg", "exp_avg_sq").
+  // then for each element-wise slice its fp32 main copy ("main", bf16 params only) and its AdamW
+  // state ("exp_avg", "exp_avg_sq").
   std::vector<StateTensor> optimizer_state();
   // The tensors of one param and state name this rank holds (empty when it holds none).
   std::vector<StateTensor> optimizer_state(const std::string& param, const std::string& state);

@@ -70,12 +70,15 @@ struct PlanningArgs {
   std::string layerwise_tp = "duplicated";     // layerwise: duplicated | layer-sharded
   std::string layerwise_buckets = "soft-min";  // layerwise: soft-min | fixed
   std::string bucket_order = "free";           // lb-asc (ours): free (may re-lay buckets) | keep
+  std::string precision = "fp32";              // --precision: fp32 | bf16
+  bool grad_reduce_in_fp32 = false;            // --grad-reduce-in-fp32
 };
 
 // Copies `args` into `options`: grid, planner and its knobs, optimizer, cost unit, bucket size,
-// ZeRO stage, task splits. Throws UsageError for an unknown planner, layerwise mode, bucket order,
-// cost or split name, a ZeRO stage other than 1 or 3; ranges are checked where the options are
-// consumed (validate, plan::validate_options). The calibration file is the caller's to read.
+// ZeRO stage, task splits, precision. Throws UsageError for an unknown planner, layerwise mode,
+// bucket order, cost, split or precision name, a ZeRO stage other than 1 or 3; ranges are checked
+// where the options are consumed (validate, plan::validate_options). The calibration file is the
+// caller's to read.
 void apply_planning_args(const PlanningArgs& args, JobOptions& options);
 
 // Limits of validate(), each named in its error message: the grid's (kMaxRanks) and the planner's
@@ -96,7 +99,8 @@ model::BuildOptions build_options(const JobOptions& options);
 model::ModelSpec load_model(const JobOptions& options);
 
 // The plan options of `strategy`: grid, planner knobs, cost in options.cost for the matrix
-// optimizer with its optimizer_options (the registry descriptor prices them), bucket size.
+// optimizer with its optimizer_options (the registry descriptor prices them) at the run's
+// precision, bucket size.
 plan::PlanOptions plan_options(const JobOptions& options, plan::Strategy strategy);
 
 // The engine's share: optimizer, its options, AdamW's, the micro-group pipeline, the ZeRO stage,

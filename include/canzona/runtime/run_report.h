@@ -1,7 +1,8 @@
 // Human and machine output of a compare/run launch (world rank 0).
 //
 // JSON layout (--json FILE):
-//   {"model", "dp", "tp", "pp", "optimizer", "steps", "warmup", "reduce_mode",
+//   {"model", "dp", "tp", "pp", "optimizer", "steps", "warmup", "reduce_mode", "precision",
+//    "grad_reduce_in_fp32",
 //    "strategies": {"<name>": {"step_ms", "opt_ms", "opt_compute_ms", "opt_comm_ms",
 //                              "grad_sync_ms", "param_sync_ms", "forward_ms", "backward_ms",
 //                              "opt_cpu_ms": [per rank], "busy_cpu_ms": [per rank],

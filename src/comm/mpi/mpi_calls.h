@@ -2,7 +2,7 @@
 //
 // Terms. A call goes to an MpiGroup: an MPI communicator of P = size ranks in which this process
 // is `me` = rank. Every nonblocking collective moves one dtype: fp32 as MPI_FLOAT (e = 4 bytes),
-// bf16 as MPI_UINT16_T (e = 2 bytes; its sums through bf16_sum_op()). The *bytes to other ranks*
+// bf16 as MPI_UINT16_T (e = 2 bytes; its sums through sum_op()). The *bytes to other ranks*
 // of a call are e times the elements of this rank's send arguments that are destined to ranks
 // other than me, read from the int counts exactly as they are handed to MPI:
 //   MPI_Ialltoallv       sum over r != me of sendcounts[r]

@@ -21,7 +21,7 @@ using Counts = std::vector<std::int64_t>;
 
 // Round to nearest, ties to even, of a float that is not NaN, from the dropped low half: above
 // 0x8000 rounds up, below down, exactly 0x8000 to the even one.
-std::uint16_t round_bits(float x) {
+std::uint16_t bf16_round_bits(float x) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
   const std::uint32_t keep = u >> 16, rest = u & 0xFFFFu;
   if (rest > 0x8000u || (rest == 0x8000u && (keep & 1u)))
@@ -29,31 +29,32 @@ std::uint16_t round_bits(float x) {
   return static_cast<std::uint16_t>(keep);
 }
 
-float widen(bf16 b) {
+float bf16_widen(bf16 b) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(b.bits) << 16);
 }
 
 // Rank q's input: n bf16 values that are not exactly summable in bf16 (random in [-1, 1)).
-std::vector<bf16> rank_input(int q, std::int64_t n, unsigned salt) {
+std::vector<bf16> bf16_rank_input(int q, std::int64_t n, unsigned salt) {
   std::mt19937 rng(977u * salt + static_cast<unsigned>(q));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<bf16> x(n);
-  for (bf16& v : x) v = bf16{round_bits(dist(rng))};
+  for (bf16& v : x) v = bf16{bf16_round_bits(dist(rng))};
   return x;
 }
 
-std::vector<bf16> rank_order_sum(int P, std::int64_t n, unsigned salt) {
+std::vector<bf16> bf16_rank_order_sum(int P, std::int64_t n, unsigned salt) {
   std::vector<float> acc(n, 0.0f);
   for (int q = 0; q < P; ++q) {
-    const std::vector<bf16> x = rank_input(q, n, salt);
-    for (std::int64_t i = 0; i < n; ++i) acc[i] = q == 0 ? widen(x[i]) : acc[i] + widen(x[i]);
+    const std::vector<bf16> x = bf16_rank_input(q, n, salt);
+    for (std::int64_t i = 0; i < n; ++i)
+      acc[i] = q == 0 ? bf16_widen(x[i]) : acc[i] + bf16_widen(x[i]);
   }
   std::vector<bf16> out(n);
-  for (std::int64_t i = 0; i < n; ++i) out[i] = bf16{round_bits(acc[i])};
+  for (std::int64_t i = 0; i < n; ++i) out[i] = bf16{bf16_round_bits(acc[i])};
   return out;
 }
 
-bool same(const std::vector<bf16>& a, const std::vector<bf16>& b, std::int64_t offset = 0) {
+bool same_bf16(const std::vector<bf16>& a, const std::vector<bf16>& b, std::int64_t offset = 0) {
   for (std::size_t i = 0; i < a.size(); ++i)
     if (a[i].bits != b[offset + i].bits) return false;
   return true;
@@ -64,19 +65,21 @@ TEST(Bf16Collectives, DeterministicSumsAreTheRankOrderFp32SumRoundedOnce) {
   const int P = comm.size(), me = comm.rank();
   const std::int64_t n = 1001;
   const Counts counts = even_split(n, P);
-  const std::vector<bf16> input = rank_input(me, n, 1);
-  const std::vector<bf16> reference = rank_order_sum(P, n, 1);
+  const std::vector<bf16> input = bf16_rank_input(me, n, 1);
+  const std::vector<bf16> reference = bf16_rank_order_sum(P, n, 1);
   std::vector<bf16> shard(counts[me]), reduced(n);
   comm.reduce_scatter(input, shard, counts).wait();
   comm.all_reduce(input, reduced).wait();
-  EXPECT_TRUE(same(shard, reference, testing_util::prefix_offsets(counts)[me]));
-  EXPECT_TRUE(same(reduced, reference));
+  EXPECT_TRUE(same_bf16(shard, reference, testing_util::prefix_offsets(counts)[me]));
+  EXPECT_TRUE(same_bf16(reduced, reference));
   if (P >= 3) {  // rounding after each addition would differ somewhere
     int differing = 0;
-    std::vector<bf16> x0 = rank_input(0, n, 1), x1 = rank_input(1, n, 1), x2 = rank_input(2, n, 1);
+    std::vector<bf16> x0 = bf16_rank_input(0, n, 1), x1 = bf16_rank_input(1, n, 1),
+                      x2 = bf16_rank_input(2, n, 1);
     for (std::int64_t i = 0; i < n; ++i) {
       const std::uint16_t each =
-          round_bits(widen(bf16{round_bits(widen(x0[i]) + widen(x1[i]))}) + widen(x2[i]));
+          bf16_round_bits(bf16_widen(bf16{bf16_round_bits(bf16_widen(x0[i]) + bf16_widen(x1[i]))}) +
+                          bf16_widen(x2[i]));
       differing += P == 3 && each != reference[i].bits;
     }
     if (P == 3) {
@@ -99,21 +102,22 @@ TEST(Bf16Collectives, NativeSumsAreWithinEachAdditionsRounding) {
   MpiCommunicator comm(MPI_COMM_WORLD, ReduceMode::kNative);
   const int P = comm.size(), me = comm.rank();
   const std::int64_t n = 513;
-  const std::vector<bf16> input = rank_input(me, n, 2);
+  const std::vector<bf16> input = bf16_rank_input(me, n, 2);
   std::vector<bf16> reduced(n);
   comm.all_reduce(input, reduced).wait();
   // Exact inputs: small integers sum exactly in any order and rounding.
   std::vector<bf16> ints(n), int_sum(n);
-  for (std::int64_t i = 0; i < n; ++i) ints[i] = bf16{round_bits(static_cast<float>(me + i % 7))};
+  for (std::int64_t i = 0; i < n; ++i)
+    ints[i] = bf16{bf16_round_bits(static_cast<float>(me + i % 7))};
   comm.all_reduce(ints, int_sum).wait();
-  const std::vector<bf16> reference = rank_order_sum(P, n, 2);
+  const std::vector<bf16> reference = bf16_rank_order_sum(P, n, 2);
   int far = 0, wrong = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     // P - 1 roundings of at most half an ulp of a magnitude below P: within P ulps of 2^0 scale.
-    far += std::fabs(widen(reduced[i]) - widen(reference[i])) > P * 0x1p-7f * P;
+    far += std::fabs(bf16_widen(reduced[i]) - bf16_widen(reference[i])) > P * 0x1p-7f * P;
     float expected = 0.0f;
     for (int q = 0; q < P; ++q) expected += static_cast<float>(q + i % 7);
-    wrong += widen(int_sum[i]) != expected;
+    wrong += bf16_widen(int_sum[i]) != expected;
   }
   EXPECT_EQ(far, 0);
   EXPECT_EQ(wrong, 0);

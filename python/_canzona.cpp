@@ -173,6 +173,20 @@ py::array_t<float> view(std::span<float> values, const std::vector<std::int64_t>
   return py::array_t<float>(dims, strides, values.data(), owner);
 }
 
+// The same for a buffer of either dtype: fp32 as float32, bf16 as int16 holding the bits (NumPy
+// has no bfloat16; canzona.torch views it with torch's .view(torch.bfloat16)).
+py::array typed_view(TypedSpan values, const std::vector<std::int64_t>& shape, py::handle owner) {
+  if (values.dtype() == DType::kF32) return view(values.as<float>(), shape, owner);
+  std::vector<py::ssize_t> dims(shape.begin(), shape.end()), strides(shape.size());
+  py::ssize_t stride = sizeof(std::int16_t);
+  for (std::size_t k = shape.size(); k-- > 0;) {
+    strides[k] = stride;
+    stride *= static_cast<py::ssize_t>(shape[k]);
+  }
+  return py::array_t<std::int16_t>(dims, strides, reinterpret_cast<std::int16_t*>(values.data()),
+                                   owner);
+}
+
 // The DP x TP grid of this MPI job (comm/grid.h), made once by canzona.torch.parallel.init before
 // the model (TP layers need their rank to shape their params), with the TP collectives the TP
 // layers' autograd functions call, and, when asked for (ep >= 1), Megatron's expert groups with
@@ -376,14 +390,16 @@ class DistributedEngine {
     return model_.params[static_cast<std::size_t>(p)].local_shape(grid_->dims().tp);
   }
   // Param p's view (empty for another EP rank's expert).
-  py::array_t<float> param(py::object self, int p) {
+  py::array param(py::object self, int p) {
     check_param(p);
-    return view(engines().param(p).as<float>(), held_shape(p), self);
+    return typed_view(engines().param(p), held_shape(p), self);
   }
-  py::array_t<float> grad(py::object self, int p) {
+  py::array grad(py::object self, int p) {
     check_param(p);
-    return view(engines().grad(p).as<float>(), held_shape(p), self);
+    return typed_view(engines().grad(p), held_shape(p), self);
   }
+  // "fp32" | "bf16": the param buffers' dtype.
+  std::string precision() { return to_string(engines().dense().param_dtype()); }
   // The engine-set-wide bucket of p, or -1 when this rank holds none of it.
   int bucket_of(int p) {
     check_param(p);
@@ -403,8 +419,9 @@ class DistributedEngine {
   std::vector<std::pair<std::uintptr_t, std::size_t>> params_ranges() {
     std::vector<std::pair<std::uintptr_t, std::size_t>> out;
     for (int m = 0; m < engines().size(); ++m) {
-      const std::span<const float> all = engines().member(m).engine->params().as<float>();
-      out.emplace_back(reinterpret_cast<std::uintptr_t>(all.data()), all.size() * sizeof(float));
+      const ConstTypedSpan all = engines().member(m).engine->params();
+      out.emplace_back(reinterpret_cast<std::uintptr_t>(all.data()),
+                       static_cast<std::size_t>(all.size_bytes()));
     }
     return out;
   }
@@ -418,10 +435,9 @@ class DistributedEngine {
       comm::Communicator& dp = engines().member(s.member).grid->dp();
       std::vector<std::int64_t> counts(static_cast<std::size_t>(dp.size()), 0);
       const std::vector<std::int64_t> displs(counts.size(), 0);
-      std::span<float> values = engines().param(p).as<float>();
-      counts[0] = static_cast<std::int64_t>(values.size());
-      const std::span<const float> send =
-          dp.rank() == 0 ? std::span<const float>(values) : std::span<const float>();
+      const TypedSpan values = engines().param(p);
+      counts[0] = values.size();
+      const ConstTypedSpan send = dp.rank() == 0 ? ConstTypedSpan(values) : values.subspan(0, 0);
       dp.all_gather(send, values, counts, displs).wait();
     }
   }
@@ -573,6 +589,7 @@ PYBIND11_MODULE(_canzona, m) {
       .def_readwrite("bucket_order", &PlanArgs::bucket_order)
       .def_readwrite("split_qkv", &PlanArgs::split_qkv)
       .def_readwrite("split_fc1", &PlanArgs::split_fc1)
+      .def_readwrite("precision", &PlanArgs::precision)
       .def_readwrite("calibration", &PlanArgs::calibration)
       .def_readwrite("alpha", &PlanArgs::alpha)
       .def_readwrite("cmax_mb", &PlanArgs::cmax_mb)
@@ -637,6 +654,7 @@ PYBIND11_MODULE(_canzona, m) {
            [](py::object self, int p) { return self.cast<DistributedEngine&>().param(self, p); })
       .def("grad",
            [](py::object self, int p) { return self.cast<DistributedEngine&>().grad(self, p); })
+      .def_property_readonly("precision", &DistributedEngine::precision)
       .def("is_matrix", [](DistributedEngine& d, int p) { return d.is_matrix(p); })
       .def("bucket_of", &DistributedEngine::bucket_of)
       .def_property_readonly("num_buckets", &DistributedEngine::num_buckets)

@@ -70,6 +70,12 @@ def run(case):
         m = model()
         ct.moe.mark_experts(m[1])
         ct.DistributedOptimizer(m)
+    elif case == "mixed_dtypes":
+        m = model()
+        m[1].to(torch.bfloat16)
+        ct.DistributedOptimizer(m)
+    elif case == "bf16_save":
+        ct.DistributedOptimizer(model().to(torch.bfloat16)).save("/nonexistent/canzona-bf16")
     elif case == "zero_stage":
         ct.DistributedOptimizer(model(), zero_stage=2)
     elif case == "collective_timeout":

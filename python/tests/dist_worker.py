@@ -1,6 +1,6 @@
 """One rank of a DistributedOptimizer run, launched by test_distributed.py under mpirun.
 
-    mpirun -np N python3 dist_worker.py STRATEGY[,STRATEGY...] OPTIMIZER STEPS MICRO OUT_DIR
+    mpirun -np N python3 dist_worker.py STRATEGY[,STRATEGY...] OPTIMIZER STEPS MICRO [bf16] OUT_DIR
 
 Trains a small GPT-style model (plain torch.nn: Embedding, LayerNorm, GELU MLP, tied output),
 initialised differently on every rank (the optimizer copies rank 0's values to all), under
@@ -10,6 +10,12 @@ each rank's gradient times float(1/dp) and summed in rank order (what the engine
 Reduce-Scatter computes), stepped by canzona.torch's single-process optimizers. Each rank writes
 OUT_DIR/<STRATEGY>.rank<R>.json for each strategy (one after another in one job): its losses,
 whether its params are bitwise the replay's, their hashes.
+
+With `bf16` the model is cast to torch.bfloat16 (the optimizer then keeps bf16 buffers and fp32
+main params) and the replay is a bf16 run written out here: each rank's bf16 gradient times
+float(1/dp) in fp32, rounded to bf16; the ranks' products summed in fp32 in rank order, the sum
+rounded once to bf16; the single-process optimizers step fp32 copies of the params on that
+gradient widened to fp32; each param is its copy rounded to bf16.
 """
 import hashlib
 import json
@@ -19,6 +25,7 @@ import sys
 import torch
 
 import canzona.torch as ct
+from canzona.torch.replay import replay
 
 VOCAB, DIM, SEQ, BATCH = 48, 16, 8, 2
 
@@ -57,20 +64,28 @@ def loss_of(model, step, micro, rank, micros):
 
 
 def params_bytes(model):
-    return b"".join(p.detach().numpy().tobytes() for p in model.parameters())
+    # bf16 has no NumPy dtype: its bits as int16.
+    return b"".join((p.detach().view(torch.int16) if p.dtype == torch.bfloat16 else p.detach())
+                    .numpy().tobytes() for p in model.parameters())
 
 
 def main():
+    bf16 = len(sys.argv) == 7 and sys.argv[5] == "bf16"
     for strategy in sys.argv[1].split(","):
-        run(strategy, sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+        run(strategy, sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[-1], bf16)
 
 
-def run(strategy, optimizer, steps, micros, out_dir):
+def make_model(bf16):
+    m = TinyGpt()
+    return m.to(torch.bfloat16) if bf16 else m
+
+
+def run(strategy, optimizer, steps, micros, out_dir, bf16=False):
     # Every rank starts from its own values: the optimizer copies DP rank 0's to all (as DDP).
     torch.manual_seed(100 + int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
-    model = TinyGpt()
+    model = make_model(bf16)
     torch.manual_seed(100)
-    init = {n: p.detach().clone() for n, p in TinyGpt().named_parameters()}
+    init = {n: p.detach().clone() for n, p in make_model(bf16).named_parameters()}
     opt = ct.DistributedOptimizer(model, optimizer, strategy, lr=0.02, adamw_lr=0.003,
                                   bucket_size=600)
     dp, rank = opt.plan.dp, opt.dp_rank
@@ -96,13 +111,17 @@ def run(strategy, optimizer, steps, micros, out_dir):
 
     # The replay in one process.
     torch.manual_seed(100)
-    ref = TinyGpt()  # rank 0's init, buffers included
+    ref = make_model(bf16)  # rank 0's init, buffers included
     with torch.no_grad():
         for n, p in ref.named_parameters():
             p.copy_(init[n])
     trainable = [(n, p) for n, p in ref.named_parameters() if p.requires_grad]
-    matrix = [(n, p) for n, p in trainable if p.dim() == 2 and n in ("fc.weight", "proj.weight")]
-    other = [(n, p) for n, p in trainable if (n, p) not in matrix]
+    # What the optimizers step: the params, or under bf16 fp32 copies of them.
+    main_of = {id(p): p.detach().float().clone() if bf16 else p for _, p in trainable}
+    matrix = [(n, main_of[id(p)]) for n, p in trainable
+              if p.dim() == 2 and n in ("fc.weight", "proj.weight")]
+    other = [(n, main_of[id(p)]) for n, p in trainable
+             if n not in ("fc.weight", "proj.weight")]
     kernel = {"muon": lambda ps: ct.Muon(ps, lr=0.02, weight_decay=0.0,
                                          adjust_lr_fn="match_rms_adamw"),
               "shampoo": lambda ps: ct.Shampoo(ps, lr=0.02),
@@ -117,19 +136,35 @@ def run(strategy, optimizer, steps, micros, out_dir):
                 p.grad = torch.zeros_like(p)
             for m in range(micros):
                 loss_of(ref, step, m, r, micros).backward()
-            scaled = [p.grad * scale for _, p in trainable]
+            if bf16:
+                scaled = [(p.grad.float() * scale).bfloat16().float() for _, p in trainable]
+            else:
+                scaled = [p.grad * scale for _, p in trainable]
             summed = scaled if summed is None else [a + b for a, b in zip(summed, scaled)]
         for (_, p), g in zip(trainable, summed):
-            p.grad = g
+            main_of[id(p)].grad = g.bfloat16().float() if bf16 else g
         for o in ref_opts:
             o.step()
+        if bf16:
+            with torch.no_grad():
+                for _, p in trainable:
+                    p.copy_(main_of[id(p)].bfloat16())
         for s in ref_scheds:
             s.step()
     want = params_bytes(ref)
+    # canzona.torch.replay, the examples' --verify, must give the same bits (its bf16 path too).
+    torch.manual_seed(100)
+    start = make_model(bf16).state_dict()
+    replayed, _ = replay(make_model(bf16), start,
+                         lambda m, s, micro, r: loss_of(m, s, micro, r, micros), steps, micros,
+                         dp, opt.kernel_settings, opt.matrix_param_names, (0.02, 0.003),
+                         lambda s: 1.0 / (1 + s))
     digest = hashlib.sha256(got).hexdigest()[:16]
     report = {"rank": rank, "dp": dp, "losses": losses, "bitwise": got == want,
               "params_sha": digest, "params_hash": opt.params_hash(),
-              "tasks": len(opt.plan.tasks)}
+              "tasks": len(opt.plan.tasks), "precision": opt.kernel_settings["precision"],
+              "replay_bitwise": got == params_bytes(replayed),
+              "param_dtype": str(model.fc.weight.dtype)}
     opt.close()
     with open(f"{out_dir}/{strategy}.rank{rank}.json", "w") as f:
         json.dump(report, f)

@@ -40,6 +40,24 @@ def test_every_strategy_is_bitwise_the_single_process_replay(tmp_path, np):
     assert len(hashes) == 1  # every strategy, the same params
 
 
+def test_a_bf16_model_is_bitwise_its_bf16_replay(tmp_path):
+    """model.to(torch.bfloat16): bf16 buffers and fp32 main params, every strategy bitwise the bf16
+    run the worker writes out itself (docs/precision.md), and all strategies the same params. DP 3:
+    1/3 is not exact and three summands tell one rounding of the sum from two."""
+    strategies = ["sc", "layerwise", "lb-asc", "fsdp-a2a"]
+    proc = launch(3, "dist_worker.py", [",".join(strategies), "muon", "3", "2", "bf16"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shas = set()
+    for strategy in strategies:
+        for r in range(3):
+            report = json.loads((tmp_path / f"{strategy}.rank{r}.json").read_text())
+            assert report["precision"] == "bf16" and report["param_dtype"] == "torch.bfloat16"
+            assert report["bitwise"], f"{strategy}: rank {r} differs from the bf16 replay"
+            assert report["replay_bitwise"], f"{strategy}: canzona.torch.replay differs"
+            shas.add(report["params_sha"])
+    assert len(shas) == 1
+
+
 def test_shampoo_and_soap_are_bitwise_the_replay(tmp_path):
     for optimizer in ("shampoo", "soap"):
         proc = launch(2, "dist_worker.py", ["lb-asc", optimizer, "3", "2"], tmp_path)
@@ -53,6 +71,10 @@ BAD_INPUT = [
     ("world", "ValueError: DistributedOptimizer: world size 2 != dp 3 x tp 1 x pp 1 (launch with "
               "mpirun -np 3)"),
     ("dtype", "ValueError: DistributedOptimizer: param '0.weight' is torch.float64"),
+    ("mixed_dtypes", "ValueError: DistributedOptimizer: param '1.weight' is torch.bfloat16 but "
+                     "'0.weight' is torch.float32; every trained param must have one dtype"),
+    ("bf16_save", "ValueError: DistributedOptimizer.save: checkpoints of a torch.bfloat16 model "
+                  "are not supported yet"),
     ("noncontiguous", "ValueError: DistributedOptimizer: param '0.weight' is not contiguous"),
     ("unknown", "TypeError: DistributedOptimizer.__init__() got an unexpected keyword argument "
                 "'momentum'"),

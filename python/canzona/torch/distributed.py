@@ -138,6 +138,18 @@ class DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("DistributedOptimizer: the model has no trainable params")
         for name, p in named:
             _check_param(name, p)
+        # One dtype for every trained param: float32, or bfloat16 (bf16 buffers with fp32 main
+        # params and optimizer state; docs/precision.md).
+        first_name, first = named[0]
+        for name, p in named:
+            if p.dtype != first.dtype:
+                raise ValueError(f"DistributedOptimizer: param '{name}' is {p.dtype} but "
+                                 f"'{first_name}' is {first.dtype}; every trained param must "
+                                 f"have one dtype (torch.float32 or torch.bfloat16)")
+        self._bf16 = first.dtype == torch.bfloat16
+        if self._bf16 and tp > 1:
+            raise ValueError("DistributedOptimizer: a torch.bfloat16 model runs at tp 1 only for "
+                             f"now (tp {tp}: the tensor-parallel layers move float32)")
         self._names = [n for n, _ in named]
         # A transformers model's config, which save() writes as config.json when every param of
         # the model is trained here (a frozen one would be missing from what from_pretrained reads).
@@ -155,6 +167,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
                               _elementwise_by_module(model), matrix_view)
         except ValueError as e:
             raise ValueError(str(e).replace("canzona.plan:", "DistributedOptimizer:")) from None
+        if num_experts and self._bf16:
+            raise ValueError("DistributedOptimizer: a torch.bfloat16 model with experts is not "
+                             "supported yet (the EP All-to-All moves float32)")
         if num_experts:
             if isinstance(experts_per_token, bool) or not isinstance(experts_per_token, int) or \
                     not 1 <= experts_per_token <= num_experts:
@@ -168,6 +183,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                           alpha=alpha, cmax_mb=cmax_mb, zero_stage=zero_stage, split_qkv="none",
                           split_fc1=split_fc1, layerwise_tp=layerwise_tp,
                           layerwise_buckets=layerwise_buckets, bucket_order=bucket_order)
+        args.precision = "bf16" if self._bf16 else "fp32"
         # The kernels run with lr 1; each group's lr is its scale (1 x lr is lr exactly).
         matrix_options = dict(optimizer_options or {}, lr=1.0)
         elementwise_options = dict(adamw_options or {}, lr=1.0)
@@ -182,6 +198,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         # What a single-process replay needs (replay.py): the kernels and their options.
         self.kernel_settings = {"optimizer": optimizer, "optimizer_options": matrix_options,
                                 "adamw_options": elementwise_options,
+                                "precision": engine.precision,
                                 "matrix_views": {e["name"]: tuple(e["matrix_view"])
                                                  for e in doc["params"] if "matrix_view" in e}}
         self._matrix = [engine.is_matrix(i) for i in self._index]
@@ -190,11 +207,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._params = [p for _, p in named]
         self._ptrs = []
         for i, p in zip(self._index, self._params):
-            data = torch.from_numpy(engine.param(i)).view(p.shape)
+            data = self._as_param(engine.param(i)).view(p.shape)
             data.copy_(p.detach())
             p.data = data
             self._ptrs.append(data.data_ptr())
-            grad = torch.from_numpy(engine.grad(i)).view(p.shape)
+            grad = self._as_param(engine.grad(i)).view(p.shape)
             grad.zero_()
             p.grad = grad
         if broadcast:
@@ -243,6 +260,17 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._model = weakref.ref(model)
         self._known = {id(p) for _, p in model.named_parameters()}
         _LIVE.add(self)
+
+    def _refuse_bf16_checkpoint(self, what):
+        if self._bf16:
+            raise ValueError(f"DistributedOptimizer.{what}: checkpoints of a torch.bfloat16 model "
+                             "are not supported yet (their format holds fp32 params); "
+                             "state_dict() keeps the optimizer state")
+
+    def _as_param(self, array):
+        """A torch view of a buffer array: float32, or the int16 bits of bf16 as bfloat16."""
+        t = torch.from_numpy(array)
+        return t.view(torch.bfloat16) if self._bf16 else t
 
     # Hooks ---------------------------------------------------------------------------------
 
@@ -438,6 +466,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         the module's own state_dict keeps them); nor is an lr scheduler's state (its
         state_dict()). load() takes it back under any DP, TP and strategy.
         """
+        self._refuse_bf16_checkpoint("save")
         self.finish()
         groups = [{k: v for k, v in g.items() if k != "params" and _jsonable(v)}
                   for g in self.param_groups]
@@ -461,6 +490,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         corrupt checkpoint, another model (config.json names the first differing param) or
         another matrix optimizer.
         """
+        self._refuse_bf16_checkpoint("load")
         self.finish()
         directory, _, run = self._engine.load(os.fspath(path))
         saved = {g.get("kind"): g for g in json.loads(run).get("param_groups", [])}
@@ -580,8 +610,9 @@ def _jsonable(value):
 
 
 def _check_param(name, p):
-    if p.dtype != torch.float32:
-        raise ValueError(f"DistributedOptimizer: param '{name}' is {p.dtype}; only torch.float32")
+    if p.dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"DistributedOptimizer: param '{name}' is {p.dtype}; only torch.float32 "
+                         f"or torch.bfloat16")
     if p.device.type != "cpu":
         raise ValueError(f"DistributedOptimizer: param '{name}' is on {p.device}; only CPU")
     if not p.is_contiguous():

@@ -2,6 +2,13 @@
 checks against): for each step, each DP rank's micro-batches in rank order, each rank's gradient
 times float(1/dp) and summed in rank order (the engine's deterministic reduction), then one step
 of the same kernels with the same options on one process (canzona.torch's optimizers).
+
+A torch.bfloat16 model (settings["precision"] == "bf16") is replayed as a bf16 run with fp32
+main params, written here with torch's own ops: each rank's bf16 gradient (accumulated by
+autograd in bf16) times float(1/dp) in fp32 and rounded to bf16, the ranks' products summed in
+fp32 in rank order and the sum rounded once to bf16; the kernels step fp32 copies of the params
+on that gradient widened to fp32, and each param is its copy rounded to bf16 (torch's float ->
+bfloat16 conversion rounds to nearest even).
 """
 import json
 
@@ -35,9 +42,12 @@ def replay(model, init, loss_fn, steps, micros, dp, settings, matrix_names, lrs,
     """
     model.load_state_dict(init)
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    matrix = [p for n, p in trainable if n in matrix_names]
-    other = [p for n, p in trainable if n not in matrix_names]
-    views = {id(p): tuple(settings.get("matrix_views", {})[n]) for n, p in trainable
+    bf16 = settings.get("precision") == "bf16"
+    # What the kernels step: the params themselves, or under bf16 their fp32 main copies.
+    stepped = {id(p): (p.detach().float().clone() if bf16 else p) for _, p in trainable}
+    matrix = [stepped[id(p)] for n, p in trainable if n in matrix_names]
+    other = [stepped[id(p)] for n, p in trainable if n not in matrix_names]
+    views = {id(stepped[id(p)]): tuple(settings.get("matrix_views", {})[n]) for n, p in trainable
              if n in settings.get("matrix_views", {})}
     opts = []
     if matrix:
@@ -59,12 +69,22 @@ def replay(model, init, loss_fn, steps, micros, dp, settings, matrix_names, lrs,
                 loss = loss_fn(model, step, micro, rank)
                 loss.backward()
                 losses[-1][-1].append(loss.item())
-            scaled = [p.grad * scale for _, p in trainable]
+            if bf16:
+                scaled = [(p.grad.float() * scale).bfloat16().float() for _, p in trainable]
+            else:
+                scaled = [p.grad * scale for _, p in trainable]
             summed = scaled if summed is None else [a + b for a, b in zip(summed, scaled)]
         for (_, p), g in zip(trainable, summed):
-            p.grad = g
+            if bf16:
+                stepped[id(p)].grad = g.bfloat16().float()
+            else:
+                p.grad = g
         for o in opts:
             o.step()
+        if bf16:
+            with torch.no_grad():
+                for _, p in trainable:
+                    p.copy_(stepped[id(p)].bfloat16())
         for s in scheds:
             s.step()
     return model, losses

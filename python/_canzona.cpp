@@ -177,6 +177,7 @@ py::array_t<float> view(std::span<float> values, const std::vector<std::int64_t>
 // has no bfloat16; canzona.torch views it with torch's .view(torch.bfloat16)).
 py::array typed_view(TypedSpan values, const std::vector<std::int64_t>& shape, py::handle owner) {
   if (values.dtype() == DType::kF32) return view(values.as<float>(), shape, owner);
+  CANZONA_CHECK(values.dtype() == DType::kBF16, "typed_view: unknown dtype");
   std::vector<py::ssize_t> dims(shape.begin(), shape.end()), strides(shape.size());
   py::ssize_t stride = sizeof(std::int16_t);
   for (std::size_t k = shape.size(); k-- > 0;) {
@@ -361,6 +362,14 @@ class DistributedEngine {
     plan_ = plan::make_plan(model_, options);
     launch::validate_plan(model_, plan_, grid_->dims());
     launch::check_plan_agreement(grid_->world(), plan_);
+    // The params' dtype is every rank's too (the plan hash need not show it): one model cast to
+    // bf16 on some ranks only would move 2-byte elements against 4-byte ones.
+    const std::vector<std::uint64_t> dtypes =
+        grid_->world().all_gather_u64(static_cast<std::uint64_t>(job.precision));
+    for (std::size_t r = 1; r < dtypes.size(); ++r)
+      CANZONA_REQUIRE(dtypes[r] == dtypes[0], "ranks disagree on the params' dtype: rank 0 has ",
+                      to_string(static_cast<DType>(dtypes[0])), ", rank ", r, " ",
+                      to_string(static_cast<DType>(dtypes[r])));
     engines_ =
         std::make_unique<engine::EngineSet>(*grid_, model_, plan_, launch::engine_options(job),
                                             trace_, plan_.expert ? grid.experts() : nullptr);

@@ -74,6 +74,11 @@ def run(case):
         m = model()
         m[1].to(torch.bfloat16)
         ct.DistributedOptimizer(m)
+    elif case == "rank_dtypes":
+        m = model()
+        if os.environ.get("OMPI_COMM_WORLD_RANK", "0") == "1":
+            m.to(torch.bfloat16)
+        ct.DistributedOptimizer(m)
     elif case == "bf16_save":
         ct.DistributedOptimizer(model().to(torch.bfloat16)).save("/nonexistent/canzona-bf16")
     elif case == "zero_stage":

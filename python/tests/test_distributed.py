@@ -1,5 +1,6 @@
 """canzona.torch.DistributedOptimizer under mpirun: every strategy bitwise the single-process
-replay of the DP ranks' micro-batches (dist_worker.py), bad input raised on every rank
+replay of the DP ranks' micro-batches (dist_worker.py; a bf16 model too, and under ZeRO-3
+bf16_zero3_worker.py), bad input raised on every rank
 (dist_errors.py), the TP layers against torch's (tp_worker.py), checkpoints that resume bitwise
 and reshard (ckpt_worker.py)."""
 import json
@@ -36,6 +37,8 @@ def test_every_strategy_is_bitwise_the_single_process_replay(tmp_path, np):
         assert len({r["params_sha"] for r in reports}) == 1, strategy
         assert len({r["params_hash"] for r in reports}) == 1, strategy
         assert reports[0]["tasks"] == 2  # fc.weight and proj.weight; embeddings get AdamW
+        for r in reports:  # the examples' --verify replay gives the same bits
+            assert r["replay_bitwise"], f"{strategy}: rank {r['rank']}: canzona.torch.replay"
         hashes.add(reports[0]["params_sha"])
     assert len(hashes) == 1  # every strategy, the same params
 
@@ -58,6 +61,17 @@ def test_a_bf16_model_is_bitwise_its_bf16_replay(tmp_path):
     assert len(shas) == 1
 
 
+def test_a_bf16_model_under_zero3_is_bitwise_zero1(tmp_path):
+    """zero_stage=3 with a bf16 model: each rank's 2-byte shards gathered around their use give
+    the params of ZeRO-1, bit for bit."""
+    proc = launch(3, "bf16_zero3_worker.py", [], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in range(3):
+        report = json.loads((tmp_path / f"rank{r}.json").read_text())
+        assert report["three"]["zero_stage"] == 3 and report["three"]["dtype"] == "torch.bfloat16"
+        assert report["one"]["params_hash"] == report["three"]["params_hash"], f"rank {r}"
+
+
 def test_shampoo_and_soap_are_bitwise_the_replay(tmp_path):
     for optimizer in ("shampoo", "soap"):
         proc = launch(2, "dist_worker.py", ["lb-asc", optimizer, "3", "2"], tmp_path)
@@ -75,6 +89,8 @@ BAD_INPUT = [
                      "'0.weight' is torch.float32; every trained param must have one dtype"),
     ("bf16_save", "ValueError: DistributedOptimizer.save: checkpoints of a torch.bfloat16 model "
                   "are not supported yet"),
+    ("rank_dtypes", "ValueError: DistributedOptimizer: ranks disagree on the params' dtype: rank 0 "
+                    "has fp32, rank 1 bf16"),
     ("noncontiguous", "ValueError: DistributedOptimizer: param '0.weight' is not contiguous"),
     ("unknown", "TypeError: DistributedOptimizer.__init__() got an unexpected keyword argument "
                 "'momentum'"),

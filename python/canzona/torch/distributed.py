@@ -429,6 +429,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                  for p, s, piece, b, e, v in self._engine.optimizer_state()]
         groups = [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]
         return {"plan_hash": self.plan.plan_hash, "dp_rank": self.dp_rank,
+                "precision": self._engine.precision,
                 "step": self._engine.step_count, "state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
@@ -439,6 +440,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("DistributedOptimizer.load_state_dict: the state was saved under "
                              f"plan {state_dict['plan_hash']:#x}, this optimizer runs "
                              f"{self.plan.plan_hash:#x} (same model, grid and strategy needed)")
+        # State saved before the key existed is fp32's.
+        if state_dict.get("precision", "fp32") != self._engine.precision:
+            raise ValueError("DistributedOptimizer.load_state_dict: the state was saved by a "
+                             f"{state_dict.get('precision', 'fp32')} model, this optimizer runs "
+                             f"{self._engine.precision} params")
         if len(state_dict["param_groups"]) != len(self.param_groups):
             raise ValueError("DistributedOptimizer.load_state_dict: param group count differs")
         for entry in state_dict["state"]:

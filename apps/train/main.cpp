@@ -7,6 +7,7 @@
 // configuration is compared before the first collective. A non-finite loss or gradient stops
 // every rank at that step with the first non-finite tensor named (exit 1), before the optimizer
 // changes anything; nothing is written.
+#include <ATen/cpu/Utils.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <torch/torch.h>
@@ -241,9 +242,6 @@ Launch prepare(TrainFlags& f) {
   train::TrainOptions& o = l.options;
   launch::JobOptions& r = o.job;
   apply_planning_flags(f, "train", r);
-  CANZONA_REQUIRE(r.precision == DType::kF32,
-                  "--precision bf16: canzona train computes in fp32 only for now (bf16 params and "
-                  "gradients run in canzona run and compare; docs/precision.md)");
   r.reduce_mode = comm::parse_reduce_mode(f.reduce_mode);
   comm::set_collective_timeout(f.collective_timeout);
   r.pipeline = !f.no_pipeline;
@@ -404,10 +402,12 @@ Launch prepare(TrainFlags& f) {
   return l;
 }
 
-// One thread's sgemm rate (GFLOP/s): the best of three 0.1 s trials of 1024^3 products (the
-// best, so a neighbour's burst on a shared core does not lower the reference).
-double measure_sgemm_gflops() {
-  const torch::Tensor a = torch::rand({1024, 1024}), b = torch::rand({1024, 1024});
+// One thread's matmul rate (GFLOP/s) in `dtype` (fp32: sgemm): the best of three 0.1 s trials of
+// 1024^3 products (the best, so a neighbour's burst on a shared core does not lower the
+// reference).
+double measure_matmul_gflops(torch::Dtype dtype = torch::kFloat32) {
+  const torch::Tensor a = torch::rand({1024, 1024}).to(dtype),
+                      b = torch::rand({1024, 1024}).to(dtype);
   torch::mm(a, b);
   double best = 0.0;
   for (int trial = 0; trial < 3; ++trial) {
@@ -422,6 +422,20 @@ double measure_sgemm_gflops() {
     best = std::max(best, 2.0 * 1024.0 * 1024.0 * 1024.0 * n / seconds / 1e9);
   }
   return best;
+}
+
+// The native bf16 instructions of this CPU that libtorch detects (its cpuinfo), named; "" when
+// none (libtorch then emulates bf16 arithmetic with fp32 instructions).
+std::string bf16_instructions() {
+  const auto caps = at::cpu::get_cpu_capabilities();
+  std::string out;
+  for (const auto& [key, name] :
+       {std::pair{"amx_bf16", "AMX-BF16"}, {"avx512_bf16", "AVX512-BF16"}}) {
+    const auto it = caps.find(key);
+    if (it != caps.end() && it->second.isBool() && it->second.toBool())
+      out += (out.empty() ? "" : ", ") + std::string(name);
+  }
+  return out;
 }
 
 // The curves of every run of a --json document, labelled "<optimizer> (<strategy>)". Throws
@@ -570,7 +584,11 @@ int execute(TrainFlags& flags) {
     h.ranks_on_node = train::ranks_on_this_node();
     if (reporter) {
       h.unigram_entropy = train::unigram_entropy(launch.corpus.train);
-      h.sgemm_gflops = measure_sgemm_gflops();
+      h.sgemm_gflops = measure_matmul_gflops();
+      if (o.job.precision == DType::kBF16) {
+        h.bf16_gflops = measure_matmul_gflops(torch::kBFloat16);
+        h.bf16_native = bf16_instructions();
+      }
       std::cout << format_header(h, o) << std::flush;
     }
     train::Progress progress;

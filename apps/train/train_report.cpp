@@ -46,6 +46,13 @@ std::string format_header(const TrainHeader& h, const train::TrainOptions& o) {
       << " x micro-batch " << o.micro_batch << " x accum " << o.grad_accum << " x DP " << h.dp
       << ") | schedule " << train::to_string(o.schedule.schedule) << ", warmup "
       << o.schedule.warmup << " | sgemm " << fmt("%.1f", h.sgemm_gflops) << " GFLOP/s\n";
+  if (o.job.precision == DType::kBF16)
+    out << "precision bf16: bf16 params, activations and gradients (reduced in "
+        << (o.job.grad_reduce_in_fp32 ? "fp32" : "bf16")
+        << "), fp32 main params and optimizer state | bf16 "
+        << (h.bf16_native.empty() ? "emulated (no native bf16 instructions on this CPU)"
+                                  : "native (" + h.bf16_native + ")")
+        << " | bf16 matmul " << fmt("%.1f", h.bf16_gflops) << " GFLOP/s\n";
   out << "BLAS core " << h.blas_core << " (" << h.blas_core_source << ") | memory per rank: about "
       << train::format_bytes(h.memory.total()) << " estimated ("
       << train::format_bytes(h.memory.activations_bytes) << " activations), "
@@ -109,10 +116,11 @@ train::StepRecord median_step(const std::vector<train::StepRecord>& steps) {
 }
 
 double mfu(const TrainHeader& h, const train::TrainOptions& o, const train::StepRecord& m) {
-  if (m.fwd_bwd_ms <= 0.0 || h.sgemm_gflops <= 0.0) return 0.0;
+  const double peak = o.job.precision == DType::kBF16 ? h.bf16_gflops : h.sgemm_gflops;
+  if (m.fwd_bwd_ms <= 0.0 || peak <= 0.0) return 0.0;
   const double tokens_per_rank = static_cast<double>(o.grad_accum * o.micro_batch * o.seq_len);
   const double flops = 6.0 * static_cast<double>(h.matmul_params) / (h.tp * h.pp) * tokens_per_rank;
-  return flops / (m.fwd_bwd_ms / 1000.0) / (h.sgemm_gflops * 1e9);
+  return flops / (m.fwd_bwd_ms / 1000.0) / (peak * 1e9);
 }
 
 bool bitwise_identical(const std::vector<train::StrategyRun>& runs) {
@@ -180,6 +188,13 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
   j["vocab"] = h.vocab;
   j["unigram_entropy"] = h.unigram_entropy;
   j["sgemm_gflops"] = h.sgemm_gflops;
+  j["precision"] = to_string(o.job.precision);
+  j["grad_reduce_in_fp32"] = o.job.grad_reduce_in_fp32;
+  if (o.job.precision == DType::kBF16) {
+    j["bf16_gflops"] = h.bf16_gflops;
+    j["bf16_native"] = !h.bf16_native.empty();
+    j["bf16_instructions"] = h.bf16_native;
+  }
   j["blas_core"] = h.blas_core;
   j["blas_core_source"] = h.blas_core_source;
   j["memory_estimate"] = {{"params_bytes", h.memory.params_bytes},

@@ -22,6 +22,11 @@ struct TrainHeader {
   std::int64_t train_tokens = 0, val_tokens = 0, vocab = 0;
   double unigram_entropy = 0.0;  // nats per token of the train part
   double sgemm_gflops = 0.0;     // measured on world rank 0, one thread
+  // --precision bf16: libtorch's bf16 matmul rate, measured as sgemm's (the MFU's reference
+  // then); and the CPU's native bf16 instructions libtorch can use ("AMX-BF16, AVX512-BF16"),
+  // empty when it has none and libtorch emulates bf16 with fp32 instructions.
+  double bf16_gflops = 0.0;
+  std::string bf16_native;
   std::string blas_core;         // optim::blas_core_name()
   std::string blas_core_source;  // optim::blas_core_source()
   train::MemoryNeed memory;      // estimated need per rank (train/memory.h)
@@ -41,7 +46,8 @@ std::string format_val(const train::StrategyRun& run, const train::ValRecord& va
 train::StepRecord median_step(const std::vector<train::StepRecord>& steps);
 // Forward-backward model FLOP utilisation: 6 x matmul_params / tp x tokens per rank per step
 // (attention's score and context products left out, as in the usual 6 N T) over the median
-// fwd-bwd time, divided by the measured sgemm rate.
+// fwd-bwd time, divided by the measured sgemm rate (under --precision bf16 the measured bf16
+// matmul rate).
 double mfu(const TrainHeader& header, const train::TrainOptions& options,
            const train::StepRecord& median);
 

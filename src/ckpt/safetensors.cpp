@@ -228,6 +228,11 @@ const TensorEntry* Header::find(const std::string& name) const {
 
 Layout layout_f32(const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors,
                   const std::map<std::string, std::string>& metadata) {
+  return layout(tensors, Dtype::kF32, metadata);
+}
+
+Layout layout(const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors,
+              Dtype dtype, const std::map<std::string, std::string>& metadata) {
   Layout layout;
   std::set<std::string> seen;
   std::string text = "{";
@@ -241,7 +246,7 @@ Layout layout_f32(const std::vector<std::pair<std::string, std::vector<std::int6
     TensorEntry entry;
     entry.name = name;
     entry.shape = shape;
-    std::int64_t bytes = 4;
+    auto bytes = static_cast<std::int64_t>(dtype_bytes(dtype));
     for (std::int64_t d : shape) {
       CANZONA_REQUIRE(d >= 0, "safetensors: tensor ", name_in_quotes(name),
                       ": negative dimension in ", shape_string(shape));
@@ -251,9 +256,10 @@ Layout layout_f32(const std::vector<std::pair<std::string, std::vector<std::int6
     offset = checked_add(offset, bytes, "safetensors: data section bytes");
     entry.end = offset;
     if (text.size() > 1) text += ',';
-    text += json(name).dump() + ":{\"dtype\":\"F32\",\"shape\":" + json(shape).dump() +
-            ",\"data_offsets\":[" + std::to_string(entry.begin) + "," + std::to_string(entry.end) +
-            "]}";
+    entry.dtype = dtype;
+    text += json(name).dump() + ":{\"dtype\":\"" + to_string(dtype) +
+            "\",\"shape\":" + json(shape).dump() + ",\"data_offsets\":[" +
+            std::to_string(entry.begin) + "," + std::to_string(entry.end) + "]}";
     layout.header.tensors.push_back(std::move(entry));
   }
   if (!metadata.empty()) {

@@ -65,6 +65,34 @@ void read_f32(ConstTypedSpan x, std::span<float> out) {
   copy_cast(x, out);
 }
 
+namespace {
+
+// Blocks of kBlock elements are tested without an early exit (so the loop vectorises); the
+// first block with a non-finite element is searched element by element.
+template <typename Bits>
+std::int64_t first_with_exponent_ones(const Bits* x, std::int64_t n, Bits exponent) {
+  constexpr std::int64_t kBlock = 4096;
+  for (std::int64_t begin = 0; begin < n; begin += kBlock) {
+    const std::int64_t end = std::min(n, begin + kBlock);
+    bool any = false;
+    for (std::int64_t i = begin; i < end; ++i) any |= (x[i] & exponent) == exponent;
+    if (!any) continue;
+    for (std::int64_t i = begin; i < end; ++i)
+      if ((x[i] & exponent) == exponent) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::int64_t first_non_finite(ConstTypedSpan x) {
+  if (x.dtype() == DType::kF32)
+    return first_with_exponent_ones(reinterpret_cast<const std::uint32_t*>(x.data()), x.size(),
+                                    std::uint32_t{0x7F800000});
+  return first_with_exponent_ones(reinterpret_cast<const std::uint16_t*>(x.data()), x.size(),
+                                  std::uint16_t{0x7F80});
+}
+
 void sum_in_rank_order(ConstTypedSpan blocks, int num_blocks, TypedSpan out) {
   const std::int64_t n = out.size();
   CANZONA_CHECK(blocks.dtype() == out.dtype() && blocks.size() == n * num_blocks,

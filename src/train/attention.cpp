@@ -33,13 +33,19 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
     // j > i0 + r, for each of the position's P rows. The mask enters as an additive bias of
     // 0 / -inf that the product accumulates onto (baddbmm): no pass over the scores for it,
     // forward or backward.
-    torch::Tensor mask = torch::zeros({n, end}).masked_fill_(
-        torch::ones({n, end}, torch::kBool).triu(i0 + 1), minus_inf);
+    torch::Tensor mask =
+        torch::zeros({n, end}, q.scalar_type())
+            .masked_fill_(torch::ones({n, end}, torch::kBool).triu(i0 + 1), minus_inf);
     if (per_group > 1) mask = mask.repeat_interleave(per_group, 0);
     const torch::Tensor scores =
         torch::baddbmm(mask, scaled.narrow(1, i0 * per_group, n * per_group),
                        k3.narrow(1, 0, end).transpose(1, 2));
-    blocks.push_back(torch::bmm(torch::softmax(scores, -1), v3.narrow(1, 0, end)));
+    // bf16: the softmax in fp32 (Hugging Face's softmax(..., dtype=float32)), rounded once.
+    const torch::Tensor probs =
+        q.scalar_type() == torch::kFloat32
+            ? torch::softmax(scores, -1)
+            : torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
+    blocks.push_back(torch::bmm(probs, v3.narrow(1, 0, end)));
   }
   const torch::Tensor out = blocks.size() == 1 ? blocks.front() : torch::cat(blocks, 1);
   return out.view(q.sizes());

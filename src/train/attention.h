@@ -10,6 +10,10 @@
 // query's output never reads a later key or value), which the model's last-token test checks
 // bitwise. The P query heads of a group share one product with their key and value head, so the
 // key and value heads are never repeated (no copy forward, no sum backward).
+//
+// bf16 (docs/precision.md): the two products take bf16 operands and round their fp32 sums to
+// bf16 (libtorch's bf16 bmm); the softmax runs in fp32 on the widened scores and is rounded once,
+// as Hugging Face's Qwen3 attention computes it.
 #pragma once
 #include <torch/torch.h>
 

@@ -46,12 +46,16 @@ std::string HeldState::id() const {
   return matrix ? key : str(param, "/", state, "/", tp_shard, "/", begin, "/", end);
 }
 
+bool saved_state(const engine::Engine& engine, const engine::StateTensor& st) {
+  return st.state != "main" || engine.param_dtype() == DType::kBF16;
+}
+
 std::vector<HeldState> held_states(engine::Engine& engine, const model::ModelSpec& spec,
                                    const HfLayout& hf, int tp_rank) {
   std::vector<HeldState> units;
   std::map<std::pair<int, int>, int> order;  // task -> states seen
   for (const engine::StateTensor& st : engine.optimizer_state()) {
-    if (st.state == "main") continue;
+    if (!saved_state(engine, st)) continue;
     HeldState u;
     u.param = param_index(spec, st.param);
     u.state = st.state;
@@ -137,7 +141,8 @@ const ckpt::TensorEntry& entry(const ckpt::Header& header, const std::string& na
 
 std::int64_t file_offset(const ckpt::Header& header, const ckpt::TensorEntry& tensor,
                          std::int64_t element) {
-  return header.data_offset + tensor.begin + element * 4;
+  return header.data_offset + tensor.begin +
+         element * static_cast<std::int64_t>(ckpt::dtype_bytes(tensor.dtype));
 }
 
 }  // namespace canzona::train::detail

@@ -37,7 +37,12 @@ struct HeldState {
   std::string id() const;
 };
 
-// The states of engine.optimizer_state() but "main", in its order.
+// Whether a checkpoint keeps state tensor `st` of `engine`: every optimizer state, and the fp32
+// main params of a bf16 engine (its params are their bf16 roundings); an fp32 engine's main
+// params equal its params, which model.safetensors holds.
+bool saved_state(const engine::Engine& engine, const engine::StateTensor& st);
+
+// The states of engine.optimizer_state() a checkpoint keeps (saved_state), in its order.
 std::vector<HeldState> held_states(engine::Engine& engine, const model::ModelSpec& spec,
                                    const ckpt::HfLayout& hf, int tp_rank);
 
@@ -60,7 +65,7 @@ std::vector<std::int64_t> reorder_of(const ckpt::HfLayout& hf, const HeldState& 
                                      const engine::StateTensor& st, int tp);
 
 const ckpt::TensorEntry& entry(const ckpt::Header& header, const std::string& name);
-// Where element `element` of `tensor` (F32) sits in its file.
+// Where element `element` of `tensor` (of its dtype) sits in its file.
 std::int64_t file_offset(const ckpt::Header& header, const ckpt::TensorEntry& tensor,
                          std::int64_t element);
 

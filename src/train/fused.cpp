@@ -10,34 +10,55 @@
 namespace canzona::train {
 namespace {
 
+using c10::BFloat16;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// Every kernel is a template over the element type T of its activations and weights (float, or
+// c10::BFloat16 under --precision bf16). Values are loaded as float (exact), all arithmetic is
+// float (double where noted), and a bf16 output is rounded once as it is stored (c10::BFloat16's
+// constructor: to nearest, ties to even). Never use c10::BFloat16's own operators here: they round
+// every intermediate.
+template <typename T>
+float ld(T v) {
+  return static_cast<float>(v);
+}
+
+// Calls fn with a value of the element type of `t` (float or c10::BFloat16).
+template <typename F>
+auto dispatch(const torch::Tensor& t, F&& fn) {
+  if (t.scalar_type() == torch::kBFloat16) return fn(BFloat16());
+  return fn(0.0f);
+}
+
 // 1 / sqrt(mean(u^2) + eps) over n values, the sum in double.
-float inverse_rms(const float* u, std::int64_t n, double eps) {
+template <typename T>
+float inverse_rms(const T* u, std::int64_t n, double eps) {
   double sum = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(u[i]) * u[i];
+  for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(ld(u[i])) * ld(u[i]);
   return static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(n) + eps));
 }
 
 // RMSNorm backward of one row: gx = r w gy - x r^3 / n * sum(gy w x); gw += gy x r.
-void rms_norm_row_backward(const float* x, const float* w, const float* gy, float r, std::int64_t n,
-                           float* gx, double* gw) {
+template <typename X, typename G, typename O>
+void rms_norm_row_backward(const X* x, const X* w, const G* gy, float r, std::int64_t n, O* gx,
+                           double* gw) {
   double dot = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) dot += static_cast<double>(gy[i]) * w[i] * x[i];
+  for (std::int64_t i = 0; i < n; ++i) dot += static_cast<double>(ld(gy[i])) * ld(w[i]) * ld(x[i]);
   const float coef =
       static_cast<float>(static_cast<double>(r) * r * r * dot / static_cast<double>(n));
   for (std::int64_t i = 0; i < n; ++i) {
-    gx[i] = r * w[i] * gy[i] - x[i] * coef;
-    gw[i] += static_cast<double>(gy[i]) * x[i] * r;
+    gx[i] = O(r * ld(w[i]) * ld(gy[i]) - ld(x[i]) * coef);
+    gw[i] += static_cast<double>(ld(gy[i])) * ld(x[i]) * r;
   }
 }
 
-torch::Tensor to_float(const std::vector<double>& sums) {
+// A weight's gradient from its double sums: rounded to fp32, then (bf16 weights) to bf16.
+torch::Tensor weight_grad(const std::vector<double>& sums, torch::ScalarType type) {
   torch::Tensor out = torch::empty({static_cast<std::int64_t>(sums.size())}, torch::kFloat32);
   float* o = out.data_ptr<float>();
   for (std::size_t i = 0; i < sums.size(); ++i) o[i] = static_cast<float>(sums[i]);
-  return out;
+  return type == torch::kFloat32 ? out : out.to(type);
 }
 
 struct RmsNorm : torch::autograd::Function<RmsNorm> {
@@ -47,30 +68,37 @@ struct RmsNorm : torch::autograd::Function<RmsNorm> {
     const std::int64_t n = weight.numel(), rows = x.numel() / n;
     torch::Tensor y = torch::empty_like(x);
     torch::Tensor rstd = torch::empty({rows}, torch::kFloat32);
-    const float *xp = x.data_ptr<float>(), *w = weight.data_ptr<float>();
-    float *yp = y.data_ptr<float>(), *rp = rstd.data_ptr<float>();
-    for (std::int64_t row = 0; row < rows; ++row) {
-      const float* xr = xp + row * n;
-      float* yr = yp + row * n;
-      const float r = rp[row] = inverse_rms(xr, n, eps);
-      for (std::int64_t i = 0; i < n; ++i) yr[i] = xr[i] * r * w[i];
-    }
+    dispatch(x, [&](auto tag) {
+      using T = decltype(tag);
+      const T *xp = x.data_ptr<T>(), *w = weight.data_ptr<T>();
+      T* yp = y.data_ptr<T>();
+      float* rp = rstd.data_ptr<float>();
+      for (std::int64_t row = 0; row < rows; ++row) {
+        const T* xr = xp + row * n;
+        T* yr = yp + row * n;
+        const float r = rp[row] = inverse_rms(xr, n, eps);
+        for (std::int64_t i = 0; i < n; ++i) yr[i] = T(ld(xr[i]) * r * ld(w[i]));
+      }
+    });
     ctx->save_for_backward({x, weight, rstd});
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &weight = saved[1], &rstd = saved[2];
-    const torch::Tensor gy = grads[0].contiguous();
+    const torch::Tensor gy = grads[0].to(x.scalar_type()).contiguous();
     const std::int64_t n = weight.numel(), rows = x.numel() / n;
     torch::Tensor gx = torch::empty_like(x);
     std::vector<double> gw(static_cast<std::size_t>(n), 0.0);
-    const float *xp = x.data_ptr<float>(), *w = weight.data_ptr<float>(), *g = gy.data_ptr<float>(),
-                *rp = rstd.data_ptr<float>();
-    float* gxp = gx.data_ptr<float>();
-    for (std::int64_t row = 0; row < rows; ++row)
-      rms_norm_row_backward(xp + row * n, w, g + row * n, rp[row], n, gxp + row * n, gw.data());
-    return {gx, to_float(gw), torch::Tensor()};
+    dispatch(x, [&](auto tag) {
+      using T = decltype(tag);
+      const T *xp = x.data_ptr<T>(), *w = weight.data_ptr<T>(), *g = gy.data_ptr<T>();
+      const float* rp = rstd.data_ptr<float>();
+      T* gxp = gx.data_ptr<T>();
+      for (std::int64_t row = 0; row < rows; ++row)
+        rms_norm_row_backward(xp + row * n, w, g + row * n, rp[row], n, gxp + row * n, gw.data());
+    });
+    return {gx, weight_grad(gw, weight.scalar_type()), torch::Tensor()};
   }
 };
 
@@ -80,39 +108,49 @@ struct SwiGlu : torch::autograd::Function<SwiGlu> {
     const std::int64_t width = fc1.size(-1), f = width / 2, rows = fc1.numel() / width;
     std::vector<std::int64_t> shape = fc1.sizes().vec();
     shape.back() = f;
-    torch::Tensor out = torch::empty(shape, torch::kFloat32);
+    torch::Tensor out = torch::empty(shape, fc1.options());
     torch::Tensor sig = torch::empty({rows, f}, torch::kFloat32);
-    const float* in = fc1.data_ptr<float>();
-    float *o = out.data_ptr<float>(), *sp = sig.data_ptr<float>();
-    for (std::int64_t row = 0; row < rows; ++row) {
-      const float *a = in + row * width, *b = a + f;
-      float *orow = o + row * f, *srow = sp + row * f;
-      for (std::int64_t j = 0; j < f; ++j) {
-        const float s = 1.0f / (1.0f + std::exp(-a[j]));
-        srow[j] = s;
-        orow[j] = a[j] * s * b[j];
+    dispatch(fc1, [&](auto tag) {
+      using T = decltype(tag);
+      const T* in = fc1.data_ptr<T>();
+      T* o = out.data_ptr<T>();
+      float* sp = sig.data_ptr<float>();
+      for (std::int64_t row = 0; row < rows; ++row) {
+        const T *a = in + row * width, *b = a + f;
+        T* orow = o + row * f;
+        float* srow = sp + row * f;
+        for (std::int64_t j = 0; j < f; ++j) {
+          const float s = 1.0f / (1.0f + std::exp(-ld(a[j])));
+          srow[j] = s;
+          orow[j] = T(ld(a[j]) * s * ld(b[j]));
+        }
       }
-    }
+    });
     ctx->save_for_backward({fc1, sig});
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const torch::Tensor &fc1 = saved[0], &sig = saved[1];
-    const torch::Tensor g = grads[0].contiguous();
+    const torch::Tensor g = grads[0].to(fc1.scalar_type()).contiguous();
     const std::int64_t width = fc1.size(-1), f = width / 2, rows = fc1.numel() / width;
     torch::Tensor grad = torch::empty_like(fc1);
-    const float *in = fc1.data_ptr<float>(), *sp = sig.data_ptr<float>(), *gp = g.data_ptr<float>();
-    float* out = grad.data_ptr<float>();
-    for (std::int64_t row = 0; row < rows; ++row) {
-      const float *a = in + row * width, *b = a + f, *s = sp + row * f, *go = gp + row * f;
-      float *ga = out + row * width, *gb = ga + f;
-      for (std::int64_t j = 0; j < f; ++j) {
-        // d silu(a) / da = s (1 + a (1 - s)) with s = sigmoid(a).
-        ga[j] = go[j] * b[j] * s[j] * (1.0f + a[j] * (1.0f - s[j]));
-        gb[j] = go[j] * a[j] * s[j];
+    dispatch(fc1, [&](auto tag) {
+      using T = decltype(tag);
+      const T *in = fc1.data_ptr<T>(), *gp = g.data_ptr<T>();
+      const float* sp = sig.data_ptr<float>();
+      T* out = grad.data_ptr<T>();
+      for (std::int64_t row = 0; row < rows; ++row) {
+        const T *a = in + row * width, *b = a + f, *go = gp + row * f;
+        const float* s = sp + row * f;
+        T *ga = out + row * width, *gb = ga + f;
+        for (std::int64_t j = 0; j < f; ++j) {
+          // d silu(a) / da = s (1 + a (1 - s)) with s = sigmoid(a).
+          ga[j] = T(ld(go[j]) * ld(b[j]) * s[j] * (1.0f + ld(a[j]) * (1.0f - s[j])));
+          gb[j] = T(ld(go[j]) * ld(a[j]) * s[j]);
+        }
       }
-    }
+    });
     return {grad};
   }
 };
@@ -134,20 +172,22 @@ struct Heads {
 };
 
 // RoPE of one head at one position: out = x * cos + [-x2, x1] * sin.
-void rope_forward(const float* x, const float* cos, const float* sin, std::int64_t d, float* out) {
+template <typename I, typename O>
+void rope_forward(const I* x, const float* cos, const float* sin, std::int64_t d, O* out) {
   const std::int64_t half = d / 2;
   for (std::int64_t i = 0; i < half; ++i) {
-    out[i] = x[i] * cos[i] - x[i + half] * sin[i];
-    out[i + half] = x[i + half] * cos[i + half] + x[i] * sin[i + half];
+    out[i] = O(ld(x[i]) * cos[i] - ld(x[i + half]) * sin[i]);
+    out[i + half] = O(ld(x[i + half]) * cos[i + half] + ld(x[i]) * sin[i + half]);
   }
 }
 
 // Its transpose: gx = g * cos + [g2 * sin2, -g1 * sin1].
-void rope_backward(const float* g, const float* cos, const float* sin, std::int64_t d, float* gx) {
+template <typename G, typename O>
+void rope_backward(const G* g, const float* cos, const float* sin, std::int64_t d, O* gx) {
   const std::int64_t half = d / 2;
   for (std::int64_t i = 0; i < half; ++i) {
-    gx[i] = g[i] * cos[i] + g[i + half] * sin[i + half];
-    gx[i + half] = g[i + half] * cos[i + half] - g[i] * sin[i];
+    gx[i] = O(ld(g[i]) * cos[i] + ld(g[i + half]) * sin[i + half]);
+    gx[i + half] = O(ld(g[i + half]) * cos[i + half] - ld(g[i]) * sin[i]);
   }
 }
 
@@ -163,36 +203,39 @@ struct AttentionHeadsFn : torch::autograd::Function<AttentionHeadsFn> {
     const bool norm = q_norm.numel() > 0;  // empty: no qk-norm
     const torch::Tensor qw = norm ? q_norm.contiguous() : torch::Tensor();
     const torch::Tensor kw = norm ? k_norm.contiguous() : torch::Tensor();
-    torch::Tensor q = torch::empty({h.batch, groups, h.seq, per_group, d}, torch::kFloat32);
-    torch::Tensor k = torch::empty({h.batch, groups, h.seq, d}, torch::kFloat32);
-    torch::Tensor v = torch::empty({h.batch, groups, h.seq, d}, torch::kFloat32);
-    const float *in = qkv.data_ptr<float>(), *cp = cos.data_ptr<float>(),
-                *sp = sin.data_ptr<float>();
-    const float* qwp = norm ? qw.data_ptr<float>() : nullptr;
-    const float* kwp = norm ? kw.data_ptr<float>() : nullptr;
-    float *qp = q.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
-    std::vector<float> normed(static_cast<std::size_t>(d));
-    for (std::int64_t b = 0; b < h.batch; ++b) {
-      for (std::int64_t s = 0; s < h.seq; ++s) {
-        const float *c = cp + s * d, *sn = sp + s * d;
-        for (std::int64_t g = 0; g < groups; ++g) {
-          for (std::int64_t slot = 0; slot <= per_group; ++slot) {
-            const float* u = in + h.qkv_at(b, s, g, slot);
-            const float* w = slot < per_group ? qwp : kwp;
-            const float* x = u;
-            if (norm) {
+    torch::Tensor q = torch::empty({h.batch, groups, h.seq, per_group, d}, qkv.options());
+    torch::Tensor k = torch::empty({h.batch, groups, h.seq, d}, qkv.options());
+    torch::Tensor v = torch::empty({h.batch, groups, h.seq, d}, qkv.options());
+    dispatch(qkv, [&](auto tag) {
+      using T = decltype(tag);
+      const T* in = qkv.data_ptr<T>();
+      const float *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
+      const T* qwp = norm ? qw.data_ptr<T>() : nullptr;
+      const T* kwp = norm ? kw.data_ptr<T>() : nullptr;
+      T *qp = q.data_ptr<T>(), *kp = k.data_ptr<T>(), *vp = v.data_ptr<T>();
+      std::vector<float> normed(static_cast<std::size_t>(d));
+      for (std::int64_t b = 0; b < h.batch; ++b) {
+        for (std::int64_t s = 0; s < h.seq; ++s) {
+          const float *c = cp + s * d, *sn = sp + s * d;
+          for (std::int64_t g = 0; g < groups; ++g) {
+            for (std::int64_t slot = 0; slot <= per_group; ++slot) {
+              const T* u = in + h.qkv_at(b, s, g, slot);
+              T* dst = slot < per_group ? qp + h.q_at(b, s, g, slot) : kp + h.kv_at(b, s, g);
+              if (!norm) {
+                rope_forward(u, c, sn, d, dst);
+                continue;
+              }
+              const T* w = slot < per_group ? qwp : kwp;
               const float r = inverse_rms(u, d, eps);
-              for (std::int64_t i = 0; i < d; ++i) normed[i] = u[i] * r * w[i];
-              x = normed.data();
+              for (std::int64_t i = 0; i < d; ++i) normed[i] = ld(u[i]) * r * ld(w[i]);
+              rope_forward(normed.data(), c, sn, d, dst);
             }
-            float* dst = slot < per_group ? qp + h.q_at(b, s, g, slot) : kp + h.kv_at(b, s, g);
-            rope_forward(x, c, sn, d, dst);
+            const T* u = in + h.qkv_at(b, s, g, per_group + 1);
+            std::copy(u, u + d, vp + h.kv_at(b, s, g));
           }
-          const float* u = in + h.qkv_at(b, s, g, per_group + 1);
-          std::copy(u, u + d, vp + h.kv_at(b, s, g));
         }
       }
-    }
+    });
     ctx->save_for_backward({qkv, norm ? qw : q_norm, norm ? kw : k_norm, cos, sin});
     ctx->saved_data["groups"] = groups;
     ctx->saved_data["per_group"] = per_group;
@@ -212,46 +255,50 @@ struct AttentionHeadsFn : torch::autograd::Function<AttentionHeadsFn> {
     const bool norm = qw.numel() > 0;
     // An output the loss does not use has an undefined gradient: zeros.
     const auto grad_or_zero = [&](std::size_t i, std::vector<std::int64_t> shape) {
-      return grads[i].defined() ? grads[i].contiguous() : torch::zeros(shape, torch::kFloat32);
+      return grads[i].defined() ? grads[i].to(qkv.scalar_type()).contiguous()
+                                : torch::zeros(shape, qkv.options());
     };
     const torch::Tensor gq = grad_or_zero(0, {h.batch, h.groups, h.seq, h.per_group, d});
     const torch::Tensor gk = grad_or_zero(1, {h.batch, h.groups, h.seq, d});
     const torch::Tensor gv = grad_or_zero(2, {h.batch, h.groups, h.seq, d});
     torch::Tensor gqkv = torch::empty_like(qkv);
     std::vector<double> gqw(norm ? static_cast<std::size_t>(d) : 0, 0.0), gkw(gqw);
-    const float *in = qkv.data_ptr<float>(), *cp = cos.data_ptr<float>(),
-                *sp = sin.data_ptr<float>(), *gqp = gq.data_ptr<float>(),
-                *gkp = gk.data_ptr<float>(), *gvp = gv.data_ptr<float>();
-    const float* qwp = norm ? qw.data_ptr<float>() : nullptr;
-    const float* kwp = norm ? kw.data_ptr<float>() : nullptr;
-    float* out = gqkv.data_ptr<float>();
-    std::vector<float> gn(static_cast<std::size_t>(d));
-    for (std::int64_t b = 0; b < h.batch; ++b) {
-      for (std::int64_t s = 0; s < h.seq; ++s) {
-        const float *c = cp + s * d, *sn = sp + s * d;
-        for (std::int64_t g = 0; g < h.groups; ++g) {
-          for (std::int64_t slot = 0; slot <= h.per_group; ++slot) {
-            const bool is_q = slot < h.per_group;
-            const float* go = is_q ? gqp + h.q_at(b, s, g, slot) : gkp + h.kv_at(b, s, g);
-            float* gu = out + h.qkv_at(b, s, g, slot);
-            if (!norm) {
-              rope_backward(go, c, sn, d, gu);
-              continue;
+    dispatch(qkv, [&](auto tag) {
+      using T = decltype(tag);
+      const T *in = qkv.data_ptr<T>(), *gqp = gq.data_ptr<T>(), *gkp = gk.data_ptr<T>(),
+              *gvp = gv.data_ptr<T>();
+      const float *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
+      const T* qwp = norm ? qw.data_ptr<T>() : nullptr;
+      const T* kwp = norm ? kw.data_ptr<T>() : nullptr;
+      T* out = gqkv.data_ptr<T>();
+      std::vector<float> gn(static_cast<std::size_t>(d));
+      for (std::int64_t b = 0; b < h.batch; ++b) {
+        for (std::int64_t s = 0; s < h.seq; ++s) {
+          const float *c = cp + s * d, *sn = sp + s * d;
+          for (std::int64_t g = 0; g < h.groups; ++g) {
+            for (std::int64_t slot = 0; slot <= h.per_group; ++slot) {
+              const bool is_q = slot < h.per_group;
+              const T* go = is_q ? gqp + h.q_at(b, s, g, slot) : gkp + h.kv_at(b, s, g);
+              T* gu = out + h.qkv_at(b, s, g, slot);
+              if (!norm) {
+                rope_backward(go, c, sn, d, gu);
+                continue;
+              }
+              rope_backward(go, c, sn, d, gn.data());
+              const T* u = in + h.qkv_at(b, s, g, slot);
+              rms_norm_row_backward(u, is_q ? qwp : kwp, gn.data(), inverse_rms(u, d, eps), d, gu,
+                                    is_q ? gqw.data() : gkw.data());
             }
-            rope_backward(go, c, sn, d, gn.data());
-            const float* u = in + h.qkv_at(b, s, g, slot);
-            rms_norm_row_backward(u, is_q ? qwp : kwp, gn.data(), inverse_rms(u, d, eps), d, gu,
-                                  is_q ? gqw.data() : gkw.data());
+            const T* gvr = gvp + h.kv_at(b, s, g);
+            std::copy(gvr, gvr + d, out + h.qkv_at(b, s, g, h.per_group + 1));
           }
-          const float* gvr = gvp + h.kv_at(b, s, g);
-          std::copy(gvr, gvr + d, out + h.qkv_at(b, s, g, h.per_group + 1));
         }
       }
-    }
+    });
     const torch::Tensor none;
     return {gqkv,
-            norm ? to_float(gqw) : none,
-            norm ? to_float(gkw) : none,
+            norm ? weight_grad(gqw, qw.scalar_type()) : none,
+            norm ? weight_grad(gkw, kw.scalar_type()) : none,
             none,
             none,
             none,
@@ -261,18 +308,26 @@ struct AttentionHeadsFn : torch::autograd::Function<AttentionHeadsFn> {
   }
 };
 
+bool is_bf16(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16;
+}
+
+bool fp32_or_bf16(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kFloat32 || is_bf16(t);
+}
+
 }  // namespace
 
 torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   CANZONA_REQUIRE(weight.dim() == 1 && x.dim() >= 1 && x.size(-1) == weight.size(0) &&
-                      x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32,
-                  "fused_rms_norm takes fp32 x [..., h] and weight [h]");
+                      x.scalar_type() == weight.scalar_type() && fp32_or_bf16(x),
+                  "fused_rms_norm takes fp32 or bf16 x [..., h] and weight [h] of one dtype");
   return RmsNorm::apply(x, weight, eps);
 }
 
 torch::Tensor fused_swiglu(const torch::Tensor& fc1) {
-  CANZONA_REQUIRE(fc1.dim() >= 1 && fc1.size(-1) % 2 == 0 && fc1.scalar_type() == torch::kFloat32,
-                  "fused_swiglu takes fp32 [..., 2f]");
+  CANZONA_REQUIRE(fc1.dim() >= 1 && fc1.size(-1) % 2 == 0 && fp32_or_bf16(fc1),
+                  "fused_swiglu takes fp32 or bf16 [..., 2f]");
   return SwiGlu::apply(fc1);
 }
 
@@ -285,18 +340,22 @@ AttentionHeads fused_attention_heads(const torch::Tensor& qkv, std::int64_t grou
                   "fused_attention_heads: groups ", groups, ", heads per group ", per_group,
                   ", head_dim ", head_dim, " (even) must be positive");
   CANZONA_REQUIRE(qkv.dim() == 3 && qkv.size(2) == groups * (per_group + 2) * head_dim &&
-                      qkv.scalar_type() == torch::kFloat32,
-                  "fused_attention_heads takes fp32 qkv [B, S, groups * (per_group + 2) * d]");
+                      fp32_or_bf16(qkv) &&
+                      (!q_norm.defined() || q_norm.scalar_type() == qkv.scalar_type()) &&
+                      (!k_norm.defined() || k_norm.scalar_type() == qkv.scalar_type()),
+                  "fused_attention_heads takes fp32 or bf16 qkv [B, S, groups * (per_group + 2) "
+                  "* d] and qk-norm weights of its dtype");
   CANZONA_REQUIRE(
       q_norm.defined() == k_norm.defined() &&
           (!q_norm.defined() || (q_norm.numel() == head_dim && k_norm.numel() == head_dim)),
       "fused_attention_heads: q_norm and k_norm are both [d] or both absent");
   CANZONA_REQUIRE(cos.dim() == 2 && cos.sizes() == sin.sizes() && cos.size(0) >= qkv.size(1) &&
-                      cos.size(1) == head_dim,
-                  "fused_attention_heads: RoPE tables [S, d] do not cover the sequence");
+                      cos.size(1) == head_dim && cos.scalar_type() == torch::kFloat32 &&
+                      sin.scalar_type() == torch::kFloat32,
+                  "fused_attention_heads: fp32 RoPE tables [S, d] do not cover the sequence");
   const torch::Tensor c = cos.narrow(0, 0, qkv.size(1)), s = sin.narrow(0, 0, qkv.size(1));
   // Autograd records every tensor input's device, so "no qk-norm" travels as empty tensors.
-  const torch::Tensor none = torch::empty({0}, torch::kFloat32);
+  const torch::Tensor none = torch::empty({0}, qkv.options());
   const variable_list out = AttentionHeadsFn::apply(qkv, q_norm.defined() ? q_norm : none,
                                                     k_norm.defined() ? k_norm : none, c, s, groups,
                                                     per_group, head_dim, eps);

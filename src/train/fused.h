@@ -11,7 +11,10 @@
 // Numerics. Sums over a row (the mean square of RMSNorm, the dot product of its backward) are
 // accumulated in double; everything else is fp32 as in the unfused expressions, so results equal
 // them up to float rounding. Weight gradients are summed over rows in row order: deterministic,
-// identical on every rank and run.
+// identical on every rank and run. bf16 inputs are widened to fp32 (exactly), the kernel runs
+// in fp32 and each output is rounded to bf16 once (round to nearest even); the backward gets the
+// same: the incoming bf16 gradient widened, the input and weight gradients rounded once. So
+// norms, SwiGLU and RoPE compute in fp32 under --precision bf16, as Megatron's fused kernels do.
 #pragma once
 #include <torch/torch.h>
 

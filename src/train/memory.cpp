@@ -61,8 +61,12 @@ MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSp
     local += n;
     largest_local = std::max(largest_local, n);
   }
-  need.params_bytes = local * kFloat;
-  need.grads_bytes = local * kFloat;
+  // The buffers at their dtypes (--precision, --grad-reduce-in-fp32; engine::grad_dtype).
+  const double param_bytes = static_cast<double>(dtype_bytes(o.job.precision));
+  const double grad_bytes =
+      static_cast<double>(dtype_bytes(o.job.grad_reduce_in_fp32 ? DType::kF32 : o.job.precision));
+  need.params_bytes = local * param_bytes;
+  need.grads_bytes = local * grad_bytes;
   if (o.job.zero_stage == ZeroStage::kThree && dp > 1) {
     // ZeRO-3: the DP shard (at most one param beyond the mean) and two gathered buckets (the one
     // in use and the prefetched one); gradients: two buckets in flight, or the whole buffer while
@@ -73,8 +77,8 @@ MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSp
         std::min(local, static_cast<double>(o.job.bucket_size > 0
                                                 ? o.job.bucket_size
                                                 : layout::layer_bucket_size(spec, all, tp)));
-    need.params_bytes = kFloat * (local / dp + largest_local + 2.0 * bucket);
-    need.grads_bytes = kFloat * (o.grad_accum > 1 ? local : std::min(local, 2.0 * bucket));
+    need.params_bytes = param_bytes * (local / dp + largest_local + 2.0 * bucket);
+    need.grads_bytes = grad_bytes * (o.grad_accum > 1 ? local : std::min(local, 2.0 * bucket));
   }
   cost::CostOptions cost;
   cost.matrix_optimizer = o.job.optimizer;
@@ -101,7 +105,7 @@ MemoryNeed estimate(const model::TransformerConfig& config, const model::ModelSp
     const bool reduce_scatter =
         plan::strategy_parts(strategy).dp_sync == plan::DpSync::kReduceScatter;
     const double shard =
-        reduce_scatter ? kFloat * (local / dp + (dp > 1 ? largest_local : 0.0)) : 0.0;
+        reduce_scatter ? grad_bytes * (local / dp + (dp > 1 ? largest_local : 0.0)) : 0.0;
     need.buffer_bytes =
         std::max(need.buffer_bytes, total_main / share + extra * largest_main + shard);
   }

@@ -184,8 +184,13 @@ struct Qwen3Model::Impl {
   std::vector<std::string> names;
   std::vector<torch::Tensor> params;  // [spec index] leaf tensors (undefined until bound)
   std::vector<std::vector<std::int64_t>> shapes;  // [spec index] TP-local shapes
-  std::vector<std::vector<float>> owned;          // [spec index] memory of unbound params
-  std::vector<std::vector<float>> owned_grads;
+  DType dtype = DType::kF32;  // of the params, their gradients and the activations
+  // [spec index] the memory of unbound params and their gradients (Storage::kOwned)
+  std::vector<torch::Tensor> owned, owned_grads;
+  // [spec index] a bf16 param's fp32 gradient buffer (bind with an fp32 grad: Megatron's
+  // main_grad), and the accumulation hooks that add each backward's gradient into it.
+  std::vector<torch::Tensor> main_grads;
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(torch::Tensor()))> main_hooks;
   std::vector<char> held;                  // [spec index] 0: another EP rank's expert
   std::map<std::string, int> index;        // name -> spec index
   std::vector<std::vector<int>> segments;  // forward_segments()
@@ -365,7 +370,7 @@ struct Qwen3Model::Impl {
 };
 
 Qwen3Model::Qwen3Model(const model::TransformerConfig& config, const model::ModelSpec& spec,
-                       TpGroup tp, Storage storage, EpGroup ep, PipelineStage stage)
+                       TpGroup tp, Storage storage, EpGroup ep, PipelineStage stage, DType dtype)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.config = config;
@@ -421,21 +426,19 @@ Qwen3Model::Qwen3Model(const model::TransformerConfig& config, const model::Mode
                   wanted.empty() ? "" : wanted.begin()->first);
   m.build_segments(config);
   m.params.resize(spec.params.size());
+  m.dtype = dtype;
   m.owned.resize(spec.params.size());
   m.owned_grads.resize(spec.params.size());
+  m.main_grads.resize(spec.params.size());
   m.shapes.resize(spec.params.size());
   for (std::size_t p = 0; p < spec.params.size(); ++p) {
-    const std::int64_t n = spec.params[p].local_numel(tp.size);
     m.names.push_back(spec.params[p].name);
     m.shapes[p] = spec.params[p].local_shape(tp.size);
     if (storage == Storage::kBound || !m.held[p]) continue;
-    m.owned[p].assign(static_cast<std::size_t>(n), 0.0f);
-    m.owned_grads[p].assign(static_cast<std::size_t>(n), 0.0f);
-    m.params[p] =
-        torch::from_blob(m.owned[p].data(), spec.params[p].local_shape(tp.size), torch::kFloat32)
-            .set_requires_grad(true);
-    m.params[p].mutable_grad() = torch::from_blob(
-        m.owned_grads[p].data(), spec.params[p].local_shape(tp.size), torch::kFloat32);
+    m.owned[p] = torch::zeros(m.shapes[p], torch_dtype(dtype));
+    m.owned_grads[p] = torch::zeros(m.shapes[p], torch_dtype(dtype));
+    m.params[p] = m.owned[p].detach().set_requires_grad(true);
+    m.params[p].mutable_grad() = m.owned_grads[p];
   }
 }
 
@@ -468,32 +471,69 @@ torch::Tensor Qwen3Model::load_balancing_loss() const {
   return train::load_balancing_loss(impl_->routings, impl_->config.num_experts);
 }
 
-void Qwen3Model::bind(int p, std::span<float> value, std::span<float> grad) {
-  torch::Tensor& t = param(p);
-  const std::vector<std::int64_t>& shape = impl_->shapes.at(static_cast<std::size_t>(p));
-  std::int64_t numel = 1;
-  for (std::int64_t d : shape) numel *= d;
-  CANZONA_CHECK(static_cast<std::int64_t>(value.size()) == numel &&
-                    static_cast<std::int64_t>(grad.size()) == numel,
-                "bind of ", impl_->names[static_cast<std::size_t>(p)], ": sizes ", value.size(),
-                " / ", grad.size(), " for ", numel, " elements");
-  t = torch::from_blob(value.data(), shape, torch::kFloat32).set_requires_grad(true);
-  t.mutable_grad() = torch::from_blob(grad.data(), shape, torch::kFloat32);
-  // Release (not just clear) the model's own buffers: the engine's now back the param.
-  std::vector<float>().swap(impl_->owned[static_cast<std::size_t>(p)]);
-  std::vector<float>().swap(impl_->owned_grads[static_cast<std::size_t>(p)]);
+namespace {
+
+// Adds a bf16 param's gradient into its fp32 buffer and drops it, after autograd accumulated it
+// (Megatron's main_grad hook: param.main_grad.add_(param.grad); param.grad = None).
+struct IntoMainGrad : torch::autograd::FunctionPostHook {
+  IntoMainGrad(torch::Tensor param, torch::Tensor main) : param_(param), main_(main) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    torch::Tensor& grad = param_.mutable_grad();
+    if (grad.defined()) {
+      main_.add_(grad);
+      grad.reset();
+    }
+    return outputs;
+  }
+  torch::Tensor param_, main_;
+};
+
+}  // namespace
+
+DType Qwen3Model::dtype() const {
+  return impl_->dtype;
 }
 
-void Qwen3Model::bind_value(int p, std::span<float> value) {
+void Qwen3Model::bind(int p, TypedSpan value, TypedSpan grad) {
   torch::Tensor& t = param(p);
-  const std::vector<std::int64_t>& shape = impl_->shapes.at(static_cast<std::size_t>(p));
+  const std::size_t i = static_cast<std::size_t>(p);
+  const std::vector<std::int64_t>& shape = impl_->shapes.at(i);
   std::int64_t numel = 1;
   for (std::int64_t d : shape) numel *= d;
-  CANZONA_CHECK(static_cast<std::int64_t>(value.size()) == numel, "bind_value of ",
-                impl_->names[static_cast<std::size_t>(p)], ": size ", value.size());
-  t = torch::from_blob(value.data(), shape, torch::kFloat32).set_requires_grad(true);
-  std::vector<float>().swap(impl_->owned[static_cast<std::size_t>(p)]);
-  std::vector<float>().swap(impl_->owned_grads[static_cast<std::size_t>(p)]);
+  CANZONA_CHECK(value.size() == numel && grad.size() == numel, "bind of ", impl_->names[i],
+                ": sizes ", value.size(), " / ", grad.size(), " for ", numel, " elements");
+  CANZONA_CHECK(value.dtype() == impl_->dtype &&
+                    (grad.dtype() == impl_->dtype || grad.dtype() == DType::kF32),
+                "bind of ", impl_->names[i], ": a ", to_string(value.dtype()), " param with a ",
+                to_string(grad.dtype()), " gradient in a ", to_string(impl_->dtype), " model");
+  t = torch::from_blob(value.data(), shape, torch_dtype(value.dtype())).set_requires_grad(true);
+  torch::Tensor g = torch::from_blob(grad.data(), shape, torch_dtype(grad.dtype()));
+  if (grad.dtype() == value.dtype()) {
+    t.mutable_grad() = g;
+    impl_->main_grads[i] = torch::Tensor();
+  } else {
+    impl_->main_grads[i] = g;
+    auto accumulator = torch::autograd::impl::grad_accumulator(t);
+    accumulator->add_post_hook(std::make_unique<IntoMainGrad>(t, g));
+    impl_->main_hooks.push_back(std::move(accumulator));
+  }
+  // Release the model's own buffers: the engine's now back the param.
+  impl_->owned[i] = torch::Tensor();
+  impl_->owned_grads[i] = torch::Tensor();
+}
+
+void Qwen3Model::bind_value(int p, TypedSpan value) {
+  torch::Tensor& t = param(p);
+  const std::size_t i = static_cast<std::size_t>(p);
+  const std::vector<std::int64_t>& shape = impl_->shapes.at(i);
+  std::int64_t numel = 1;
+  for (std::int64_t d : shape) numel *= d;
+  CANZONA_CHECK(value.size() == numel && value.dtype() == impl_->dtype, "bind_value of ",
+                impl_->names[i], ": ", value.size(), " ", to_string(value.dtype()), " elements");
+  t = torch::from_blob(value.data(), shape, torch_dtype(value.dtype())).set_requires_grad(true);
+  impl_->owned[i] = torch::Tensor();
+  impl_->owned_grads[i] = torch::Tensor();
 }
 
 const std::vector<std::vector<int>>& Qwen3Model::forward_segments() const {
@@ -518,8 +558,10 @@ torch::Tensor Qwen3Model::stage_forward(const torch::Tensor& input, const torch:
   const torch::Tensor out = impl_->run_stage(input);
   if (!impl_->stage.last()) return out;
   const std::int64_t local_vocab = out.size(-1);
-  return vocab_parallel_cross_entropy(out.reshape({-1, local_vocab}), targets.reshape({-1}),
-                                      impl_->tp.rank * local_vocab, impl_->tp);
+  // The loss in fp32 (bf16 logits widened first, as Hugging Face's logits.float()).
+  return vocab_parallel_cross_entropy(out.reshape({-1, local_vocab}).to(torch::kFloat32),
+                                      targets.reshape({-1}), impl_->tp.rank * local_vocab,
+                                      impl_->tp);
 }
 
 }  // namespace canzona::train

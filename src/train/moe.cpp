@@ -5,6 +5,7 @@
 #include <span>
 
 #include "canzona/common/error.h"
+#include "canzona/train/tp_layers.h"
 
 namespace canzona::train {
 namespace {
@@ -34,10 +35,8 @@ torch::Tensor exchange_rows(const torch::Tensor& in, const std::vector<std::int6
   std::vector<std::int64_t> send_counts, recv_counts;
   for (std::int64_t r : send_rows) send_counts.push_back(r * width);
   for (std::int64_t r : recv_rows) recv_counts.push_back(r * width);
-  comm.all_to_all(std::span<const float>(send.data_ptr<float>(), send.numel()), send_counts,
-                  displacements(send_counts),
-                  std::span<float>(recv.data_ptr<float>(), recv.numel()), recv_counts,
-                  displacements(recv_counts))
+  comm.all_to_all(typed_span(send), send_counts, displacements(send_counts), typed_span(recv),
+                  recv_counts, displacements(recv_counts))
       .wait();
   return recv;
 }
@@ -185,7 +184,10 @@ torch::Tensor moe_experts(const torch::Tensor& x, const Routing& routing,
       for (int l = 0; l < local; ++l) recv_rows[s] += from[s * local + l];
     back = AllToAllRows::apply(computed, recv_rows, send_rows, ep);
   }
-  return torch::zeros({n, h}, x.options()).index_add(0, token, back * weight.unsqueeze(1));
+  // bf16: the routing weights are rounded to the activations' dtype first, as Hugging Face's
+  // Qwen3-MoE block does (routing_weights.to(hidden_states.dtype)).
+  return torch::zeros({n, h}, x.options())
+      .index_add(0, token, back * weight.to(x.scalar_type()).unsqueeze(1));
 }
 
 }  // namespace canzona::train

@@ -151,6 +151,15 @@ std::span<const std::byte> bytes_of(std::span<const float> values) {
   return std::as_bytes(values);
 }
 
+std::span<const std::byte> typed_bytes(ConstTypedSpan values) {
+  return {values.data(), static_cast<std::size_t>(values.size_bytes())};
+}
+
+// model.safetensors keeps the params in the run's dtype (what a Hugging Face user loads).
+ckpt::Dtype file_dtype(DType dtype) {
+  return dtype == DType::kBF16 ? ckpt::Dtype::kBF16 : ckpt::Dtype::kF32;
+}
+
 ckpt::Naming naming(const model::TransformerConfig* config) {
   return config ? ckpt::Naming::kHuggingFace : ckpt::Naming::kOwn;
 }
@@ -180,7 +189,8 @@ std::string save_checkpoint(engine::EngineSet& engines, const SaveContext& conte
   for (int r = 0; r < world.rank(); ++r)
     for (const HeldState& u : all[static_cast<std::size_t>(r)]) claimed.insert(u.id());
   const std::map<std::string, std::string> metadata = {{"format", "pt"}};
-  const ckpt::Layout model_layout = ckpt::layout_f32(model_tensors(hf), metadata);
+  const ckpt::Layout model_layout = ckpt::layout(
+      model_tensors(hf), file_dtype(engines.member(0).engine->param_dtype()), metadata);
   const ckpt::Layout optimizer_layout = ckpt::layout_f32(optimizer_tensors(all, hf), metadata);
 
   auto remove_tmp = [&] {
@@ -218,13 +228,12 @@ std::string save_checkpoint(engine::EngineSet& engines, const SaveContext& conte
           // ZeRO-3: each DP rank writes the elements it holds; stage 1: every DP rank holds every
           // param, so params go round-robin over DP (an expert: over its expert DP group).
           if (v.engine.zero_stage() != ZeroStage::kThree && p % v.dp() != v.dp_rank()) continue;
-          const std::span<const float> values = v.engine.param(e).as<float>();
+          const ConstTypedSpan values = v.engine.param(e);
           for (const ElementRun& r : param_runs(v, hf, e, p)) {
             const ckpt::TensorEntry& t =
                 entry(model_layout.header, hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
             model_file.pwrite(file_offset(model_layout.header, t, r.hf),
-                              bytes_of(values.subspan(static_cast<std::size_t>(r.local),
-                                                      static_cast<std::size_t>(r.count))));
+                              typed_bytes(values.subspan(r.local, r.count)));
           }
         }
       }
@@ -235,7 +244,7 @@ std::string save_checkpoint(engine::EngineSet& engines, const SaveContext& conte
       std::size_t u = 0;
       for (const View& v : views) {
         for (const engine::StateTensor& st : v.engine.optimizer_state()) {
-          if (st.state == "main") continue;
+          if (!saved_state(v.engine, st)) continue;
           const HeldState& unit = mine[u++];
           if (claimed.count(unit.id()) || tied_copy(v, spec, unit.param)) continue;
           if (unit.matrix) {
@@ -285,10 +294,16 @@ std::string save_checkpoint(engine::EngineSet& engines, const SaveContext& conte
     collectively(world, [&] {
       if (world.rank() != 0) return;
       const bool own_hf_config = !context.config && !context.hf_config.is_null();
-      write_json_file((tmp / ckpt::kConfigFile).string(),
-                      context.config ? ckpt::hf_config(*context.config, spec.arch.padded_vocab_size)
-                      : own_hf_config ? context.hf_config
-                                      : model::param_list_json(spec));
+      nlohmann::json config_json =
+          context.config ? ckpt::hf_config(*context.config, spec.arch.padded_vocab_size)
+                         : nlohmann::json();
+      // The dtype model.safetensors holds (from_pretrained's torch_dtype="auto" keeps it).
+      if (context.config && engines.member(0).engine->param_dtype() == DType::kBF16)
+        config_json["torch_dtype"] = "bfloat16";
+      write_json_file((tmp / ckpt::kConfigFile).string(), context.config ? config_json
+                                                          : own_hf_config
+                                                              ? context.hf_config
+                                                              : model::param_list_json(spec));
       if (own_hf_config) {
         write_json_file((tmp / ckpt::kParamsFile).string(), model::param_list_json(spec));
         manifest.files[ckpt::kParamsFile] = ckpt::file_info((tmp / ckpt::kParamsFile).string());
@@ -342,13 +357,15 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return text + "]";
 }
 
-// Throws UsageError unless `header` (of `path`) has `name` as F32 of `shape`.
+// Throws UsageError unless `header` (of `path`) has `name` as F32 (or, `params`, F32 or BF16:
+// model.safetensors of an fp32 or a bf16 run) of `shape`.
 void require_tensor(const std::string& path, const ckpt::Header& header, const std::string& name,
-                    const std::vector<std::int64_t>& shape, bool any_dtype = false) {
+                    const std::vector<std::int64_t>& shape, bool params = false) {
   const ckpt::TensorEntry* e = header.find(name);
   CANZONA_REQUIRE(e != nullptr, path, ": missing tensor '", name, "'");
-  CANZONA_REQUIRE(any_dtype || e->dtype == ckpt::Dtype::kF32, path, ": tensor '", name,
-                  "' has dtype ", ckpt::to_string(e->dtype), ", expected F32");
+  CANZONA_REQUIRE(e->dtype == ckpt::Dtype::kF32 || (params && e->dtype == ckpt::Dtype::kBF16), path,
+                  ": tensor '", name, "' has dtype ", ckpt::to_string(e->dtype),
+                  params ? ", expected F32 or BF16" : ", expected F32");
   CANZONA_REQUIRE(e->shape == shape, path, ": tensor '", name, "' has shape ", shape_text(e->shape),
                   ", this model needs ", shape_text(shape));
 }
@@ -362,14 +379,24 @@ model::ModelSpec saved_param_list(const std::string& path) {
   return model::param_list_from_json(j, path);
 }
 
-void read_runs(const ckpt::InFile& file, const ckpt::Header& header, const HfLayout& hf,
-               const std::vector<ElementRun>& runs, std::span<float> out) {
+// The runs of a param from model.safetensors into `out`, a param buffer: the bytes as they are
+// when the file's dtype is the buffer's, else widened (BF16 into fp32: exact) or rounded (F32
+// into bf16: to nearest even) on the way.
+void read_runs(const ckpt::InFile& file, const std::string& path, const ckpt::Header& header,
+               const HfLayout& hf, const std::vector<ElementRun>& runs, TypedSpan out) {
+  std::vector<float> wide;
   for (const ElementRun& r : runs) {
     const ckpt::TensorEntry& t =
         entry(header, hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
-    file.pread(file_offset(header, t, r.hf),
-               std::as_writable_bytes(out.subspan(static_cast<std::size_t>(r.local),
-                                                  static_cast<std::size_t>(r.count))));
+    const TypedSpan into = out.subspan(r.local, r.count);
+    if (file_dtype(out.dtype()) == t.dtype) {
+      file.pread(file_offset(header, t, r.hf),
+                 std::span<std::byte>(into.data(), static_cast<std::size_t>(into.size_bytes())));
+      continue;
+    }
+    wide.resize(static_cast<std::size_t>(r.count));
+    ckpt::read_f32(path, header, t, r.hf, wide);
+    copy_cast(ConstTypedSpan(wide), into);
   }
 }
 
@@ -385,6 +412,9 @@ void load_checkpoint(engine::EngineSet& engines, const model::ModelSpec& spec,
   const std::string optimizer_path = (fs::path(dir) / ckpt::kOptimizerFile).string();
   const std::vector<HeldState> units = held_by(views, spec, hf);
   ckpt::Header model_header, optimizer_header;
+  // A bf16 run's checkpoint keeps its fp32 main params; a bf16 run reads them from it, and takes
+  // them from its params (init_main_params) after an fp32 checkpoint (docs/checkpoints.md).
+  const bool saved_main = manifest.run.value("precision", "fp32") == "bf16";
 
   // Every check first, on every rank.
   collectively(world, [&] {
@@ -410,8 +440,9 @@ void load_checkpoint(engine::EngineSet& engines, const model::ModelSpec& spec,
     model_header = ckpt::read_header(model_path);
     optimizer_header = ckpt::read_header(optimizer_path);
     for (const ckpt::HfTensor& t : hf.tensors())
-      require_tensor(model_path, model_header, t.name, t.shape);
+      require_tensor(model_path, model_header, t.name, t.shape, true);
     for (const HeldState& u : units) {
+      if (u.state == "main" && !saved_main) continue;  // an fp32 checkpoint into a bf16 run
       if (u.matrix) {
         require_tensor(optimizer_path, optimizer_header, u.key, {u.rows, u.cols});
         continue;
@@ -427,7 +458,7 @@ void load_checkpoint(engine::EngineSet& engines, const model::ModelSpec& spec,
     const ckpt::InFile file(model_path);
     for (const View& v : views)
       for (const auto& [e, p] : v.params)
-        read_runs(file, model_header, hf, param_runs(v, hf, e, p), v.engine.param(e).as<float>());
+        read_runs(file, model_path, model_header, hf, param_runs(v, hf, e, p), v.engine.param(e));
   });
   for (const View& v : views) v.engine.init_main_params();
   collectively(world, [&] {
@@ -435,8 +466,9 @@ void load_checkpoint(engine::EngineSet& engines, const model::ModelSpec& spec,
     std::size_t u = 0;
     for (const View& v : views) {
       for (const engine::StateTensor& st : v.engine.optimizer_state()) {
-        if (st.state == "main") continue;
+        if (!saved_state(v.engine, st)) continue;
         const HeldState& unit = units[u++];
+        if (unit.state == "main" && !saved_main) continue;
         if (unit.matrix) {
           const std::int64_t offset =
               file_offset(optimizer_header, entry(optimizer_header, unit.key), 0);
@@ -497,18 +529,20 @@ void load_weights(engine::EngineSet& engines, const model::ModelSpec& spec,
   collectively(world, [&] {
     for (const View& v : views)
       for (const auto& [e, p] : v.params) {
-        const std::span<float> values = v.engine.param(e).as<float>();
+        // Read as fp32 (exact from BF16, F16 and F32), then into the buffer's dtype: a bf16
+        // buffer takes a BF16 tensor's bits unchanged and rounds the others to nearest even.
+        const TypedSpan values = v.engine.param(e);
+        std::vector<float> wide;
         for (const ElementRun& r : param_runs(v, hf, e, p)) {
           const ckpt::WeightsDir::Found found =
               weights->find(hf.tensors()[static_cast<std::size_t>(r.tensor)].name);
           const std::int64_t have =
               std::clamp<std::int64_t>(found.tensor->numel() - r.hf, 0, r.count);
-          std::span<float> out =
-              values.subspan(static_cast<std::size_t>(r.local), static_cast<std::size_t>(r.count));
+          wide.assign(static_cast<std::size_t>(r.count), 0.0f);
           if (have > 0)
             ckpt::read_f32(*found.path, *found.header, *found.tensor, r.hf,
-                           out.first(static_cast<std::size_t>(have)));
-          std::fill(out.begin() + have, out.end(), 0.0f);
+                           std::span<float>(wide).first(static_cast<std::size_t>(have)));
+          copy_cast(ConstTypedSpan(wide), values.subspan(r.local, r.count));
         }
       }
   });

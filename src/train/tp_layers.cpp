@@ -70,10 +70,7 @@ torch::Tensor all_gather_rows(const torch::Tensor& mine, std::int64_t total, con
     counts.push_back(rows * width);
     displs.push_back(begin * width);
   }
-  tp.comm
-      ->all_gather(std::span<const float>(send.data_ptr<float>(), send.numel()), float_span(out),
-                   counts, displs)
-      .wait();
+  tp.comm->all_gather(typed_span(send), typed_span(out), counts, displs).wait();
   return out;
 }
 
@@ -146,13 +143,28 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
 
 }  // namespace
 
+DType dtype_of(const torch::Tensor& t) {
+  if (t.scalar_type() == torch::kFloat32) return DType::kF32;
+  CANZONA_CHECK(t.scalar_type() == torch::kBFloat16, "a tensor of ", t.scalar_type(),
+                ": only fp32 and bf16 move through canzona");
+  return DType::kBF16;
+}
+
+torch::Dtype torch_dtype(DType dtype) {
+  return dtype == DType::kBF16 ? torch::kBFloat16 : torch::kFloat32;
+}
+
+TypedSpan typed_span(const torch::Tensor& t) {
+  CANZONA_CHECK(t.is_contiguous(), "a typed span of a non-contiguous tensor");
+  return {t.data_ptr(), t.numel(), dtype_of(t)};
+}
+
 void all_reduce_sum(torch::Tensor& tensor, const TpGroup& tp) {
   if (tp.size == 1) return;
   CANZONA_CHECK(tp.comm != nullptr && tp.comm->size() == tp.size, "TP group of size ", tp.size,
                 " has no matching communicator");
-  CANZONA_CHECK(tensor.is_contiguous() && tensor.scalar_type() == torch::kFloat32,
-                "all_reduce_sum needs a contiguous fp32 tensor");
-  const std::span<float> values = float_span(tensor);
+  CANZONA_CHECK(tensor.is_contiguous(), "all_reduce_sum needs a contiguous tensor");
+  const TypedSpan values = typed_span(tensor);
   tp.comm->all_reduce(values, values).wait();
 }
 

@@ -149,17 +149,17 @@ std::string first_non_finite(const engine::EngineSet::Member& member) {
       const engine::ElementRange held =
           sharded ? engine.held_elements(param)
                   : engine::ElementRange{0, static_cast<std::int64_t>(engine.param(param).size())};
-      std::span<const float> values;
-      if (what[0] == 'g')
-        values = sharded ? engine.reduced_grad(param).as<float>()
-                         : std::span<const float>(engine.grad(param).as<float>());
-      else
-        values = engine.param(param).as<float>().subspan(
-            static_cast<std::size_t>(held.begin), static_cast<std::size_t>(held.end - held.begin));
-      for (std::size_t i = 0; i < values.size(); ++i)
-        if (!std::isfinite(values[i]))
-          return str(what, " of ", spec.params[p].name, " (local element ",
-                     held.begin + static_cast<std::int64_t>(i), " = ", values[i], ")");
+      const ConstTypedSpan typed =
+          what[0] == 'g'
+              ? (sharded ? engine.reduced_grad(param) : ConstTypedSpan(engine.grad(param)))
+              : ConstTypedSpan(engine.param(param)).subspan(held.begin, held.end - held.begin);
+      const std::int64_t i = first_non_finite(typed);
+      if (i >= 0) {
+        float value = 0.0f;  // widened to fp32 (exact), whichever dtype the buffer keeps
+        read_f32(typed.subspan(i, 1), std::span<float>(&value, 1));
+        return str(what, " of ", spec.params[p].name, " (local element ", held.begin + i, " = ",
+                   value, ")");
+      }
     }
   }
   return "";
@@ -203,15 +203,20 @@ class EngineHooks {
       const int i = slot.index;
       const bool copy = p == tied && model.stage().last();
       if (copy)
-        model.bind_value(p, engine->param(i).as<float>());
+        model.bind_value(p, engine->param(i));
       else
-        model.bind(p, engine->param(i).as<float>(), engine->grad(i).as<float>());
+        model.bind(p, engine->param(i), engine->grad(i));
       // ZeRO-3 keeps only the held elements: a param of another rank's shard is not written.
-      // An expert is unsplit (expert TP 1): its init is its tp = 1 value on every rank.
+      // An expert is unsplit (expert TP 1): its init is its tp = 1 value on every rank, rounded
+      // to the buffer's dtype.
       const engine::ElementRange held = engine->held_elements(i);
-      if (options.job.zero_stage == ZeroStage::kOne || held.begin < held.end)
+      if (options.job.zero_stage == ZeroStage::kOne || held.begin < held.end) {
+        const TypedSpan value = engine->param(i);
+        std::vector<float> init(static_cast<std::size_t>(value.size()));
         init_param(spec.params[static_cast<std::size_t>(p)], config, tp, tp_rank, options.job.seed,
-                   engine->param(i).as<float>());
+                   init);
+        copy_cast(ConstTypedSpan(init), value);
+      }
       auto accumulator = torch::autograd::impl::grad_accumulator(model.param(p));
       const bool original = p == tied && !copy;
       accumulator->add_post_hook(
@@ -338,9 +343,12 @@ struct Measurement {
         const int b = engine.bucket_of(i);
         if (b < 0) continue;
         engine.wait_param_sync(b);
-        const std::span<float> v = engine.param(i).as<float>();
-        values[static_cast<std::size_t>(member.source[static_cast<std::size_t>(i)])].assign(
-            v.begin(), v.end());
+        // Widened to fp32 (exact) from a bf16 buffer.
+        const ConstTypedSpan v = engine.param(i);
+        std::vector<float>& out =
+            values[static_cast<std::size_t>(member.source[static_cast<std::size_t>(i)])];
+        out.resize(static_cast<std::size_t>(v.size()));
+        read_f32(v, out);
         if (i + 1 == n || engine.bucket_of(i + 1) != b) engine.release_params(b);
       }
     }
@@ -441,9 +449,11 @@ class StagePipe {
   }
 
   // Blocks until the message arrives; the wait counts as pipeline wait.
-  void receive(comm::Communicator& comm, int peer, Tag tag, std::span<float> into) {
+  void receive(comm::Communicator& comm, int peer, Tag tag, TypedSpan into) {
     const double t0 = wall_ms();
-    comm.irecv(std::as_writable_bytes(into), peer, tag).wait();
+    comm.irecv(std::span<std::byte>(into.data(), static_cast<std::size_t>(into.size_bytes())), peer,
+               tag)
+        .wait();
     wait_ms_ += wall_ms() - t0;
   }
   torch::Tensor receive(comm::Communicator& comm, int peer, Tag tag,
@@ -503,9 +513,9 @@ class Run {
     stage_ = {grid.coord().pp, grid.dims().pp, options.job.pp_layout};
     hidden_ = config.hidden;
     num_experts_ = config.is_moe() ? config.num_experts : 0;
-    model_ = std::make_unique<Qwen3Model>(config, spec,
-                                          TpGroup{&grid.tp(), grid.dims().tp, grid.coord().tp},
-                                          Qwen3Model::Storage::kBound, ep, stage_);
+    model_ = std::make_unique<Qwen3Model>(
+        config, spec, TpGroup{&grid.tp(), grid.dims().tp, grid.coord().tp},
+        Qwen3Model::Storage::kBound, ep, stage_, options.job.precision);
     if (plan_.tied_embedding >= 0 && model_->holds(plan_.tied_embedding))
       tied_ = plan_.tied_embedding;
     hooks_ = std::make_unique<EngineHooks>(*engines_, *model_, spec, config, options,
@@ -632,7 +642,7 @@ class Run {
   torch::Tensor stage_input(const Batch& batch) {
     if (stage_.first()) return tokens(batch.inputs, batch.micro_batch, batch.seq_len);
     return pipe_.receive(grid_.pp(), stage_.index - 1, StagePipe::kActivation,
-                         {batch.micro_batch, batch.seq_len, hidden_});
+                         {batch.micro_batch, batch.seq_len, hidden_}, torch_dtype(model_->dtype()));
   }
 
   // The last stage's values (the losses summed over DP) reach every other stage of its pipeline.
@@ -640,7 +650,7 @@ class Run {
     if (stage_.count == 1) return;
     comm::Communicator& pipe = grid_.pp();
     if (!stage_.last()) {
-      pipe_.receive(pipe, stage_.count - 1, StagePipe::kLoss, values);
+      pipe_.receive(pipe, stage_.count - 1, StagePipe::kLoss, TypedSpan(values));
       return;
     }
     const torch::Tensor t = torch::tensor(values, torch::kFloat32);
@@ -652,10 +662,9 @@ class Run {
   // stage's copy.
   void send_tied_sum() {
     if (stage_.count == 1) return;
-    const std::span<float> g = engines_->grad(tied_).as<float>();
-    pipe_.send(
-        grid_.embedding(), 1, StagePipe::kTiedSum,
-        torch::from_blob(g.data(), {static_cast<std::int64_t>(g.size())}, torch::kFloat32).clone());
+    const TypedSpan g = engines_->grad(tied_);
+    pipe_.send(grid_.embedding(), 1, StagePipe::kTiedSum,
+               torch::from_blob(g.data(), {g.size()}, torch_dtype(g.dtype())).clone());
   }
 
   // Megatron's 1F1B (pipeline_schedule.h) over this rank's stage: forwards take the previous
@@ -734,8 +743,8 @@ class Run {
           outputs[m].backward();
         } else {
           std::vector<torch::Tensor> roots = {outputs[m]};
-          std::vector<torch::Tensor> grads = {
-              pipe_.receive(pipe, stage_.index + 1, StagePipe::kGradient, shape)};
+          std::vector<torch::Tensor> grads = {pipe_.receive(
+              pipe, stage_.index + 1, StagePipe::kGradient, shape, torch_dtype(model_->dtype()))};
           if (moe) {
             // This stage's share of the load-balancing loss, with every stage's choices.
             RoutingStats& r = routing[m];
@@ -751,7 +760,7 @@ class Run {
             torch::Tensor& weight = model_->param(tied_);
             roots.push_back(weight.view_as(weight));
             grads.push_back(pipe_.receive(grid_.embedding(), 1, StagePipe::kTiedGradient,
-                                          weight.sizes().vec()));
+                                          weight.sizes().vec(), weight.scalar_type()));
           }
           waited = pipe_.take_wait_ms();
           torch::autograd::backward(roots, grads);
@@ -782,7 +791,7 @@ class Run {
       // The copy's gradient is the first stage's sum; then it is ready like any other.
       engine::Engine* engine = engines_->engine_of(tied_);
       const int i = engines_->slot(tied_).index;
-      pipe_.receive(grid_.embedding(), 0, StagePipe::kTiedSum, engine->grad(i).as<float>());
+      pipe_.receive(grid_.embedding(), 0, StagePipe::kTiedSum, engine->grad(i));
       record.pipeline_wait_ms += pipe_.take_wait_ms();
       engine->grad_ready(i);
     }
@@ -975,7 +984,10 @@ ckpt::Manifest manifest_of(const TrainOptions& o, const std::string& model, plan
            {"split_qkv", model::to_string(o.job.qkv_split)},
            {"split_fc1", o.job.split_fc1},
            {"ep", o.job.dims.ep},  // informational: a MoE checkpoint resumes under any EP
-           {"reduce_mode", comm::to_string(o.job.reduce_mode)}};
+           {"reduce_mode", comm::to_string(o.job.reduce_mode)},
+           // bf16: model.safetensors is BF16, optimizer.safetensors has the fp32 main params
+           {"precision", to_string(o.job.precision)},
+           {"grad_reduce_in_fp32", o.job.grad_reduce_in_fp32}};
   return m;
 }
 

@@ -112,5 +112,26 @@ TEST(DType, TypedSpansCheckTheirDtype) {
   EXPECT_THROW(TypedSpan(f).subspan(3, 2), Error);
 }
 
+// first_non_finite: the first NaN or infinity by index, in either dtype, past a block of 4096
+// finite values and with the largest finite values and a subnormal not flagged.
+TEST(DType, FirstNonFiniteFindsTheFirstNanOrInfinity) {
+  std::vector<float> f(10000, 1.0f);
+  f[1] = std::numeric_limits<float>::max();
+  f[2] = -std::numeric_limits<float>::denorm_min();
+  EXPECT_EQ(first_non_finite(ConstTypedSpan(f)), -1);
+  f[9000] = -std::numeric_limits<float>::infinity();
+  f[5000] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(first_non_finite(ConstTypedSpan(f)), 5000);
+  std::vector<bf16> b(6000, to_bf16(1.0f));
+  b[3] = bf16{0x7F7F};  // the largest finite bf16
+  b[4] = bf16{0xFF7F};
+  EXPECT_EQ(first_non_finite(ConstTypedSpan(b)), -1);
+  b[5999] = bf16{0xFF80};  // -inf
+  EXPECT_EQ(first_non_finite(ConstTypedSpan(b)), 5999);
+  b[4097] = bf16{0x7FC1};  // a NaN
+  EXPECT_EQ(first_non_finite(ConstTypedSpan(b)), 4097);
+  EXPECT_EQ(first_non_finite(ConstTypedSpan(std::vector<float>())), -1);
+}
+
 }  // namespace
 }  // namespace canzona

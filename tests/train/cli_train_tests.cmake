@@ -159,6 +159,39 @@ if(TARGET canzona AND TARGET canzona-train)
                    EXPECT "experts: EP 2, expert DP 2 .*${verify_tpn}"
                    ONCE "${verify_once}"
                    COMMAND ${canzona} train ${train_moe} --dp 2 --tp 2 --ep 2 --split-fc1)
+  # --precision bf16 (docs/precision.md): bf16 params, activations and gradients, fp32 main
+  # params and optimizer state. Every strategy is bitwise the bf16 single process
+  # (training_reference.cpp: its own rounding, scaling and rank-order sums) at DP 2 with
+  # accumulation, with fp32 gradient reduction (Megatron's main_grad over micro-batches), at
+  # PP 2 with tied embeddings and MoE at EP 1; bitwise across strategies and within bound of it at
+  # DP 2 x TP 2 and at EP 2. ZeRO-3 against ZeRO-1 in bf16: zero3_test.sh (section 9).
+  set(bf16_line "precision bf16: bf16 params, activations and gradients \\(reduced in")
+  set(bf16_native "main params and optimizer state \\| bf16 (native \\([A-Z0-9, -]+\\)|emulated \\(no native bf16 instructions on this CPU\\)) \\| bf16 matmul [0-9.]+ GFLOP/s\n")
+  canzona_cli_test(train_cli_bf16_exact_dp2 NP 2 RC 0 TIMEOUT 90
+                   EXPECT "${bf16_line} bf16\\), fp32 ${bf16_native}.*${verify_tp1}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --grad-accum 2 --strategies all
+                           --steps 4 --eval-every 2 --verify --precision bf16)
+  canzona_cli_test(train_cli_bf16_fp32_grads NP 2 RC 0 TIMEOUT 90
+                   EXPECT "${bf16_line} fp32\\), fp32 ${bf16_native}.*${verify_tp1}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --grad-accum 2 --strategies all
+                           --steps 3 --eval-every 0 --verify --precision bf16
+                           --grad-reduce-in-fp32)
+  canzona_cli_test(train_cli_bf16_exact_pp2 NP 2 RC 0 TIMEOUT 90 EXPECT "${verify_pp4}"
+                   COMMAND ${canzona} train ${train_quick} --pp 2 --grad-accum 3
+                           --strategies sc,lb-asc --steps 3 --eval-every 0 --verify
+                           --precision bf16)
+  canzona_cli_test(train_cli_bf16_dp2_tp2 NP 4 RC 0 TIMEOUT 120 EXPECT "${verify_tpn}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_quick} --dp 2 --tp 2 --split-fc1
+                           --strategies all --steps 3 --eval-every 0 --verify --precision bf16)
+  canzona_cli_test(train_cli_bf16_moe_dp2_ep1 NP 2 RC 0 TIMEOUT 90 EXPECT "${verify_tp1}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_moe} --dp 2 --precision bf16)
+  canzona_cli_test(train_cli_bf16_moe_dp2_ep2 NP 2 RC 0 TIMEOUT 90 EXPECT "${verify_moe_ep}"
+                   ONCE "${verify_once}"
+                   COMMAND ${canzona} train ${train_moe} --dp 2 --ep 2 --precision bf16)
   foreach(opt shampoo soap adamw)
     canzona_cli_test(train_cli_exact_dp2_${opt} NP 2 RC 0 TIMEOUT 90
                      EXPECT "optimizer ${opt} [^\n]*\n.*${verify_tp1}" ONCE "${verify_once}"
@@ -305,6 +338,15 @@ if(TARGET canzona AND TARGET canzona-train)
                                     --test-poison-step 2 --test-poison-rank ${rank}
                                     --json ${json})
   endforeach()
+  # The same in bf16: a NaN in a bf16 gradient buffer is found and named as in fp32.
+  set(json ${train_cli_out}/nonfinite_bf16.json)
+  canzona_train_cli_check(train_cli_nonfinite_bf16 NP 2 RC 1 TIMEOUT 60
+                          EXPECT "${nonfinite}" ONCE "step 2: non-finite"
+                          DEFINES -DREMOVE=${json} -DABSENT=${json}
+                                  "-DNOT_EXPECT=step +[2-9]/4|step +[2-9] \\| val loss"
+                          COMMAND ${canzona} train ${train_quick} --dp 2 --steps 4 --eval-every 1
+                                  --precision bf16 --test-poison-step 2 --test-poison-rank 1
+                                  --json ${json})
 
   # --- 6. Only `canzona train` loads libtorch.
   add_test(NAME train_cli_canzona_no_libtorch
@@ -422,10 +464,9 @@ if(TARGET canzona AND TARGET canzona-train)
                    EXPECT "verify lb-asc +vs single process: within bound \\(max relative loss difference [-+.e0-9]+ of 0.0001, native reduction\\)\n"
                    COMMAND ${canzona} train ${train_quick} --dp 2 --reduce-mode native
                            --strategies lb-asc --steps 3 --eval-every 0 --verify)
-  # bf16 runs in run and compare only so far (docs/precision.md): train says so in one line.
-  canzona_cli_test(train_cli_precision_bf16 RC 2 ONE_LINE
-                   EXPECT "canzona: error: --precision bf16: canzona train computes in fp32 only"
-                   COMMAND ${canzona} train ${train_quick} --precision bf16)
+  canzona_cli_test(train_cli_precision_bad RC 2 ONE_LINE
+                   EXPECT "canzona: error: --precision must be fp32 or bf16 \\(got 'fp16'\\)"
+                   COMMAND ${canzona} train ${train_quick} --precision fp16)
   canzona_cli_test(train_cli_log_interval_bad RC 2 ONE_LINE
                    EXPECT "canzona: error: --log-interval = 0 must lie in .1, 1099511627776. \\(2.40\\)"
                    COMMAND ${canzona} train ${train_quick} --log-interval 0)

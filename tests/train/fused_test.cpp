@@ -172,5 +172,79 @@ TEST(FusedSwiGlu, RejectsAnOddWidth) {
   EXPECT_THROW(fused_swiglu(randn({3, 5}, 1)), Error);
 }
 
+// bf16 (fused.h: widened, fp32 kernel, each output rounded once). Against the double reference
+// of the bf16 inputs, every output element is the reference rounded to bf16 up to the fp32
+// kernel's own error: within half a bf16 ulp of the reference value plus 1e-5 of the scale.
+// Rounding twice, or computing in bf16, misses that bound on some of the elements (a bf16 sum of 16
+// squares alone is off by several ulps).
+void expect_rounded_once(const torch::Tensor& got, const torch::Tensor& want, const char* what) {
+  ASSERT_EQ(got.scalar_type(), torch::kBFloat16) << what;
+  const torch::Tensor g = got.to(torch::kFloat64), w = want.detach().to(torch::kFloat64);
+  const double scale = w.abs().max().item<double>();
+  // Half a bf16 ulp of each reference value: 2^(floor(log2 |w|) - 8) (8 significant bits).
+  const torch::Tensor half_ulp = torch::exp2(torch::floor(torch::log2(w.abs())) - 8.0);
+  const torch::Tensor excess = (g - w).abs() - (half_ulp + 1e-5 * scale);
+  const auto worst = excess.flatten().argmax().item<std::int64_t>();
+  EXPECT_LE(excess.max().item<double>(), 0.0)
+      << what << ": element " << worst << " is " << g.flatten()[worst].item<double>()
+      << ", the reference " << w.flatten()[worst].item<double>();
+}
+
+torch::Tensor bf16_leaf(const torch::Tensor& t) {
+  return t.to(torch::kBFloat16).requires_grad_(true);
+}
+
+TEST(FusedBf16, RmsNormComputesInFp32AndRoundsOnce) {
+  const torch::Tensor x = randn({3, 5, 16}, 21), w = randn({16}, 22), g = randn({3, 5, 16}, 23);
+  torch::Tensor x16 = bf16_leaf(x), w16 = bf16_leaf(w);
+  torch::Tensor x64 = leaf64(x16.detach()), w64 = leaf64(w16.detach());
+  const torch::Tensor g16 = g.to(torch::kBFloat16);
+  const torch::Tensor want = plain_rms_norm(x64, w64);
+  want.backward(g16.to(torch::kFloat64));
+  const torch::Tensor got = fused_rms_norm(x16, w16, kEps);
+  got.backward(g16);
+  expect_rounded_once(got, want, "output");
+  expect_rounded_once(x16.grad(), x64.grad(), "input gradient");
+  expect_rounded_once(w16.grad(), w64.grad(), "weight gradient");
+}
+
+TEST(FusedBf16, SwiGluComputesInFp32AndRoundsOnce) {
+  const torch::Tensor fc1 = 3.0 * randn({4, 7, 24}, 24), g = randn({4, 7, 12}, 25);
+  torch::Tensor f16 = bf16_leaf(fc1), f64 = leaf64(f16.detach());
+  const torch::Tensor g16 = g.to(torch::kBFloat16);
+  const torch::Tensor want = torch::silu(f64.narrow(-1, 0, 12)) * f64.narrow(-1, 12, 12);
+  want.backward(g16.to(torch::kFloat64));
+  const torch::Tensor got = fused_swiglu(f16);
+  got.backward(g16);
+  expect_rounded_once(got, want, "output");
+  expect_rounded_once(f16.grad(), f64.grad(), "input gradient");
+}
+
+TEST(FusedBf16, AttentionHeadsNormAndRopeInFp32AndRoundOnce) {
+  torch::Tensor cos, sin;
+  rope_tables(cos, sin);
+  const torch::Tensor qkv = randn({kB, kS, kG * (kP + 2) * kD}, 26);
+  torch::Tensor qkv16 = bf16_leaf(qkv), qn16 = bf16_leaf(randn({kD}, 27)),
+                kn16 = bf16_leaf(randn({kD}, 28));
+  torch::Tensor qkv64 = leaf64(qkv16.detach()), qn64 = leaf64(qn16.detach()),
+                kn64 = leaf64(kn16.detach());
+  const AttentionHeads want =
+      plain_heads(qkv64, qn64, kn64, cos.to(torch::kFloat64), sin.to(torch::kFloat64));
+  const AttentionHeads got = fused_attention_heads(qkv16, kG, kP, kD, qn16, kn16, kEps, cos, sin);
+  expect_rounded_once(got.q, want.q, "q");
+  expect_rounded_once(got.k, want.k, "k");
+  expect_rounded_once(got.v, want.v, "v");
+  const torch::Tensor gq = randn({kB, kG, kS, kP, kD}, 29).to(torch::kBFloat16);
+  (want.q * gq.to(torch::kFloat64)).sum().backward();
+  (got.q * gq).sum().backward();
+  expect_rounded_once(qkv16.grad(), qkv64.grad(), "qkv gradient");
+  expect_rounded_once(qn16.grad(), qn64.grad(), "q-norm gradient");
+}
+
+TEST(FusedBf16, RefusesMixedDtypes) {
+  EXPECT_THROW(fused_rms_norm(randn({2, 4}, 1).to(torch::kBFloat16), randn({4}, 2), kEps),
+               UsageError);
+}
+
 }  // namespace
 }  // namespace canzona::train::fused_test

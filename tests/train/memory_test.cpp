@@ -30,10 +30,13 @@ Sizes sizes(const model::ModelSpec& spec) {
   return s;
 }
 
-MemoryNeed need_of(plan::Strategy strategy, int dp, Sizes* out) {
+MemoryNeed need_of(plan::Strategy strategy, int dp, Sizes* out, DType precision = DType::kF32,
+                   bool grad_reduce_in_fp32 = false) {
   TrainOptions o;
   o.job.model = "qwen3-tiny";
   o.job.dims.dp = dp;
+  o.job.precision = precision;
+  o.job.grad_reduce_in_fp32 = grad_reduce_in_fp32;
   o.all_adamw = true;
   o.strategies = {strategy};
   const model::TransformerConfig config = model::preset(o.job.model);
@@ -60,6 +63,20 @@ TEST(MemoryEstimate, Dp2ScComputesEverythingAndReducesInPlace) {
   Sizes s;
   const MemoryNeed need = need_of(plan::Strategy::kSc, 2, &s);
   EXPECT_EQ(need.buffer_bytes, 4 * s.params);
+}
+
+// --precision bf16: params and gradients of 2 bytes (gradients 4 under --grad-reduce-in-fp32),
+// the main copies fp32; the reduce-scatter shard at the gradients' bytes.
+TEST(MemoryEstimate, Bf16CountsEachBufferAtItsDtype) {
+  Sizes s;
+  const MemoryNeed bf16 = need_of(plan::Strategy::kLbAsc, 2, &s, DType::kBF16);
+  EXPECT_EQ(bf16.params_bytes, 2 * s.params);
+  EXPECT_EQ(bf16.grads_bytes, 2 * s.params);
+  EXPECT_EQ(bf16.buffer_bytes, 4 * (s.params / 2 + s.largest) + 2 * (s.params / 2 + s.largest));
+  const MemoryNeed fp32_grads = need_of(plan::Strategy::kLbAsc, 2, &s, DType::kBF16, true);
+  EXPECT_EQ(fp32_grads.params_bytes, 2 * s.params);
+  EXPECT_EQ(fp32_grads.grads_bytes, 4 * s.params);
+  EXPECT_EQ(fp32_grads.buffer_bytes, 4 * ((s.params / 2 + s.largest) + (s.params / 2 + s.largest)));
 }
 
 // Pipeline stages (qwen3-tiny, 2 layers, tied): each stage holds its own params (the last also

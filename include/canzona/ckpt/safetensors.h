@@ -55,6 +55,9 @@ struct Layout {
   std::string bytes;
   Header header;
 };
+// layout() is the same with every tensor of `dtype` (F32 or BF16: a bf16 run's model file).
+Layout layout(const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors,
+              Dtype dtype, const std::map<std::string, std::string>& metadata = {});
 Layout layout_f32(const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors,
                   const std::map<std::string, std::string>& metadata = {});
 

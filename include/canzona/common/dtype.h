@@ -202,6 +202,9 @@ void copy_cast(ConstTypedSpan from, TypedSpan to);
 void copy_cast(ConstTypedPtr from, TypedPtr to, std::int64_t n);
 // out[j] = fp32 value of x[j]: reads either dtype into fp32.
 void read_f32(ConstTypedSpan x, std::span<float> out);
+// The index of the first NaN or infinity of x, -1 when every element is finite (an element is
+// non-finite when its exponent bits are all ones; the scan is a vectorisable bit test).
+std::int64_t first_non_finite(ConstTypedSpan x);
 
 // Sums P equal blocks element-wise in rank order, ((x_0 + x_1) + x_2) + ... in fp32, and writes
 // the result in the blocks' dtype (bf16: the fp32 sum rounded once, to nearest even). `blocks`

@@ -3,23 +3,27 @@
 // the need and what is available, before any rank trains (so a typo such as --micro-batch 100000
 // is a usage error, not an allocation failure deep inside libtorch).
 //
-// The estimate (bytes, fp32 everywhere, per rank of a DP x TP grid):
-//   params      the engine's parameter buffer: every param's TP-local elements x 4
-//   grads       the engine's gradient buffer, the same size
+// The estimate (bytes per rank of a DP x TP grid; e the bytes of an element of the buffer's dtype:
+// 4 for fp32, 2 for bf16, --precision; gradients 4 under --grad-reduce-in-fp32):
+//   params      the engine's parameter buffer: every param's TP-local elements x e
+//   grads       the engine's gradient buffer, the same elements at the gradients' e
 //   (ZeRO-3)    params: the DP shard (local / DP plus the largest param) and two gathered buckets;
 //               grads: two buckets, or the whole buffer when micro-batches accumulate
 //   optimizer   ZeRO-1 state: every task's state (cost::state_bytes of its optimizer and shape)
 //               summed over the model, / (DP x TP), plus the largest single task's state (DP
 //               buckets are cut at param boundaries, so a rank holds at most one task beyond the
 //               mean; a TP task's whole-matrix state lives on one TP rank)
-//   buffers     communication and gathered-matrix buffers: one more copy of the TP-local params
+//   buffers     communication and gathered-matrix buffers: an fp32 main copy of every task the
+//               rank computes (element-wise ones included, which only bf16 keeps: an upper
+//               bound in fp32), and under a reduce-scatter the DP shard of the gradients
 //   activations what autograd keeps for one micro-batch (T = micro_batch x seq_len tokens, layers
 //               L, hidden H, TP-local heads n, KV heads g, head_dim d, FFN F, vocabulary V):
 //               T x 4 x [ (L + 1) (8 H + 11 n d + 9 g d + 4 F + n S) + 2 n S + 6 V / TP + 4 H ]
 //               with S = seq_len: per layer the saved norms, q/k/v and their RoPE copies, the
 //               softmax output (n S per token: the S x S scores), the MLP's three F-wide tensors;
 //               one extra layer for backward's gradients, the two transient score tensors, the
-//               logits and the cross-entropy's softmax
+//               logits and the cross-entropy's softmax; fp32 (under bf16 an upper bound: the
+//               activations are bf16, SwiGLU's saved sigmoid and RMSNorm's inverse rms fp32)
 //   runtime     libtorch, MPI and the process itself: kRuntimeBytes
 // --verify adds, on world rank 0, the single-process reference (TP = 1, DP = 1) after training.
 //

@@ -71,8 +71,12 @@ class Qwen3Model {
   // not its params (holds() is false). Throws UsageError as model::stage_bounds (a layout that
   // does not fit the layers).
   enum class Storage { kOwned, kBound };
+  // `dtype` is the params', their gradients' and the activations' (docs/precision.md: bf16
+  // products accumulate in fp32 and round once; norms, softmax, RoPE, SwiGLU and the loss compute
+  // in fp32 on widened values; activations between layers are bf16).
   Qwen3Model(const model::TransformerConfig& config, const model::ModelSpec& spec, TpGroup tp,
-             Storage storage = Storage::kOwned, EpGroup ep = {}, PipelineStage stage = {});
+             Storage storage = Storage::kOwned, EpGroup ep = {}, PipelineStage stage = {},
+             DType dtype = DType::kF32);
   ~Qwen3Model();
   Qwen3Model(const Qwen3Model&) = delete;
   Qwen3Model& operator=(const Qwen3Model&) = delete;
@@ -84,13 +88,18 @@ class Qwen3Model {
   bool holds(int p) const;
   // Leaf tensor of spec param p (TP-local shape), requires_grad. Throws Error unless holds(p).
   torch::Tensor& param(int p);
+  DType dtype() const;
   // Makes param p a view of `value` and its gradient a view of `grad` (local numel each; the
-  // gradient accumulates there in place). The values are not changed.
-  void bind(int p, std::span<float> value, std::span<float> grad);
+  // gradient accumulates there in place). The values are not changed. `value` has the model's
+  // dtype; `grad` too, or fp32 in a bf16 model (--grad-reduce-in-fp32, Megatron's main_grad):
+  // then each backward's bf16 gradient is added into `grad` in fp32 right after autograd
+  // accumulated it, by a hook on the param's accumulator that runs before any hook added later,
+  // and param(p).grad() is left undefined.
+  void bind(int p, TypedSpan value, TypedSpan grad);
   // Makes param p a view of `value` with no gradient buffer: each backward's gradient of it is
   // param(p).grad(), autograd's own tensor (the last stage's tied-embedding copy, whose gradient
   // goes to the first stage after every micro-batch).
-  void bind_value(int p, std::span<float> value);
+  void bind_value(int p, TypedSpan value);
   // The forward reads params segment by segment: the embedding; per layer its attention
   // (qkv norm, qkv weight and bias, q/k norms, output projection), then its MLP (fc1 norm, fc1,
   // fc2; a MoE layer: pre-MLP norm, router, this EP rank's experts' fc1 and fc2 in expert order);
@@ -112,8 +121,8 @@ class Qwen3Model {
   // vocabulary), identical on every TP rank. The whole model (one stage) only.
   torch::Tensor token_losses(const torch::Tensor& inputs, const torch::Tensor& targets);
   // This stage's forward: `input` is the token ids [B, S] on the first stage, the previous
-  // stage's output [B, S, hidden] (fp32) elsewhere; returns the hidden state [B, S, hidden] for
-  // the next stage, or on the last stage the per-token losses [B * S] of `targets`.
+  // stage's output [B, S, hidden] (of the model's dtype) elsewhere; returns the hidden state [B, S,
+  // hidden] for the next stage, or on the last stage the per-token losses [B * S] of `targets`.
   torch::Tensor stage_forward(const torch::Tensor& input, const torch::Tensor& targets);
   // This rank's logits columns [B, S, V/T] (tests).
   torch::Tensor local_logits(const torch::Tensor& inputs);

@@ -18,6 +18,10 @@
 // embedding and output weights (rank t holds rows [t V/T, (t+1) V/T) of the padded vocabulary V)
 // and are exact under TP: the cross-entropy's max, sum of exponentials and target logit are
 // combined over ranks, so no rank ever materialises the full logits.
+//
+// Precision. Activations are fp32 or bf16 (--precision, docs/precision.md); every collective
+// moves the tensor's own dtype, and a bf16 sum is taken in fp32 in rank order and rounded once
+// (comm::Communicator). The cross-entropy takes fp32 logits (the model widens bf16 ones first).
 #pragma once
 #include <torch/torch.h>
 
@@ -25,6 +29,7 @@
 #include <utility>
 
 #include "canzona/comm/communicator.h"
+#include "canzona/common/dtype.h"
 
 namespace canzona::train {
 
@@ -34,7 +39,14 @@ struct TpGroup {
   int rank = 0;
 };
 
-// In-place sum over the group of a contiguous fp32 tensor (blocking). No-op when size == 1.
+// The canzona dtype of an fp32 or bf16 tensor (Error for another), and back.
+DType dtype_of(const torch::Tensor& t);
+torch::Dtype torch_dtype(DType dtype);
+// The elements of a contiguous fp32 or bf16 tensor as a typed span.
+TypedSpan typed_span(const torch::Tensor& t);
+
+// In-place sum over the group of a contiguous fp32 or bf16 tensor (blocking). No-op when
+// size == 1.
 void all_reduce_sum(torch::Tensor& tensor, const TpGroup& tp);
 
 torch::Tensor copy_to_tp(const torch::Tensor& x, const TpGroup& tp);

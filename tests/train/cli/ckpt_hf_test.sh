@@ -10,6 +10,11 @@
 #      embedding short of the padded vocabulary) on another grid (DP 2) loads exactly the
 #      rounded values, zero padding rows. A directory lacking a tensor, or with one of another
 #      shape, exits 2 naming it, printed once, nothing saved.
+#   c. --precision bf16: the init saved at TP 2 is BF16 in model.safetensors, each value the init
+#      rounded to nearest even, and optimizer.safetensors keeps every task's and tensor's fp32
+#      main param (the bf16 init widened) beside the state; a changed main value is caught.
+#      --init-from the mixed directory of b into a bf16 run keeps its BF16 tensors' bits and
+#      rounds the others.
 # Usage: ckpt_hf_test.sh <canzona> <mpirun> <canzona_check_output>
 # shellcheck disable=SC1091,SC2154,SC2034 # sourced lib; mpirun_exe is used by ckpt_lib.sh
 canzona=$1
@@ -95,6 +100,25 @@ if expect_ok save mpi 2 "$canzona" train --model qwen3-tiny "${shape[@]}" --dp 1
   expect_init_error hf_reshape \
     "$work/hf_reshape/model.safetensors: tensor '$t' has shape [64, 256], this model needs [128, 128]" \
     "$work/hf_reshape"
+fi
+
+# --- c. bf16.
+B=$work/B
+if expect_ok save_bf16 mpi 2 "$canzona" train --model qwen3-tiny "${shape[@]}" --dp 1 --tp 2 \
+  --precision bf16 --save-dir "$B"; then
+  ckpt=$B/step-00000001
+  expect_py init_bf16 check-init "$ckpt"
+  expect_py flip_main mutate "$ckpt" "$work/flipped_main" flip-optimizer \
+    model.layers.0.self_attn.qkv_proj.weight.main
+  expect_py_fails flipped_main "tensor 'model.layers.0.self_attn.qkv_proj.weight.main': 1 of" \
+    check-init "$work/flipped_main"
+  if [ -d "${H:-}" ]; then
+    B2=$work/B2
+    if expect_ok init_from_bf16 mpi 2 "$canzona" train --init-from "$H" "${shape[@]}" --dp 2 \
+      --precision bf16 --save-dir "$B2"; then
+      expect_py loaded_bf16 check-equal "$B2/step-00000001" "$work/expected.safetensors"
+    fi
+  fi
 fi
 
 cli_finish

@@ -13,6 +13,12 @@
 #      complete checkpoint is K2 - 1, the half-written `.step-<K2>.tmp` is never taken for a
 #      checkpoint, and resuming from the save directory again ends bitwise at the reference;
 #      its first save removes the leftover.
+#   4. --precision bf16: a run saving at step 3, resumed there under another strategy (asc) and
+#      ZeRO-3, ends bitwise as the run that never stopped (losses, params hash, and the step-6
+#      weights and state, fp32 main params included, byte for byte); without the main params the
+#      resumed run would differ. Across precisions (docs/checkpoints.md's rule), checked at lr 0
+#      by an independent reader (hf_reference.py check-cast): a bf16 checkpoint resumed under
+#      --precision fp32 holds its weights widened, an fp32 one under bf16 its weights rounded.
 # K and K2 are printed; rerun with CANZONA_KILL_STEP=K CANZONA_KILL_IN_SAVE_STEP=K2 (>= 2) to
 # reproduce a failure.
 # shellcheck disable=SC1091,SC2154,SC2034 # sourced lib; mpirun_exe is used by ckpt_lib.sh
@@ -88,5 +94,35 @@ if expect_ok torn_resumed run 2 --save-every 2 --save-dir "$torn" --resume "$tor
   if [ "$leftovers" -eq 0 ]; then pass; else
     fail "the next save left the torn save's temporary directory behind"
   fi
+fi
+
+# --- 4. bf16.
+bref=$work/bref
+if expect_ok bf16_ref run 2 --precision bf16 --save-every 3 --save-dir "$bref" \
+  --json "$work/bref.json"; then
+  bres=$work/bres
+  if expect_ok bf16_resumed run 2 --precision bf16 --strategy asc --zero-stage 3 \
+    --save-dir "$bres" --resume "$bref/step-00000003" --json "$work/bres.json"; then
+    if diff <(losses "$work/bref.json" 4) <(losses "$work/bres.json" 1) >"$work/d5"; then pass; else
+      fail "bf16 losses after resuming at step 3 differ from the uninterrupted run: $(cat "$work/d5")"
+    fi
+    same_state "$bref/step-00000006" "$bres/step-00000006" "bf16 resumed at step 3 (asc, ZeRO-3)"
+  fi
+  # expect_cast NAME SOURCE PRECISION: resumed from SOURCE at lr 0 under PRECISION, the saved
+  # weights are SOURCE's cast.
+  expect_cast() {
+    local name=$1 source=$2 precision=$3
+    if expect_ok "$name" run 2 --precision "$precision" --resume "$source" --lr 0 --adamw-lr 0 \
+      --save-dir "$work/$name"; then
+      if /usr/bin/python3 "$here/hf_reference.py" check-cast "$source" \
+        "$work/$name/step-00000006" >"$work/$name.cast" 2>&1; then
+        pass
+      else
+        fail "$name: $(cat "$work/$name.cast")"
+      fi
+    fi
+  }
+  expect_cast bf16_to_fp32 "$bref/step-00000003" fp32
+  expect_cast fp32_to_bf16 "$ref/step-00000004" bf16
 fi
 cli_finish

@@ -14,6 +14,9 @@ src/train/model.cpp, re-derived from the Hugging Face side.
                                        row; optimizer.safetensors holds exactly "<task>.
                                        momentum_buffer" per matrix task and "<tensor>.exp_avg" /
                                        ".exp_avg_sq" per element-wise tensor, F32, of their shapes.
+                                       A bf16 run's (trainer.json run.precision): the params BF16,
+                                       each the init rounded to nearest even, and "<task>.main" /
+                                       "<tensor>.main" beside the state, F32, the bf16 init widened.
   hf_reference.py write-hf CKPT OUT EXPECTED
                                        writes OUT, a sharded HF directory (two files and
                                        model.safetensors.index.json, config.json copied) of
@@ -24,7 +27,12 @@ src/train/model.cpp, re-derived from the Hugging Face side.
                                        padding rows).
   hf_reference.py check-equal CKPT EXPECTED
                                        CKPT's files match trainer.json and its model.safetensors
-                                       equals EXPECTED bit for bit (same names, shapes, F32).
+                                       equals EXPECTED bit for bit (same names, shapes, F32; a
+                                       bf16 run's: BF16, EXPECTED rounded to nearest even).
+  hf_reference.py check-cast SOURCE TARGET
+                                       TARGET's model.safetensors holds SOURCE's weights cast
+                                       to its dtype (F32 -> BF16 rounded to nearest even, BF16
+                                       -> F32 widened), bit for bit.
   hf_reference.py mutate CKPT OUT HOW [TENSOR]
                                        OUT = a copy of CKPT's weights (model.safetensors and
                                        config.json, plus the rest when HOW is a checkpoint edit)
@@ -34,6 +42,8 @@ src/train/model.cpp, re-derived from the Hugging Face side.
                                          reshape     TENSOR stored with another shape
                                          f16         TENSOR stored as F16
                                          flip        one value of TENSOR changed
+                                         flip-optimizer
+                                                     flip, of a tensor of optimizer.safetensors
                                          garble      the header's first byte replaced by '['
                                          hf-drop / hf-reshape
                                                      as drop / reshape, written as a plain HF
@@ -277,7 +287,7 @@ def first_difference(name, got, expected, shape):
             f"(0x{int(e[k]):08x})")
 
 
-def check_names(path, tensors, want):
+def check_names(path, tensors, want, want_dtype="F32"):
     got = {name: shape for name, (_, shape, _) in tensors.items()}
     missing = sorted(set(want) - set(got))
     extra = sorted(set(got) - set(want))
@@ -285,8 +295,50 @@ def check_names(path, tensors, want):
         fail(f"{path}: missing tensors {missing}, unexpected tensors {extra}")
     for name, shape in want.items():
         dtype = tensors[name][0]
-        if dtype != "F32" or got[name] != list(shape):
-            fail(f"{path}: tensor '{name}' is {dtype} {got[name]}, expected F32 {list(shape)}")
+        if dtype != want_dtype or got[name] != list(shape):
+            fail(f"{path}: tensor '{name}' is {dtype} {got[name]}, expected {want_dtype} "
+                 f"{list(shape)}")
+
+
+# The matrix tasks of a layer (no QKV / fc1 split): task name -> its HF tensors, whose rows go to
+# the task's logical rows by each tensor's row map (the fused QKV grouped per query group).
+def task_parts(config):
+    out = {}
+    for i in range(config["num_hidden_layers"]):
+        L = f"model.layers.{i}."
+        out[L + "self_attn.qkv_proj.weight"] = [L + "self_attn.q_proj.weight",
+                                                L + "self_attn.k_proj.weight",
+                                                L + "self_attn.v_proj.weight"]
+        out[L + "mlp.gate_up_proj.weight"] = [L + "mlp.gate_proj.weight", L + "mlp.up_proj.weight"]
+        out[L + "self_attn.o_proj.weight"] = [L + "self_attn.o_proj.weight"]
+        out[L + "mlp.down_proj.weight"] = [L + "mlp.down_proj.weight"]
+    return out
+
+
+def check_main(path, optimizer, config, values):
+    """A bf16 run's fp32 main params at the init: each the bf16 init widened, element-wise
+    tensors under "<tensor>.main", matrix tasks under "<task>.main" with their rows placed by
+    the HF tensors' row maps."""
+    layout = {name: (shape, row_of) for name, shape, _, row_of in hf_tensors(config)}
+    wide = {name: bf16_to_f32(to_bf16(v.reshape(-1))).reshape(layout[name][0])
+            for name, v in values.items()}
+    tasks = task_parts(config)
+    in_task = {part for parts in tasks.values() for part in parts}
+    want = {name + ".main": v for name, v in wide.items() if name not in in_task}
+    for task, parts in tasks.items():
+        rows = sum(layout[p][0][0] for p in parts)
+        main = np.zeros((rows, layout[parts[0]][0][1]), dtype=np.float32)
+        for p in parts:
+            row_of = layout[p][1]
+            for j in range(layout[p][0][0]):
+                main[row_of(j)] = wide[p][j]
+        want[task + ".main"] = main
+    for name, expected in want.items():
+        shape = list(expected.shape)
+        message = first_difference(name, optimizer[name][2], expected.reshape(-1), shape)
+        if message:
+            fail(f"{path}: {message}")
+    return len(want)
 
 
 def check_init(ckpt):
@@ -295,32 +347,89 @@ def check_init(ckpt):
         config = json.load(f)
     seed = int(trainer["run"]["seed"])
     layers = config["num_hidden_layers"]
+    # --precision bf16: the params BF16, each the init rounded to nearest even; the fp32 main
+    # params beside the optimizer state.
+    bf16 = trainer["run"].get("precision", "fp32") == "bf16"
+    if config.get("torch_dtype") != ("bfloat16" if bf16 else "float32"):
+        fail(f"{ckpt}/config.json: torch_dtype {config.get('torch_dtype')!r} for a "
+             f"{'bf16' if bf16 else 'fp32'} checkpoint")
     model_path = os.path.join(ckpt, "model.safetensors")
     model = read_safetensors(model_path)
     layout = hf_tensors(config)
-    check_names(model_path, model, {name: shape for name, shape, _, _ in layout})
+    check_names(model_path, model, {name: shape for name, shape, _, _ in layout},
+                "BF16" if bf16 else "F32")
+    inits = {}
     for name, shape, megatron, row_of in layout:
-        expected = expected_init(name, shape, megatron, row_of, seed, layers)
+        expected = inits[name] = expected_init(name, shape, megatron, row_of, seed, layers)
+        if bf16:
+            got, want = model[name][2], to_bf16(expected)
+            bad = np.nonzero(got != want)[0]
+            if len(bad):
+                k = int(bad[0])
+                fail(f"{model_path}: tensor '{name}': {len(bad)} of {len(got)} values differ; "
+                     f"first at element {k}: 0x{int(got[k]):04x}, expected the init "
+                     f"{expected[k]!r} rounded, 0x{int(want[k]):04x} (Megatron {megatron})")
+            continue
         message = first_difference(name, model[name][2], expected, shape)
         if message:
             fail(f"{model_path}: {message} (Megatron {megatron})")
     optimizer_path = os.path.join(ckpt, "optimizer.safetensors")
-    check_names(optimizer_path, read_safetensors(optimizer_path), optimizer_tensors(config))
+    optimizer = read_safetensors(optimizer_path)
+    want = optimizer_tensors(config)
+    mains = 0
+    if bf16:
+        want.update({name + ".main": shape for name, shape, _, _ in layout
+                     if name not in {p for ps in task_parts(config).values() for p in ps}})
+        want.update({task + ".main": want[task + ".momentum_buffer"] for task in task_parts(config)})
+        check_names(optimizer_path, optimizer, want)
+        mains = check_main(optimizer_path, optimizer, config, inits)
+    else:
+        check_names(optimizer_path, optimizer, want)
     print(f"{ckpt}: {len(FILES)} files match trainer.json; {len(layout)} HF tensors hold the "
-          f"init bit for bit; {len(optimizer_tensors(config))} optimizer tensors named and shaped")
+          f"init bit for bit{' (BF16)' if bf16 else ''}; {len(want)} optimizer tensors named and "
+          f"shaped{f', {mains} fp32 main params the bf16 init widened' if mains else ''}")
 
 
 def check_equal(ckpt, expected_path):
-    check_manifest(ckpt)
+    trainer = check_manifest(ckpt)
     model_path = os.path.join(ckpt, "model.safetensors")
     model = read_safetensors(model_path)
     expected = read_safetensors(expected_path)
-    check_names(model_path, model, {n: s for n, (_, s, _) in expected.items()})
+    # A bf16 run keeps EXPECTED's values rounded to bf16 (BF16 sources: their bits unchanged).
+    bf16 = trainer["run"].get("precision", "fp32") == "bf16"
+    check_names(model_path, model, {n: s for n, (_, s, _) in expected.items()},
+                "BF16" if bf16 else "F32")
     for name, (_, shape, values) in expected.items():
-        message = first_difference(name, model[name][2], values, shape)
+        got = bf16_to_f32(model[name][2]) if bf16 else model[name][2]
+        want = bf16_to_f32(to_bf16(values)) if bf16 else values
+        message = first_difference(name, got, want, shape)
         if message:
             fail(f"{model_path}: {message}")
     print(f"{ckpt}: {len(expected)} tensors equal {expected_path} bit for bit")
+
+
+def check_cast(source, target):
+    """TARGET's weights are SOURCE's cast to TARGET's dtype: F32 -> BF16 rounded to nearest even,
+    BF16 -> F32 widened (docs/checkpoints.md's cross-precision rule, after a run at lr 0)."""
+    check_manifest(target)
+    a = read_safetensors(os.path.join(source, "model.safetensors"))
+    b = read_safetensors(os.path.join(target, "model.safetensors"))
+    if sorted(a) != sorted(b):
+        fail(f"{target}: tensors {sorted(set(a) ^ set(b))} not in both")
+    for name, (da, shape, va) in a.items():
+        db, vb = b[name][0], b[name][2]
+        if (da, db) == ("F32", "BF16"):
+            want, got = to_bf16(va), vb
+        elif (da, db) == ("BF16", "F32"):
+            want, got = bf16_to_f32(va).view(np.uint32), vb.view(np.uint32)
+        else:
+            fail(f"{name}: {da} -> {db} is not a cast between precisions")
+        bad = np.nonzero(got != want)[0]
+        if len(bad):
+            k = int(bad[0])
+            fail(f"{target}: tensor '{name}' ({da} -> {db}): {len(bad)} of {len(got)} values "
+                 f"differ from the cast; first at element {k}")
+    print(f"{target}: {len(a)} tensors are {source}'s cast bit for bit")
 
 
 # --- Writers.
@@ -381,7 +490,10 @@ def mutate(ckpt, out, how, tensor=None):
             shutil.copy(os.path.join(ckpt, name), os.path.join(out, name))
     else:
         shutil.copytree(ckpt, out)
-    path = os.path.join(out, "model.safetensors")
+    # flip-optimizer: flip, in optimizer.safetensors (a main param of a bf16 run).
+    path = os.path.join(out, "optimizer.safetensors" if how == "flip-optimizer" else
+                        "model.safetensors")
+    how = "flip" if how == "flip-optimizer" else how
     if how == "garble":
         with open(path, "r+b") as f:
             f.seek(8)
@@ -413,6 +525,7 @@ def mutate(ckpt, out, how, tensor=None):
 
 if __name__ == "__main__":
     commands = {"check-init": (check_init, 1), "check-equal": (check_equal, 2),
+                "check-cast": (check_cast, 2),
                 "write-hf": (write_hf, 3), "mutate": (mutate, (3, 4))}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)

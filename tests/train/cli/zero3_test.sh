@@ -9,7 +9,9 @@
 #      gradients a rank keeps are at most 3/4 of ZeRO-1's for the balanced and the equal cuts
 #      (about half at DP 2), the optimizer state is ZeRO-1's where the plan is (asc, fsdp-a2a);
 #      the optimizer step sends nothing over DP but under fsdp-a2a (its owner All-to-Alls), in
-#      both stages; the summary names the stage and the peak per rank.
+#      both stages; the summary names the stage and the peak per rank. The same again under
+#      --precision bf16 (ZeRO-3 bitwise ZeRO-1 in bf16, main params included in the state hash),
+#      whose ZeRO-1 params and gradients take half of fp32's bytes.
 #   2. Bad input, one line `canzona: error: ...`, exit 2, before any training: a strategy that
 #      cannot shard params (sc's All-Reduce, Megatron-LM's layer-wise; in train, plan and
 #      simulate); a stage that is neither 1
@@ -30,19 +32,22 @@ mpi() {
   timeout 120 "$mpirun_exe" --allow-run-as-root --oversubscribe --mca btl self,vader -np "$np" "$@"
 }
 
-# --- 1. Stage 3 against stage 1.
+# --- 1. Stage 3 against stage 1, in fp32 and in bf16 (--precision bf16: bf16 params and
+# gradients, fp32 main params and state; the state hash covers the main params).
+for precision in fp32 bf16; do
+tag=${precision/fp32/}
 for stage in 1 3; do
-  expect_ok "stage$stage" mpi 2 "$canzona" train "${quick[@]}" --dp 2 --grad-accum 2 --steps 4 \
+  expect_ok "stage$stage$tag" mpi 2 "$canzona" train "${quick[@]}" --dp 2 --grad-accum 2 --steps 4 \
     --strategies asc,lb-asc,fsdp-a2a --zero-stage "$stage" --bucket-size 100000 \
-    --json "$work/stage$stage.json"
+    --precision "$precision" --json "$work/stage$stage$tag.json"
 done
-if [ -f "$work/stage1.json" ] && [ -f "$work/stage3.json" ]; then
-  check_file "$work/stage3.json" json /zero_stage==3 /runs#==3 /bitwise_identical==true \
+if [ -f "$work/stage1$tag.json" ] && [ -f "$work/stage3$tag.json" ]; then
+  check_file "$work/stage3$tag.json" json /zero_stage==3 /runs#==3 /bitwise_identical==true \
     /runs/*/memory/params_bytes:int>0 /runs/*/memory/grads_bytes:int>0 \
     /runs/*/memory/optimizer_state_bytes:int>0 /runs/*/memory/activations_bytes:int>0 \
     /runs/*/memory/peak_rss_bytes:int>0 /runs/*/state_hash:string
-  check_file "$work/stage1.json" json /zero_stage==1 /runs#==3
-  if /usr/bin/python3 - "$work/stage1.json" "$work/stage3.json" >"$work/compare.txt" 2>&1 <<'PY'
+  check_file "$work/stage1$tag.json" json /zero_stage==1 /runs#==3
+  if /usr/bin/python3 - "$work/stage1$tag.json" "$work/stage3$tag.json" >"$work/compare$tag.txt" 2>&1 <<'PY'
 import json, sys
 one, three = (json.load(open(p))["runs"] for p in sys.argv[1:3])
 bad = []
@@ -73,13 +78,28 @@ for a, b in zip(one, three):
 print("\n".join(bad) if bad else "stage 1 and stage 3 agree")
 sys.exit(1 if bad else 0)
 PY
-  then pass; else fail "stage 3 vs stage 1: $(cat "$work/compare.txt")"; fi
-  if grep -q "ZeRO-3, peak resident size per rank" "$work/stage3.out" &&
-    grep -qE "^lb-asc +step +4/4 .*\| peak [0-9.]+ [KMG]iB" "$work/stage3.out"; then
+  then pass; else fail "$precision stage 3 vs stage 1: $(cat "$work/compare$tag.txt")"; fi
+  if grep -q "ZeRO-3, peak resident size per rank" "$work/stage3$tag.out" &&
+    grep -qE "^lb-asc +step +4/4 .*\| peak [0-9.]+ [KMG]iB" "$work/stage3$tag.out"; then
     pass
   else
-    fail "stage 3 summary or step line without the stage or the peak: $(tail -5 "$work/stage3.out")"
+    fail "stage 3 summary or step line without the stage or the peak: $(tail -5 "$work/stage3$tag.out")"
   fi
+fi
+done
+if [ -f "$work/stage1.json" ] && [ -f "$work/stage1bf16.json" ]; then
+  if /usr/bin/python3 - "$work/stage1.json" "$work/stage1bf16.json" >"$work/halves.txt" 2>&1 <<'PY'
+import json, sys
+f32, b16 = (json.load(open(p)) for p in sys.argv[1:3])
+bad = [f"{a['strategy']} {k}: bf16 {b['memory'][k]} is not half of fp32's {a['memory'][k]}"
+       for a, b in zip(f32["runs"], b16["runs"]) for k in ("params_bytes", "grads_bytes")
+       if 2 * b["memory"][k] != a["memory"][k]]
+if f32["precision"] != "fp32" or b16["precision"] != "bf16":
+    bad.append(f"precision keys {f32['precision']}, {b16['precision']}")
+print("\n".join(bad) if bad else "bf16 halves params and gradients")
+sys.exit(1 if bad else 0)
+PY
+  then pass; else fail "bf16 memory: $(cat "$work/halves.txt")"; fi
 fi
 
 # --- 2. Bad input.

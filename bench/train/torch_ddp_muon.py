@@ -24,6 +24,9 @@ Jordan's code does. The timing is the wall clock of each step (forward, backward
 optimizers) after --warmup-steps-excluded steps, as `canzona train` times its steps; the
 optimizer phase is split into its Newton-Schulz compute and its wait for the all-gathers.
 
+`--autocast bf16` runs the forward (and so the backward) under CPU autocast to bf16, PyTorch's
+own mixed precision: params, gradients, their all-reduce and the optimizers stay fp32.
+
 Runs on the project's torch 2.x (.venv, scripts/install-deps.sh); it also runs on Debian's
 python3-torch 1.13 under /usr/bin/python3.
 
@@ -423,7 +426,10 @@ def worker(rank, args, init_method, result_q):
         inp, tgt = next_batch()
 
         t0 = time.perf_counter()
-        loss = ddp(inp, tgt)
+        # --autocast bf16: PyTorch's CPU mixed precision (fp32 params, grads and optimizer; the
+        # products of the forward, and so of the backward, in bf16).
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            loss = ddp(inp, tgt)
         loss.backward()  # DDP all-reduces (averages) grads, overlapped with backward
         t1 = time.perf_counter()
         muon.step()
@@ -491,6 +497,8 @@ def main():
     ap.add_argument("--data", default=None,
                     help=f"plain-text file (default: the fortunes files in {FORTUNES_DIR})")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                    help="run the forward under torch.autocast('cpu', dtype=torch.bfloat16)")
     ap.add_argument("--json", default=None, help="write results here")
     args = ap.parse_args()
 

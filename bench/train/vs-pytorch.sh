@@ -20,19 +20,24 @@
 # sync). The sides run alternately, --repeats times each. Every run is printed, then per shape
 # the medians and the ratio ours / the faster PyTorch.
 #
+# --precision bf16 runs ours with --precision bf16 (bf16 params, gradients and collectives, fp32
+# main params and state) and theirs under CPU autocast to bf16 (torch_ddp_muon.py --autocast bf16:
+# bf16 products, fp32 params, gradients and all-reduce), PyTorch's own mixed precision.
+#
 # --peer fsdp2 compares the ZeRO-3 sides instead: ours with --zero-stage 3, theirs
 # bench/train/torch_fsdp2_muon.py (FSDP2's fully_shard over gloo + muon-fsdp2's distributed Muon).
 #
 # Usage: bench/train/vs-pytorch.sh [--ranks N] [--steps S] [--warmup W] [--repeats R]
 #                                  [--shapes preset,attention,optimizer] [--coretype CORE]
 #                                  [--canzona PATH] [--keep DIR] [--peer ddp|fsdp2]
+#                                  [--precision fp32|bf16]
 set -euo pipefail
 
-usage() { echo "usage: $0 [--ranks N] [--steps S] [--warmup W] [--repeats R] [--shapes LIST] [--coretype CORE] [--canzona PATH] [--keep DIR] [--peer ddp|fsdp2]" >&2; exit 2; }
+usage() { echo "usage: $0 [--ranks N] [--steps S] [--warmup W] [--repeats R] [--shapes LIST] [--coretype CORE] [--canzona PATH] [--keep DIR] [--peer ddp|fsdp2] [--precision fp32|bf16]" >&2; exit 2; }
 die2() { echo "$0: $*" >&2; exit 2; }
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-N=2 S=8 W=3 R=3 SHAPES=preset,attention,optimizer CORE="" KEEP="" PEER=ddp
+N=2 S=8 W=3 R=3 SHAPES=preset,attention,optimizer CORE="" KEEP="" PEER=ddp PRECISION=fp32
 CANZONA="$ROOT/build/apps/canzona"
 PY=${CANZONA_PYTHON:-$ROOT/.venv/bin/python}  # the project's torch 2.x (scripts/install-deps.sh)
 TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4
@@ -48,6 +53,7 @@ while [ $# -gt 0 ]; do
     --canzona) [ $# -ge 2 ] || usage; CANZONA=$2; shift 2 ;;
     --keep) [ $# -ge 2 ] || usage; KEEP=$2; shift 2 ;;
     --peer) [ $# -ge 2 ] || usage; PEER=$2; shift 2 ;;
+    --precision) [ $# -ge 2 ] || usage; PRECISION=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die2 "unknown argument '$1' (see --help)" ;;
   esac
@@ -62,6 +68,11 @@ case "$PEER" in
   ddp) PEER_SCRIPT=torch_ddp_muon.py; OURS_ZERO=1 ;;
   fsdp2) PEER_SCRIPT=torch_fsdp2_muon.py; OURS_ZERO=3 ;;
   *) die2 "--peer must be ddp or fsdp2, got '$PEER'" ;;
+esac
+case "$PRECISION" in
+  fp32) AUTOCAST=off PEER_ARGS="" ;;
+  bf16) AUTOCAST=bf16 PEER_ARGS="--autocast bf16"; [ "$PEER" = ddp ] || die2 "--precision bf16 compares with --peer ddp only" ;;
+  *) die2 "--precision must be fp32 or bf16, got '$PRECISION'" ;;
 esac
 [ "$S" -gt "$W" ] || die2 "--steps ($S) must exceed --warmup ($W)"
 shape_args() {  # $1 = shape; prints "seq micro-batch"
@@ -112,7 +123,7 @@ run_ours() {  # $1 = shape, $2 = repeat; prints tokens/s and details
   local seq mb js="$OUT/ours-$1-$2.json" log="$OUT/ours-$1-$2.log"
   read -r seq mb <<<"$(shape_args "$1")"
   if ! mpirun --allow-run-as-root --oversubscribe -np "$N" "$CANZONA" train --model qwen3-cpu \
-      --dp "$N" --tp 1 --optimizer muon --strategy lb-asc --zero-stage "$OURS_ZERO" --steps "$S" --seq-len "$seq" \
+      --dp "$N" --tp 1 --optimizer muon --strategy lb-asc --zero-stage "$OURS_ZERO" --precision "$PRECISION" --steps "$S" --seq-len "$seq" \
       --micro-batch "$mb" --json "$js" >"$log" 2>&1; then
     echo "ours run $2 ($1) failed; last lines of $log:" >&2; tail -n 15 "$log" >&2; return 1
   fi
@@ -125,14 +136,14 @@ run_torch() {  # $1 = shape, $2 = repeat, $3 = glibc | tcmalloc; prints tokens/s
   [ "$3" = tcmalloc ] && preload=$TCMALLOC
   if ! LD_PRELOAD=$preload "$PY" "$ROOT/bench/train/$PEER_SCRIPT" --ranks "$N" \
       --steps "$S" --warmup-steps-excluded "$W" --seq-len "$seq" --micro-batch "$mb" \
-      --json "$js" >"$log" 2>&1; then
+      $PEER_ARGS --json "$js" >"$log" 2>&1; then
     echo "torch run $2 ($1, $3) failed; last lines of $log:" >&2; tail -n 15 "$log" >&2; return 1
   fi
   "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.1f  (step %.1f ms: fwd+bwd %.1f, optimizer %.1f of which Muon compute %.1f; loss %.3f -> %.3f)" % (d["tokens_per_s_median"], d["step_ms_median"], d["fwd_bwd_ms_median"], d["opt_ms_median"], d["muon_compute_ms_median"], d["loss"][0], d["loss"][-1]))' "$js"
 }
 
 echo "peer $PEER ($PEER_SCRIPT; ours --zero-stage $OURS_ZERO), torch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
-echo "qwen3-cpu, ranks $N, steps $S (median over steps $((W + 1))..$S), repeats $R, 1 thread per rank, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+echo "qwen3-cpu, precision $PRECISION (pytorch autocast $AUTOCAST), ranks $N, steps $S (median over steps $((W + 1))..$S), repeats $R, 1 thread per rank, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 for shape in "${shapes[@]}"; do
   read -r seq mb <<<"$(shape_args "$shape")"
   echo "== shape $shape: seq $seq, micro-batch $mb"

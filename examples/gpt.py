@@ -10,7 +10,9 @@ the run is replayed in one process (every DP rank's micro-batches in rank order)
 prints whether the params are bitwise those of the replay, exiting 1 when they are not.
 --save-dir DIR writes a checkpoint (DistributedOptimizer.save) after the last step (and every
 --save-every steps); --resume DIR loads a checkpoint (or the newest in a save directory) first and
-trains on from its step, under any DP, TP and strategy.
+trains on from its step, under any DP, TP and strategy. --precision bf16 casts the model to
+torch.bfloat16 (bf16 params and gradients, fp32 main params and optimizer state; the replay is a
+bf16 run too), --grad-reduce-in-fp32 keeps its gradients in fp32.
 """
 import argparse
 import glob
@@ -117,11 +119,16 @@ def parse_args(description, **extra):
     ap.add_argument("--save-dir", help="write a checkpoint here after the last step")
     ap.add_argument("--save-every", type=int, default=0, help="and every N steps")
     ap.add_argument("--resume", help="load this checkpoint (or save directory's newest) first")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: the model cast to torch.bfloat16 (fp32 main params and state)")
+    ap.add_argument("--grad-reduce-in-fp32", action="store_true",
+                    help="bf16: keep and reduce the gradients in fp32 (param.main_grad)")
     for key, value in extra.items():
         ap.add_argument("--" + key.replace("_", "-"), type=type(value), default=value)
     a = ap.parse_args()
     if a.verify and a.resume:
         ap.error("--verify replays the run from its initial params; it does not take --resume")
+    a.dtype = torch.bfloat16 if a.precision == "bf16" else torch.float32
     return a
 
 
@@ -182,8 +189,9 @@ def train_and_report(model, opt, loss_fn, a, label):
 
 def report_bitwise(model, ref, rank):
     """Prints whether `model`'s params are bitwise `ref`'s (the replay's); exits 1 when not."""
-    same = all(torch.equal(p.detach().view(-1).view(torch.int32),
-                           q.detach().view(-1).view(torch.int32))
+    bits = lambda t: t.detach().view(-1).view(  # noqa: E731
+        torch.int16 if t.dtype == torch.bfloat16 else torch.int32)
+    same = all(p.dtype == q.dtype and torch.equal(bits(p), bits(q))
                for p, q in zip(model.parameters(), ref.parameters()))
     if rank == 0:
         print(f"bitwise identical to single process: {'yes' if same else 'no'}", flush=True)
@@ -195,19 +203,21 @@ def main():
     a = parse_args(__doc__.split("\n")[0])
     loss_fn = make_loss_fn(corpus(), a.seq, a.batch, a.micro, a.seed)
     torch.manual_seed(a.seed)
-    model = Gpt(256, a.seq, a.dim, a.layers, a.heads)
+    model = Gpt(256, a.seq, a.dim, a.layers, a.heads).to(a.dtype)
     init = {k: v.clone() for k, v in model.state_dict().items()}
-    opt = ct.DistributedOptimizer(model, a.optimizer, a.strategy, lr=a.lr, adamw_lr=a.adamw_lr)
+    opt = ct.DistributedOptimizer(model, a.optimizer, a.strategy, lr=a.lr, adamw_lr=a.adamw_lr,
+                                  grad_reduce_in_fp32=a.grad_reduce_in_fp32)
     rank, dp = opt.dp_rank, opt.plan.dp
     if rank == 0:
         n = sum(p.numel() for p in model.parameters())
         print(f"gpt: {n} params, dp={dp}, strategy {a.strategy}, {a.optimizer} on "
               f"{len(opt.plan.tasks)} matrices, {a.micro} micro-batches of {a.batch}x{a.seq} "
-              "per rank per step", flush=True)
+              f"per rank per step, {a.precision}", flush=True)
     train_and_report(model, opt, loss_fn, a, "gpt: ")
     if a.verify:
         torch.manual_seed(a.seed)
-        ref, _ = replay(Gpt(256, a.seq, a.dim, a.layers, a.heads), init, loss_fn, a.steps,
+        ref, _ = replay(Gpt(256, a.seq, a.dim, a.layers, a.heads).to(a.dtype), init, loss_fn,
+                        a.steps,
                         a.micro, dp, opt.kernel_settings, opt.matrix_param_names,
                         (a.lr, a.adamw_lr), lr_lambda_for(a.steps))
         report_bitwise(model, ref, rank)

@@ -10,7 +10,8 @@ vocab_parallel_cross_entropy. Positions and LayerNorms are replicated. The model
 TP=1 model of the same seed (copy_shards). With --verify the run is replayed in one process with
 that TP=1 model (every DP rank's micro-batches in rank order); TP changes the order of sums, so
 the replay is not bitwise: the script prints the largest relative difference of rank 0's losses
-against the bound --loss-bound (default 1e-4) and exits 1 above it.
+against the bound --loss-bound (default 1e-4) and exits 1 above it. --precision bf16 runs both
+models in torch.bfloat16 (the TP collectives then move bf16).
 """
 import math
 import os
@@ -95,16 +96,17 @@ def main():
     grid = ct.parallel.init(tp=a.tp)
     loss_fn = make_loss_fn(gpt.corpus(), a.seq, a.batch, a.micro, a.seed)
     torch.manual_seed(a.seed)
-    full = GptTp(256, a.seq, a.dim, a.layers, a.heads, parallel=False)
+    full = GptTp(256, a.seq, a.dim, a.layers, a.heads, parallel=False).to(a.dtype)
     init = {k: v.clone() for k, v in full.state_dict().items()}
-    model = GptTp(256, a.seq, a.dim, a.layers, a.heads, parallel=True)
+    model = GptTp(256, a.seq, a.dim, a.layers, a.heads, parallel=True).to(a.dtype)
     ct.copy_shards(full, model)
-    opt = ct.DistributedOptimizer(model, a.optimizer, a.strategy, lr=a.lr, adamw_lr=a.adamw_lr)
+    opt = ct.DistributedOptimizer(model, a.optimizer, a.strategy, lr=a.lr, adamw_lr=a.adamw_lr,
+                                  grad_reduce_in_fp32=a.grad_reduce_in_fp32)
     first = grid.dp_rank == 0 and grid.tp_rank == 0
     if first:
         n = sum(p.numel() for p in full.parameters())
         print(f"gpt_tp: {n} params, dp={grid.dp} tp={grid.tp}, strategy {a.strategy}, "
-              f"{a.optimizer} on {len(opt.plan.tasks)} matrices", flush=True)
+              f"{a.optimizer} on {len(opt.plan.tasks)} matrices, {a.precision}", flush=True)
     losses, seconds = gpt.train(model, opt, loss_fn, a)
     if first:
         rate = len(losses) * a.micro * a.batch * a.seq * grid.dp / seconds

@@ -14,7 +14,8 @@ optimizer's expert engine, Muon on each expert's two matrices, planned over expe
 the dense one. Each EP rank's experts start from their global index's own random init. Rank 0
 prints the loss, tokens/s and the params hash, the same under sc, asc and lb-asc, ZeRO-1 and
 ZeRO-3 (tests: python/tests/test_moe.py, test_examples.py); --save-dir writes a checkpoint
-holding every expert under its global index.
+holding every expert under its global index. --precision bf16 trains in torch.bfloat16 (the
+All-to-Alls move bf16 rows; the router's softmax stays fp32).
 """
 import os
 import sys
@@ -85,7 +86,7 @@ def make_model(a):
     # Gpt's init drew the experts from the shared seed: draw them again from their own.
     for layer, block in enumerate(model.blocks):
         block.moe.init_experts(a.seed * 1_000 + layer)
-    return model
+    return model.to(getattr(a, "dtype", torch.float32))  # --precision bf16: torch.bfloat16
 
 
 def make_loss_fn(tokens, a):
@@ -109,7 +110,8 @@ def main():
     ct.parallel.init(ep=a.ep)
     model = make_model(a)
     opt = ct.DistributedOptimizer(model, a.optimizer, a.strategy, lr=a.lr, adamw_lr=a.adamw_lr,
-                                  zero_stage=a.zero_stage, experts_per_token=a.top_k)
+                                  zero_stage=a.zero_stage, experts_per_token=a.top_k,
+                                  grad_reduce_in_fp32=a.grad_reduce_in_fp32)
     g = ct.parallel.grid()
     rank, dp = opt.dp_rank, opt.plan.dp
     if rank == 0:
@@ -117,7 +119,7 @@ def main():
         print(f"moe: {n} params on rank 0 ({a.experts} experts per layer, top-{a.top_k}, "
               f"{a.experts // g.ep} per EP rank), dp={dp}, ep={g.ep}, expert dp={g.edp}, "
               f"strategy {a.strategy}, ZeRO-{a.zero_stage}, {a.optimizer} on "
-              f"{len(opt.plan.tasks)} dense matrices", flush=True)
+              f"{len(opt.plan.tasks)} dense matrices, {a.precision}", flush=True)
     losses, seconds = train(model, opt, make_loss_fn(corpus(), a), a)
     hash_ = opt.params_hash()
     if rank == 0:

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -42,8 +43,7 @@ namespace {
 
 // The planning options of `canzona.plan`: `canzona plan`'s flags (launch::PlanningArgs: the same
 // names with '_' for '-', the same defaults, the same mapping), so a plan made here has the CLI's
-// plan_hash; plus the strategy and the cost model's optimizer knobs. `precision` and
-// `grad_reduce_in_fp32` are not keywords of canzona.plan yet: its plans are fp32's.
+// plan_hash; plus the strategy and the cost model's optimizer knobs.
 struct PlanArgs : launch::PlanningArgs {
   std::string strategy = "lb-asc";
   std::optional<int> ns_steps, precondition_frequency;
@@ -188,6 +188,20 @@ py::array typed_view(TypedSpan values, const std::vector<std::int64_t>& shape, p
                                    owner);
 }
 
+// A NumPy array the Python side passes for a tensor's memory (contiguous, writeable): float32,
+// or int16 holding bf16 bits (canzona.torch passes a bf16 tensor as .view(torch.int16)).
+TypedSpan typed_array(py::array& a, const char* what) {
+  CANZONA_REQUIRE((a.flags() & py::array::c_style) != 0 && a.writeable(), what,
+                  ": the array must be contiguous and writeable");
+  // py::isinstance<array_t<T>> compares dtypes through NumPy's API (the descriptor's fields
+  // moved in NumPy 2, which an older pybind11's dtype::kind() reads directly).
+  if (py::isinstance<py::array_t<float>>(a)) return {a.mutable_data(), a.size(), DType::kF32};
+  if (py::isinstance<py::array_t<std::int16_t>>(a))
+    return {a.mutable_data(), a.size(), DType::kBF16};
+  throw UsageError(canzona::str(what, ": float32 or bfloat16 values only (got NumPy dtype ",
+                                py::cast<std::string>(a.dtype().attr("name")), ")"));
+}
+
 // The DP x TP grid of this MPI job (comm/grid.h), made once by canzona.torch.parallel.init before
 // the model (TP layers need their rank to shape their params), with the TP collectives the TP
 // layers' autograd functions call, and, when asked for (ep >= 1), Megatron's expert groups with
@@ -222,15 +236,18 @@ class ParallelGrid {
   // All-to-All over the EP group: segment r of `send` (send_counts[r] elements, in rank order)
   // goes to EP rank r; `recv` receives what every rank sent here, in rank order (recv_counts[r]
   // elements from r).
-  void ep_all_to_all(py::array_t<float, 0> send, const std::vector<std::int64_t>& send_counts,
-                     py::array_t<float, 0> recv, const std::vector<std::int64_t>& recv_counts) {
+  // Both arrays of one dtype (typed_array's: float32 or bf16 bits as int16).
+  void ep_all_to_all(py::array send, const std::vector<std::int64_t>& send_counts, py::array recv,
+                     const std::vector<std::int64_t>& recv_counts) {
     comm::ExpertGroups& g = expert_groups();
     const auto n = static_cast<std::size_t>(grid().dims().ep);
     CANZONA_REQUIRE(send_counts.size() == n && recv_counts.size() == n,
                     "ep_all_to_all: send_counts and recv_counts need one count per EP rank (", n,
                     ")");
-    CANZONA_REQUIRE((send.flags() & py::array::c_style) != 0,
-                    "ep_all_to_all: send must be contiguous");
+    const TypedSpan in = typed_array(send, "ep_all_to_all: send");
+    const TypedSpan out = typed_array(recv, "ep_all_to_all: recv");
+    CANZONA_REQUIRE(in.dtype() == out.dtype(), "ep_all_to_all: send is ", to_string(in.dtype()),
+                    " but recv ", to_string(out.dtype()));
     std::vector<std::int64_t> send_displs(n), recv_displs(n);
     std::int64_t sent = 0, received = 0;
     for (std::size_t r = 0; r < n; ++r) {
@@ -248,11 +265,9 @@ class ParallelGrid {
                     " elements, recv_counts sum to ", received);
     CANZONA_REQUIRE(n > 1 || sent == received, "ep_all_to_all: EP 1 sends ", sent,
                     " elements to itself but recv_counts takes ", received);
-    const std::span<const float> in(send.data(), static_cast<std::size_t>(send.size()));
-    const std::span<float> out = writable(recv);
     py::gil_scoped_release release;
     if (g.ep == nullptr || n == 1) {
-      std::copy(in.begin(), in.end(), out.begin());
+      std::memcpy(out.data(), in.data(), static_cast<std::size_t>(in.size_bytes()));
     } else {
       g.ep->all_to_all(in, send_counts, send_displs, out, recv_counts, recv_displs).wait();
     }
@@ -277,19 +292,22 @@ class ParallelGrid {
   int tp() { return grid().dims().tp; }
   int dp_rank() { return grid().coord().dp; }
   int tp_rank() { return grid().coord().tp; }
-  // Sum over the TP group, in place.
-  void tp_all_reduce(py::array_t<float, 0> values) {
-    std::span<float> all = writable(values);
+  // Sum over the TP group, in place (fp32, or bf16: summed in fp32 in TP rank order and rounded
+  // once, comm/communicator.h).
+  void tp_all_reduce(py::array values) {
+    const TypedSpan all = typed_array(values, "tp_all_reduce: values");
     py::gil_scoped_release release;
     grid().tp().all_reduce(all, all).wait();
   }
-  // Every TP rank's `send` (equal sizes) into `recv`, in TP rank order.
-  void tp_all_gather(py::array_t<float, 0> send, py::array_t<float, 0> recv) {
+  // Every TP rank's `send` (equal sizes, one dtype) into `recv`, in TP rank order.
+  void tp_all_gather(py::array send, py::array recv) {
     comm::Communicator& tp = grid().tp();
     CANZONA_REQUIRE(recv.size() == send.size() * tp.size(), "tp_all_gather: recv has ", recv.size(),
                     " elements, not ", tp.size(), " x ", send.size());
-    std::span<float> out = writable(recv);
-    const std::span<const float> in(send.data(), static_cast<std::size_t>(send.size()));
+    const TypedSpan in = typed_array(send, "tp_all_gather: send");
+    const TypedSpan out = typed_array(recv, "tp_all_gather: recv");
+    CANZONA_REQUIRE(in.dtype() == out.dtype(), "tp_all_gather: send is ", to_string(in.dtype()),
+                    " but recv ", to_string(out.dtype()));
     std::vector<std::int64_t> counts(static_cast<std::size_t>(tp.size()), send.size()), displs;
     for (int r = 0; r < tp.size(); ++r) displs.push_back(r * send.size());
     py::gil_scoped_release release;
@@ -306,11 +324,6 @@ class ParallelGrid {
     for (const std::vector<std::byte>& b : all)
       out.emplace_back(reinterpret_cast<const char*>(b.data()), b.size());
     return out;
-  }
-  static std::span<float> writable(py::array_t<float, 0>& a) {
-    CANZONA_REQUIRE((a.flags() & py::array::c_style) != 0 && a.writeable(),
-                    "the array must be contiguous and writeable");
-    return {a.mutable_data(), static_cast<std::size_t>(a.size())};
   }
   std::unique_ptr<comm::Grid> grid_;
   std::unique_ptr<comm::ExpertGroups> experts_;
@@ -409,6 +422,8 @@ class DistributedEngine {
   }
   // "fp32" | "bf16": the param buffers' dtype.
   std::string precision() { return to_string(engines().dense().param_dtype()); }
+  // "fp32" | "bf16": the gradient buffers' dtype (fp32 under grad_reduce_in_fp32).
+  std::string grad_precision() { return to_string(engines().dense().grad_dtype()); }
   // The engine-set-wide bucket of p, or -1 when this rank holds none of it.
   int bucket_of(int p) {
     check_param(p);
@@ -599,6 +614,7 @@ PYBIND11_MODULE(_canzona, m) {
       .def_readwrite("split_qkv", &PlanArgs::split_qkv)
       .def_readwrite("split_fc1", &PlanArgs::split_fc1)
       .def_readwrite("precision", &PlanArgs::precision)
+      .def_readwrite("grad_reduce_in_fp32", &PlanArgs::grad_reduce_in_fp32)
       .def_readwrite("calibration", &PlanArgs::calibration)
       .def_readwrite("alpha", &PlanArgs::alpha)
       .def_readwrite("cmax_mb", &PlanArgs::cmax_mb)
@@ -664,6 +680,7 @@ PYBIND11_MODULE(_canzona, m) {
       .def("grad",
            [](py::object self, int p) { return self.cast<DistributedEngine&>().grad(self, p); })
       .def_property_readonly("precision", &DistributedEngine::precision)
+      .def_property_readonly("grad_precision", &DistributedEngine::grad_precision)
       .def("is_matrix", [](DistributedEngine& d, int p) { return d.is_matrix(p); })
       .def("bucket_of", &DistributedEngine::bucket_of)
       .def_property_readonly("num_buckets", &DistributedEngine::num_buckets)

@@ -250,7 +250,7 @@ class Plan:
 def _make_args(where, *, dp, tp, pp, optimizer, strategy, planner, cost, bucket_size, alpha,
                cmax_mb, zero_stage, split_qkv, split_fc1, layerwise_tp, layerwise_buckets,
                bucket_order, ns_steps=None, precondition_frequency=None, max_precond_dim=None,
-               calibration=None, ep=1, etp=1):
+               calibration=None, ep=1, etp=1, precision="fp32", grad_reduce_in_fp32=False):
     """The native PlanArgs of the planning options; TypeError for a mistyped one."""
     args = _canzona.PlanArgs()
     ints = {"dp": dp, "tp": tp, "pp": pp, "ep": ep, "etp": etp, "zero_stage": zero_stage, "bucket_size": bucket_size}
@@ -259,13 +259,18 @@ def _make_args(where, *, dp, tp, pp, optimizer, strategy, planner, cost, bucket_
             raise TypeError(f"{where}: {key} must be an int (got {value!r})")
     strs = {"optimizer": optimizer, "strategy": strategy, "planner": planner, "cost": cost,
             "split_qkv": split_qkv, "layerwise_tp": layerwise_tp,
-            "layerwise_buckets": layerwise_buckets, "bucket_order": bucket_order}
+            "layerwise_buckets": layerwise_buckets, "bucket_order": bucket_order,
+            "precision": precision}
     for key, value in strs.items():
         if not isinstance(value, str):
             raise TypeError(f"{where}: {key} must be a str (got {value!r})")
     for key, value in {**ints, **strs}.items():
         setattr(args, key, value)
     args.split_fc1 = bool(split_fc1)
+    if not isinstance(grad_reduce_in_fp32, bool):
+        raise TypeError(f"{where}: grad_reduce_in_fp32 must be a bool (got "
+                        f"{grad_reduce_in_fp32!r})")
+    args.grad_reduce_in_fp32 = grad_reduce_in_fp32
     args.alpha = float(alpha)
     args.cmax_mb = float(cmax_mb)
     if ns_steps is not None:
@@ -293,8 +298,14 @@ def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb
          cost="flops", bucket_size=0, alpha=1.0, cmax_mb=512.0, zero_stage=1, split_qkv="none",
          split_fc1=False, layerwise_tp="duplicated", layerwise_buckets="soft-min",
          bucket_order="free", ns_steps=None, precondition_frequency=None, max_precond_dim=None,
-         calibration=None, is_matrix=None, matrix_view=None, name=None):
+         calibration=None, is_matrix=None, matrix_view=None, name=None, precision="fp32",
+         grad_reduce_in_fp32=False):
     """Plans `model` as `canzona plan` does (the same options, named as its flags with '_').
+
+    precision "fp32" | "bf16" (--precision): the dtype of params and gradients the plan's memory
+    and communication are priced at (bf16: 2-byte params and gradients, fp32 main params and
+    optimizer state); grad_reduce_in_fp32 (--grad-reduce-in-fp32) keeps bf16 runs' gradients in
+    fp32.
 
     ep and etp (expert parallelism and expert TP) apply to a mixture-of-experts model: its expert
     params (names with '.mlp.experts.<e>.' or Megatron's '.mlp.experts.local_experts.<e>.') go in
@@ -326,7 +337,8 @@ def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb
                       split_fc1=split_fc1, layerwise_tp=layerwise_tp,
                       layerwise_buckets=layerwise_buckets, bucket_order=bucket_order,
                       ns_steps=ns_steps, precondition_frequency=precondition_frequency,
-                      max_precond_dim=max_precond_dim, calibration=calibration)
+                      max_precond_dim=max_precond_dim, calibration=calibration,
+                      precision=precision, grad_reduce_in_fp32=grad_reduce_in_fp32)
     hf_config = hf_config_of(model) if is_matrix is None and matrix_view is None else None
     doc = None if hf_config is not None else _model_doc(model, tp, is_matrix, name, matrix_view)
     if hf_config is not None:

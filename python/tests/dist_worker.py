@@ -15,7 +15,10 @@ With `bf16` the model is cast to torch.bfloat16 (the optimizer then keeps bf16 b
 main params) and the replay is a bf16 run written out here: each rank's bf16 gradient times
 float(1/dp) in fp32, rounded to bf16; the ranks' products summed in fp32 in rank order, the sum
 rounded once to bf16; the single-process optimizers step fp32 copies of the params on that
-gradient widened to fp32; each param is its copy rounded to bf16.
+gradient widened to fp32; each param is its copy rounded to bf16. A strategy written
+STRATEGY+fp32grads (bf16 only) runs with grad_reduce_in_fp32=True: each micro-batch's bf16
+gradient widened and summed in fp32 (param.main_grad), times float(1/dp) and summed over the ranks
+in fp32, no rounding before the step.
 """
 import hashlib
 import json
@@ -72,7 +75,8 @@ def params_bytes(model):
 def main():
     bf16 = len(sys.argv) == 7 and sys.argv[5] == "bf16"
     for strategy in sys.argv[1].split(","):
-        run(strategy, sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[-1], bf16)
+        run(strategy, sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[-1], bf16,
+            bf16 and strategy.endswith("+fp32grads"))
 
 
 def make_model(bf16):
@@ -80,17 +84,19 @@ def make_model(bf16):
     return m.to(torch.bfloat16) if bf16 else m
 
 
-def run(strategy, optimizer, steps, micros, out_dir, bf16=False):
+def run(name, optimizer, steps, micros, out_dir, bf16=False, fp32_grads=False):
+    strategy = name.split("+")[0]
     # Every rank starts from its own values: the optimizer copies DP rank 0's to all (as DDP).
     torch.manual_seed(100 + int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
     model = make_model(bf16)
     torch.manual_seed(100)
     init = {n: p.detach().clone() for n, p in make_model(bf16).named_parameters()}
     opt = ct.DistributedOptimizer(model, optimizer, strategy, lr=0.02, adamw_lr=0.003,
-                                  bucket_size=600)
+                                  bucket_size=600, grad_reduce_in_fp32=fp32_grads)
     dp, rank = opt.plan.dp, opt.dp_rank
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + s))
     losses = []
+    grads_seen = set()  # (param.grad, param.main_grad) dtypes after each backward
     for step in range(steps):
         total = 0.0
         for m in range(micros):
@@ -102,6 +108,9 @@ def run(strategy, optimizer, steps, micros, out_dir, bf16=False):
                 loss = loss_of(model, step, m, rank, micros)
                 loss.backward()
             total += loss.item()
+            p = model.fc.weight
+            grads_seen.add((str(p.grad.dtype) if p.grad is not None else "None",
+                            str(getattr(p, "main_grad", p.grad).dtype)))
         opt.step()
         sched.step()
         opt.zero_grad()
@@ -134,15 +143,24 @@ def run(strategy, optimizer, steps, micros, out_dir, bf16=False):
         for r in range(dp):
             for _, p in trainable:
                 p.grad = torch.zeros_like(p)
+            main_grad = [torch.zeros(p.shape) for _, p in trainable]
             for m in range(micros):
+                if fp32_grads:
+                    for _, p in trainable:
+                        p.grad = None
                 loss_of(ref, step, m, r, micros).backward()
-            if bf16:
+                if fp32_grads:
+                    for g, (_, p) in zip(main_grad, trainable):
+                        g += p.grad.float()
+            if fp32_grads:
+                scaled = [g * scale for g in main_grad]
+            elif bf16:
                 scaled = [(p.grad.float() * scale).bfloat16().float() for _, p in trainable]
             else:
                 scaled = [p.grad * scale for _, p in trainable]
             summed = scaled if summed is None else [a + b for a, b in zip(summed, scaled)]
         for (_, p), g in zip(trainable, summed):
-            main_of[id(p)].grad = g.bfloat16().float() if bf16 else g
+            main_of[id(p)].grad = g.bfloat16().float() if bf16 and not fp32_grads else g
         for o in ref_opts:
             o.step()
         if bf16:
@@ -164,9 +182,9 @@ def run(strategy, optimizer, steps, micros, out_dir, bf16=False):
               "params_sha": digest, "params_hash": opt.params_hash(),
               "tasks": len(opt.plan.tasks), "precision": opt.kernel_settings["precision"],
               "replay_bitwise": got == params_bytes(replayed),
-              "param_dtype": str(model.fc.weight.dtype)}
+              "param_dtype": str(model.fc.weight.dtype), "grads_seen": sorted(grads_seen)}
     opt.close()
-    with open(f"{out_dir}/{strategy}.rank{rank}.json", "w") as f:
+    with open(f"{out_dir}/{name}.rank{rank}.json", "w") as f:
         json.dump(report, f)
 
 

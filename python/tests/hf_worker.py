@@ -14,7 +14,9 @@ OUT_DIR/<ARCH>.<STRATEGY>.rank<R>.json: whether its params are bitwise the repla
 `save`: trains STEPS steps under lb-asc, DistributedOptimizer.save(OUT_DIR/ckpt), then on every
 rank transformers' from_pretrained of the checkpoint and a fresh model (another init) loaded by a
 DistributedOptimizer under sc; OUT_DIR/<ARCH>.save.rank<R>.json says whether each holds the
-trained params bit for bit.
+trained params bit for bit. Then the same with the model cast to torch.bfloat16 (one step,
+OUT_DIR/ckpt-bf16): from_pretrained with its default dtype "auto" must give bfloat16 params, the
+trained bits.
 """
 import hashlib
 import json
@@ -92,8 +94,10 @@ def run(arch, strategy, steps, out_dir):
 
 def same_params(a, b):
     pa, pb = dict(a.named_parameters()), dict(b.named_parameters())
+    bits = lambda t: t.detach().view(  # noqa: E731
+        torch.int16 if t.dtype == torch.bfloat16 else torch.int32)
     return sorted(pa) == sorted(pb) and all(
-        torch.equal(pa[n].detach().view(torch.int32), pb[n].detach().view(torch.int32)) for n in pa)
+        pa[n].dtype == pb[n].dtype and torch.equal(bits(pa[n]), bits(pb[n])) for n in pa)
 
 
 def save_and_load(arch, steps, out_dir):
@@ -116,6 +120,16 @@ def save_and_load(arch, steps, out_dir):
               "load": same_params(fresh, model), "step_count": opt2.step_count,
               "changed": not same_params(model, model_of(arch, 100))}
     opt2.close()
+    model = model_of(arch, 100).to(torch.bfloat16)
+    opt = ct.DistributedOptimizer(model, "muon", "lb-asc", lr=0.02, adamw_lr=0.003,
+                                  bucket_size=4000)
+    loss_fn(model, 0, 0, rank).backward()
+    opt.step()
+    path = opt.save(f"{out_dir}/ckpt-bf16")
+    opt.close()
+    loaded = cls.from_pretrained(path)
+    report["bf16_from_pretrained"] = same_params(loaded, model)
+    report["bf16_dtype"] = str(next(loaded.parameters()).dtype)
     with open(f"{out_dir}/{arch}.save.rank{rank}.json", "w") as f:
         json.dump(report, f)
 

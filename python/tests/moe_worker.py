@@ -5,9 +5,9 @@ parallelism, launched by test_moe.py under mpirun:
     mpirun -np 2 python moe_worker.py errors OUT_DIR
     mpirun -np 2 python moe_worker.py ops OUT_DIR
 
-RUNS: STRATEGY:ZERO_STAGE,... Each run trains the same init (every EP rank's experts drawn from
-their global index) for STEPS steps of two micro-batches (the first under no_sync) and writes
-OUT_DIR/ep<EP>.<STRATEGY>.z<Z>.rank<R>.json: the SHA-256 of this rank's params, params_hash,
+RUNS: STRATEGY:ZERO_STAGE[:bf16],... (bf16: the model cast to torch.bfloat16). Each run trains
+the same init (every EP rank's experts drawn from their global index) for STEPS steps of two micro-batches (the first under no_sync) and writes
+OUT_DIR/ep<EP>.<STRATEGY>.z<Z>[.bf16].rank<R>.json: the SHA-256 of this rank's params, params_hash,
 the loss, the expert bytes held, and (EP = 1) whether the params are bitwise the single-process
 replay (canzona.torch.replay): at EP 1 each rank's experts see only its own tokens, so the expert
 engine's sum over expert DP (= DP) of gradients scaled by 1/DP is the replay's. The lb-asc ZeRO-3
@@ -42,7 +42,9 @@ def tokens():
 
 
 def params_bytes(model):
-    return b"".join(p.detach().numpy().tobytes() for p in model.parameters())
+    # bf16 has no NumPy dtype: its bits as int16.
+    return b"".join((p.detach().view(torch.int16) if p.dtype == torch.bfloat16 else p.detach())
+                    .numpy().tobytes() for p in model.parameters())
 
 
 def train(model, opt, loss, steps):
@@ -60,8 +62,9 @@ def train(model, opt, loss, steps):
     return value.item()
 
 
-def run(ep, strategy, zero_stage, steps, out_dir):
-    model = moe.make_model(ARGS)
+def run(ep, strategy, zero_stage, steps, out_dir, bf16=False):
+    args = argparse.Namespace(**vars(ARGS), dtype=torch.bfloat16 if bf16 else torch.float32)
+    model = moe.make_model(args)
     init = {k: v.clone() for k, v in model.state_dict().items()}
     opt = ct.DistributedOptimizer(model, "muon", strategy, lr=ARGS.lr, adamw_lr=ARGS.adamw_lr,
                                   bucket_size=2000, zero_stage=zero_stage,
@@ -69,7 +72,7 @@ def run(ep, strategy, zero_stage, steps, out_dir):
     # DP rank 0's values copied to every rank at construction: an expert's within its expert DP
     # group only, so each rank still holds its own EP rank's init.
     with opt.gathered():
-        init_kept = params_bytes(model) == params_bytes(moe.make_model(ARGS))
+        init_kept = params_bytes(model) == params_bytes(moe.make_model(args))
     loss = moe.make_loss_fn(tokens(), ARGS)
     last = train(model, opt, loss, steps)
     params_hash = opt.params_hash()
@@ -80,18 +83,18 @@ def run(ep, strategy, zero_stage, steps, out_dir):
     report = {"rank": g.dp_rank, "ep_rank": g.ep_rank, "edp_rank": g.edp_rank,
               "params_sha": hashlib.sha256(got).hexdigest()[:16], "params_hash": params_hash,
               "loss": last, "held": held, "matrix": opt.matrix_param_names,
-              "init_kept": init_kept}
+              "init_kept": init_kept, "dtype": str(next(model.parameters()).dtype)}
     # The optimizer state round trip (experts' state goes back to the expert engine).
     saved = opt.state_dict()
     opt.load_state_dict(saved)
     report["expert_states"] = sum(".experts." in s["param"] for s in saved["state"])
     if ep == 1:
-        ref, _ = replay(moe.make_model(ARGS), init, loss, steps, ARGS.micro, opt.plan.dp,
+        ref, _ = replay(moe.make_model(args), init, loss, steps, ARGS.micro, opt.plan.dp,
                         opt.kernel_settings, opt.matrix_param_names, (ARGS.lr, ARGS.adamw_lr))
         report["bitwise"] = got == params_bytes(ref)
     if strategy == "lb-asc" and zero_stage == 3:
-        report["checkpoint"] = opt.save(os.path.join(out_dir, f"ep{ep}-ckpt"))
-        other = moe.make_model(ARGS)
+        report["checkpoint"] = opt.save(os.path.join(out_dir, f"ep{ep}-ckpt{'-bf16' * bf16}"))
+        other = moe.make_model(args)
         reload = ct.DistributedOptimizer(other, "muon", "sc", bucket_size=2000,
                                          experts_per_token=ARGS.top_k)
         reload.load(report["checkpoint"])
@@ -99,7 +102,8 @@ def run(ep, strategy, zero_stage, steps, out_dir):
         report["reload_bitwise"] = params_bytes(other) == got
         reload.close()
     opt.close()
-    with open(f"{out_dir}/ep{ep}.{strategy}.z{zero_stage}.rank{g.dp_rank}.json", "w") as f:
+    name = f"ep{ep}.{strategy}.z{zero_stage}{'.bf16' if bf16 else ''}"
+    with open(f"{out_dir}/{name}.rank{g.dp_rank}.json", "w") as f:
         json.dump(report, f)
 
 
@@ -213,8 +217,8 @@ def main():
     ep, runs, steps, out_dir = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
     ct.parallel.init(ep=ep)
     for item in runs.split(","):
-        strategy, zero_stage = item.split(":")
-        run(ep, strategy, int(zero_stage), steps, out_dir)
+        strategy, zero_stage, *precision = item.split(":")
+        run(ep, strategy, int(zero_stage), steps, out_dir, precision == ["bf16"])
 
 
 if __name__ == "__main__":

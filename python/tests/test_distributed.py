@@ -46,19 +46,27 @@ def test_every_strategy_is_bitwise_the_single_process_replay(tmp_path, np):
 def test_a_bf16_model_is_bitwise_its_bf16_replay(tmp_path):
     """model.to(torch.bfloat16): bf16 buffers and fp32 main params, every strategy bitwise the bf16
     run the worker writes out itself (docs/precision.md), and all strategies the same params. DP 3:
-    1/3 is not exact and three summands tell one rounding of the sum from two."""
+    1/3 is not exact and three summands tell one rounding of the sum from two.
+    With grad_reduce_in_fp32=True (+fp32grads) the gradients stay fp32 from the first backward
+    on: param.main_grad, param.grad None; bitwise its own replay, and not the bf16-gradient
+    run's params."""
     strategies = ["sc", "layerwise", "lb-asc", "fsdp-a2a"]
-    proc = launch(3, "dist_worker.py", [",".join(strategies), "muon", "3", "2", "bf16"], tmp_path)
+    fp32_grads = ["sc+fp32grads", "lb-asc+fp32grads"]
+    proc = launch(3, "dist_worker.py", [",".join(strategies + fp32_grads), "muon", "3", "2",
+                                        "bf16"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    shas = set()
-    for strategy in strategies:
+    shas = {}
+    for strategy in strategies + fp32_grads:
         for r in range(3):
             report = json.loads((tmp_path / f"{strategy}.rank{r}.json").read_text())
             assert report["precision"] == "bf16" and report["param_dtype"] == "torch.bfloat16"
             assert report["bitwise"], f"{strategy}: rank {r} differs from the bf16 replay"
             assert report["replay_bitwise"], f"{strategy}: canzona.torch.replay differs"
-            shas.add(report["params_sha"])
-    assert len(shas) == 1
+            assert report["grads_seen"] == ([["None", "torch.float32"]] if "+" in strategy
+                                            else [["torch.bfloat16", "torch.bfloat16"]])
+            shas.setdefault("+" in strategy, set()).add(report["params_sha"])
+    assert len(shas[False]) == 1 and len(shas[True]) == 1
+    assert shas[False] != shas[True]  # fp32 reduction is not bf16's
 
 
 def test_a_bf16_model_under_zero3_is_bitwise_zero1(tmp_path):
@@ -87,8 +95,8 @@ BAD_INPUT = [
     ("dtype", "ValueError: DistributedOptimizer: param '0.weight' is torch.float64"),
     ("mixed_dtypes", "ValueError: DistributedOptimizer: param '1.weight' is torch.bfloat16 but "
                      "'0.weight' is torch.float32; every trained param must have one dtype"),
-    ("bf16_save", "ValueError: DistributedOptimizer.save: checkpoints of a torch.bfloat16 model "
-                  "are not supported yet"),
+    ("grad_reduce", "TypeError: DistributedOptimizer: grad_reduce_in_fp32 must be a bool (got "
+                    "1)"),
     ("rank_dtypes", "ValueError: DistributedOptimizer: ranks disagree on the params' dtype: rank 0 "
                     "has fp32, rank 1 bf16"),
     ("noncontiguous", "ValueError: DistributedOptimizer: param '0.weight' is not contiguous"),
@@ -153,18 +161,38 @@ def test_tp_layers_match_torchs_plain_layers(tmp_path):
     for r in range(2):
         report = json.loads((tmp_path / f"rank{r}.json").read_text())
         errors = report.pop("errors")
+        bf16 = report.pop("bf16")
+        assert report.pop("bf16_dtypes") == ["torch.bfloat16"]
+        bf16_ce = report.pop("bf16_cross_entropy")
         assert set(report) == {"column", "row", "embedding", "cross_entropy"}
         for layer, values in report.items():
             assert "output" in values and len(values) >= 2
             for what, value in values.items():
                 # fp32 sums in another order: a few ulps of the largest value.
                 assert value <= 1e-6, f"rank {r}: {layer} {what}: {value}"
+        # bf16: every output and gradient bf16. Each TP value is at most three bf16 roundings
+        # (2^-9 of a value of the output's size each: this rank's partial sum, the other rank's,
+        # their fp32 sum rounded once) from the plain layer's, which rounds once: 2^-6 of the
+        # largest value bounds it. A missing or doubled all-reduce, a wrong shard or a wrong dtype
+        # moves at least one value by far more.
+        assert set(bf16) == {"column", "row", "embedding"}
+        for layer, values in bf16.items():
+            assert "output" in values and len(values) >= 2
+            for what, value in values.items():
+                assert value <= 2.0 ** -6, f"rank {r}: bf16 {layer} {what}: {value}"
+        # The cross-entropy widens bf16 logits and computes in fp32: torch's fp32 loss on the
+        # same widened logits to fp32's few ulps; the loss float32, the logits' gradient bf16.
+        assert bf16_ce["output"] <= 1e-6 and bf16_ce["dtypes"] == ["torch.float32",
+                                                                   "torch.bfloat16"]
         assert errors["column_divisible"] == \
             "ValueError: ColumnParallelLinear: out_features 5 is not divisible by tp 2"
         assert errors["row_divisible"] == \
             "ValueError: RowParallelLinear: in_features 5 is not divisible by tp 2"
         assert errors["vocab_divisible"] == \
             "ValueError: VocabParallelEmbedding: num_embeddings 9 is not divisible by tp 2"
+        assert errors["collective_dtype"] == (
+            "TypeError: canzona.torch.tensor_parallel: the TP collectives move torch.float32 or "
+            "torch.bfloat16 (got torch.float64)")
         assert errors["grid_shape"].startswith(
             "ValueError: canzona.torch.parallel.init: the grid is dp 1 x tp 2 already")
 
@@ -193,7 +221,7 @@ def test_save_load_resumes_bitwise_and_reshards_across_dp_tp_and_strategy(tmp_pa
         assert report["lr"] == [0.01, 0.003]  # the matrix group's lr as saved, not as made
         assert report["sha"] == train[0]["sha"]
     for report in other_grid:
-        assert report["names_match"] and report["values_match"]
+        assert report["names_match"] and report["values_match"] and report["loaded_match"]
         errors = report["errors"]
         assert errors["missing"].startswith("ValueError: ") and "nowhere" in errors["missing"]
         assert errors["optimizer"].startswith(
@@ -202,3 +230,32 @@ def test_save_load_resumes_bitwise_and_reshards_across_dp_tp_and_strategy(tmp_pa
         assert errors["model"].startswith(
             f"ValueError: {ckpt}/step-00000002/config.json: does not match the model being "
             "trained (saved vs this run: 20 params vs 2)")
+
+
+def test_a_bf16_checkpoint_resumes_bitwise_and_loads_widened_into_float32(tmp_path):
+    """A bf16 model's checkpoint (docs/checkpoints.md): model.safetensors in BF16, the fp32 main
+    params beside the optimizer state. Saved at DP2 x TP2 under lb-asc, loaded under sc at the
+    same grid: the files it saves again at the same step are byte-identical and the next 2 steps
+    bitwise the uninterrupted run's (the main params came back: re-deriving them from the BF16
+    weights would lose their low bits). Loaded by a float32 model at DP3 x TP1: each param is its
+    BF16 weight widened, as a plain reader of the file widens it."""
+    ckpt = tmp_path / "ckpt"
+    runs = [("train:bf16", 4, 2, "lb-asc", tmp_path / "a"),
+            ("resume:bf16", 4, 2, "sc", tmp_path / "b"), ("resume", 3, 1, "asc", tmp_path / "c")]
+    for mode, np, tp, strategy, out in runs:
+        out.mkdir()
+        proc = launch(np, "ckpt_worker.py", [mode, str(tp), strategy, str(ckpt)], out)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    read = lambda out, mode, r: json.loads((out / f"{mode}.rank{r}.json").read_text())  # noqa
+    train = [read(tmp_path / "a", "train.bf16", r) for r in range(4)]
+    resumed = [read(tmp_path / "b", "resume.bf16", r) for r in range(4)]
+    widened = [read(tmp_path / "c", "resume", r) for r in range(3)]
+    assert train[0]["model_dtypes"] == ["BF16"]
+    for before, after in zip(train, resumed):
+        assert after["loaded"] == str(ckpt / "step-00000002")
+        assert after["sha"] == before["sha"]
+        assert after["losses"] == before["losses"]
+        assert after["params_hash"] == before["params_hash"]
+    for report in widened:
+        assert report["model_dtypes"] == ["F32"]
+        assert report["names_match"] and report["values_match"] and report["loaded_match"]

@@ -104,7 +104,8 @@ def test_train_init_from_reads_save_pretrained_and_from_pretrained_reads_its_che
 def test_save_writes_what_from_pretrained_loads(tmp_path, arch):
     """DistributedOptimizer.save on a transformers model at DP=2: config.json is the model's HF
     config (the param list in params.json), from_pretrained of the checkpoint holds the trained
-    params bit for bit, and load() under another strategy restores them into a fresh model."""
+    params bit for bit, and load() under another strategy restores them into a fresh model. A
+    bf16 model's checkpoint says torch_dtype bfloat16 and from_pretrained gives its bf16 bits."""
     cmd = MPIRUN + ["-np", "2", sys.executable, os.path.join(HERE, "hf_worker.py"), arch, "save",
                     "2", str(tmp_path)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -113,9 +114,13 @@ def test_save_writes_what_from_pretrained_loads(tmp_path, arch):
         report = json.loads((tmp_path / f"{arch}.save.rank{r}.json").read_text())
         assert report["changed"] and report["from_pretrained"] and report["load"], report
         assert report["step_count"] == 2
+        assert report["bf16_from_pretrained"] and report["bf16_dtype"] == "torch.bfloat16"
     step = tmp_path / "ckpt" / "step-00000002"
     config = json.loads((step / "config.json").read_text())
     assert config["model_type"] == arch and config["num_hidden_layers"] == 2
+    assert config["torch_dtype"] == "float32"  # the dtype model.safetensors holds
+    bf16 = json.loads((tmp_path / "ckpt-bf16" / "step-00000001" / "config.json").read_text())
+    assert bf16["torch_dtype"] == "bfloat16"
     assert config["architectures"] == [{"qwen3": "Qwen3ForCausalLM",
                                         "llama": "LlamaForCausalLM"}[arch]]
     params = json.loads((step / "params.json").read_text())

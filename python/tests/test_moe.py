@@ -3,28 +3,38 @@ DistributedOptimizer on a mixture-of-experts GPT (examples/moe.py) under expert 
 (moe_worker.py): at 4 ranks, EP 2 (expert DP 2), sc, asc and lb-asc under ZeRO-1 and lb-asc
 under ZeRO-3 end with the same params on every rank; at EP 1 every run is bitwise the
 single-process replay (the expert engine's gradients scaled and summed as the dense ones); a
-checkpoint keeps every expert under its global index and loads under another strategy; the bad
-input of a MoE model raises the same error on every rank."""
+checkpoint keeps every expert under its global index and loads under another strategy; the same
+in bf16 (model.to(torch.bfloat16): bf16 All-to-Alls, buffers and checkpoint, fp32 main params);
+the bad input of a MoE model raises the same error on every rank."""
 import json
 
+import torch
 from test_distributed import launch
 
 RUNS = ["sc:1", "asc:1", "lb-asc:1", "lb-asc:3"]
+BF16_RUNS = ["sc:1:bf16", "lb-asc:3:bf16"]
 
 
-def _reports(tmp_path, ep, np):
-    return {run: [json.loads((tmp_path / "ep{}.{}.z{}.rank{}.json".format(
-        ep, *run.split(":"), r)).read_text()) for r in range(np)] for run in RUNS}
+def _reports(tmp_path, ep, np, runs=RUNS):
+    def name(run):
+        strategy, z, *bf16 = run.split(":")
+        return f"ep{ep}.{strategy}.z{z}{'.bf16' if bf16 else ''}"
+    return {run: [json.loads((tmp_path / f"{name(run)}.rank{r}.json").read_text())
+                  for r in range(np)] for run in runs}
 
 
 def test_ep2_runs_end_with_the_same_params_under_every_strategy_and_stage(tmp_path):
-    proc = launch(4, "moe_worker.py", ["2", ",".join(RUNS), "3"], tmp_path, timeout=600)
+    proc = launch(4, "moe_worker.py", ["2", ",".join(RUNS + BF16_RUNS), "3"], tmp_path,
+                  timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    reports = _reports(tmp_path, 2, 4)
+    reports = _reports(tmp_path, 2, 4, RUNS + BF16_RUNS)
     for r in range(4):
         shas = {reports[run][r]["params_sha"] for run in RUNS}
         assert len(shas) == 1, (r, shas)
-    for run in RUNS:
+        bf16 = {reports[run][r]["params_sha"] for run in BF16_RUNS}
+        assert len(bf16) == 1 and bf16 != shas, (r, bf16)
+        assert {reports[run][r]["dtype"] for run in BF16_RUNS} == {"torch.bfloat16"}
+    for run in RUNS + BF16_RUNS:
         ranks = reports[run]
         assert len({x["params_hash"] for x in ranks}) == 1, run
         # Each EP rank holds other experts; its expert DP ranks hold the same ones.
@@ -33,11 +43,13 @@ def test_ep2_runs_end_with_the_same_params_under_every_strategy_and_stage(tmp_pa
             by_ep.setdefault(x["ep_rank"], set()).add(x["params_sha"])
         assert len(by_ep) == 2 and all(len(s) == 1 for s in by_ep.values()), by_ep
         assert by_ep[0] != by_ep[1]
-    for run in RUNS:  # state_dict() -> load_state_dict() ran; each rank steps some expert
+    for run in RUNS + BF16_RUNS:  # state_dict() -> load_state_dict(); each rank steps experts
         assert all(x["expert_states"] > 0 for x in reports[run]), run
         assert all(x["init_kept"] for x in reports[run]), run  # its own EP rank's experts
     z3 = reports["lb-asc:3"]
     assert all(x["reload_bitwise"] for x in z3)
+    # bf16: the checkpoint (BF16 weights, fp32 main params) loads under sc bit for bit.
+    assert all(x["reload_bitwise"] for x in reports["lb-asc:3:bf16"])
     for run in ("lb-asc:1",):
         for r in range(4):
             assert z3[r]["held"]["params_bytes"] < reports[run][r]["held"]["params_bytes"]
@@ -52,12 +64,21 @@ def test_ep2_runs_end_with_the_same_params_under_every_strategy_and_stage(tmp_pa
     assert "blocks.0.moe.experts.4.fc1.weight" not in model
     experts = {n for n in model if ".experts." in n}
     assert len({model[n].tobytes() for n in experts}) == len(experts)  # all different
+    from safetensors import safe_open
+    bf16_ckpt = reports["lb-asc:3:bf16"][0]["checkpoint"]
+    with safe_open(f"{bf16_ckpt}/model.safetensors", "pt") as f:
+        weight = f.get_tensor("blocks.0.moe.experts.3.fc1.weight")
+    with safe_open(f"{bf16_ckpt}/optimizer.safetensors", "pt") as f:
+        main = f.get_tensor("blocks.0.moe.experts.3.fc1.weight.main")
+    assert weight.dtype == torch.bfloat16 and main.dtype == torch.float32
+    assert torch.equal(main.bfloat16().view(torch.int16), weight.view(torch.int16))
 
 
 def test_ep1_runs_are_bitwise_the_single_process_replay(tmp_path):
-    proc = launch(2, "moe_worker.py", ["1", ",".join(RUNS), "3"], tmp_path, timeout=600)
+    proc = launch(2, "moe_worker.py", ["1", ",".join(RUNS + ["lb-asc:1:bf16"]), "3"], tmp_path,
+                  timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    reports = _reports(tmp_path, 1, 2)
+    reports = _reports(tmp_path, 1, 2, RUNS + ["lb-asc:1:bf16"])
     for run, ranks in reports.items():
         for x in ranks:
             assert x["bitwise"], f"{run}: rank {x['rank']} differs from the replay"

@@ -125,6 +125,24 @@ def test_torch_model_plans_as_the_cli_plans_its_config(canzona_cli, tmp_path, co
     assert doc == expected
 
 
+@pytest.mark.parametrize("flags,kwargs", [
+    (["--precision", "bf16"], dict(precision="bf16")),
+    (["--precision", "bf16", "--grad-reduce-in-fp32"],
+     dict(precision="bf16", grad_reduce_in_fp32=True))])
+def test_precision_plans_as_the_cli_plans_it(canzona_cli, tmp_path, config_path, flags, kwargs):
+    """precision= and grad_reduce_in_fp32= are --precision and --grad-reduce-in-fp32: the CLI's
+    document, the bytes it prices at the bf16 sizes, not fp32's."""
+    expected = cli_plan(canzona_cli, tmp_path, config_path, "--dp", "4", "--tp", "2", *flags)
+    fp32 = cli_plan(canzona_cli, tmp_path, config_path, "--dp", "4", "--tp", "2")
+    got = canzona.plan(MegatronQwen3(HF_CONFIG, 2), dp=4, tp=2, **kwargs)
+    assert got.plan_hash == expected["plan_hash"] and got.balance == expected["balance"]
+    doc = json.loads(canzona.plan(str(config_path), dp=4, tp=2, **kwargs).to_json())
+    doc.pop("plan_ms"), expected.pop("plan_ms"), fp32.pop("plan_ms")
+    assert doc == expected
+    assert doc["precision"] == "bf16" and fp32["precision"] == "fp32"
+    assert doc != {**fp32, "precision": "bf16"}  # more than the label differs
+
+
 def test_a_list_of_names_shapes_and_splits_plans_like_the_module(canzona_cli, tmp_path):
     model = MegatronQwen3(HF_CONFIG, 2)
     listed = []
@@ -233,7 +251,8 @@ def test_strategies_lists_the_strategy_table_in_design_order():
     (dict(zero_stage=2), "zero-stage 2: must be 1"), (dict(pp=0), "--pp must be positive"),
     (dict(alpha=2.0), "alpha"), (dict(bucket_size=-1), "bucket_size"),
     (dict(split_qkv="rows"), "rows"), (dict(cost="calibrated"), "calibration=FILE"),
-    (dict(cost="calibrated", calibration="/nonexistent/cal.json"), "/nonexistent/cal.json")])
+    (dict(cost="calibrated", calibration="/nonexistent/cal.json"), "/nonexistent/cal.json"),
+    (dict(precision="fp16"), "fp16")])
 def test_bad_options_raise_value_errors_naming_them(kwargs, match):
     with pytest.raises(ValueError, match=match):
         canzona.plan([("a.weight", (6, 4), -1), ("b.weight", (3, 3), 0)], **kwargs)

@@ -77,6 +77,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
     r * E / ep + i (E = ep x the local experts); experts_per_token (the router's top-k) prices
     them in the plan.
 
+    Precision: a model cast to torch.bfloat16 (every trained param; model.to(torch.bfloat16))
+    gets bf16 param and gradient buffers with fp32 main params and fp32 optimizer state (the
+    update is applied to the main copy, the bf16 param re-cast from it), at any TP, with experts,
+    under ZeRO-1 and ZeRO-3. Gradients are reduced in bf16; grad_reduce_in_fp32=True (Megatron's
+    name) keeps the gradient buffer in fp32: then param.grad is None after backward and
+    param.main_grad (fp32) holds the sum of every backward's bf16 gradient. No effect on a
+    float32 model.
+
     collective_timeout: seconds any collective or message of this process may take (Megatron's
     --distributed-timeout-minutes, torch.distributed's timeout); past it the process prints one
     line naming the operation and the ranks it waited for, and exits with status 2.
@@ -88,7 +96,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                  layerwise_buckets="soft-min", bucket_order="free", alpha=1.0, cmax_mb=512.0,
                  pipeline=True, overlap_param_gather=True, broadcast=True, is_matrix=None,
                  matrix_view=None, zero_stage=1, expert_params=None, experts_per_token=1,
-                 collective_timeout=600.0):
+                 collective_timeout=600.0, grad_reduce_in_fp32=False):
         if not isinstance(model, torch.nn.Module):
             raise TypeError("DistributedOptimizer: model must be a torch.nn.Module, got "
                             f"{type(model).__name__}")
@@ -112,6 +120,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 not math.isfinite(collective_timeout) or not 0 < collective_timeout <= 7 * 24 * 3600:
             raise ValueError("DistributedOptimizer: collective_timeout must be a number of seconds "
                              f"in (0, 604800] (got {collective_timeout!r})")
+        if not isinstance(grad_reduce_in_fp32, bool):
+            raise TypeError("DistributedOptimizer: grad_reduce_in_fp32 must be a bool (got "
+                            f"{grad_reduce_in_fp32!r})")
         if isinstance(zero_stage, bool) or zero_stage not in (1, 3):
             raise ValueError(f"DistributedOptimizer: zero_stage must be 1 or 3 (got "
                              f"{zero_stage!r})")
@@ -147,9 +158,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
                                  f"'{first_name}' is {first.dtype}; every trained param must "
                                  f"have one dtype (torch.float32 or torch.bfloat16)")
         self._bf16 = first.dtype == torch.bfloat16
-        if self._bf16 and tp > 1:
-            raise ValueError("DistributedOptimizer: a torch.bfloat16 model runs at tp 1 only for "
-                             f"now (tp {tp}: the tensor-parallel layers move float32)")
         self._names = [n for n, _ in named]
         # A transformers model's config, which save() writes as config.json when every param of
         # the model is trained here (a frozen one would be missing from what from_pretrained reads).
@@ -167,9 +175,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
                               _elementwise_by_module(model), matrix_view)
         except ValueError as e:
             raise ValueError(str(e).replace("canzona.plan:", "DistributedOptimizer:")) from None
-        if num_experts and self._bf16:
-            raise ValueError("DistributedOptimizer: a torch.bfloat16 model with experts is not "
-                             "supported yet (the EP All-to-All moves float32)")
         if num_experts:
             if isinstance(experts_per_token, bool) or not isinstance(experts_per_token, int) or \
                     not 1 <= experts_per_token <= num_experts:
@@ -182,8 +187,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
                           strategy=strategy, planner=planner, cost=cost, bucket_size=bucket_size,
                           alpha=alpha, cmax_mb=cmax_mb, zero_stage=zero_stage, split_qkv="none",
                           split_fc1=split_fc1, layerwise_tp=layerwise_tp,
-                          layerwise_buckets=layerwise_buckets, bucket_order=bucket_order)
-        args.precision = "bf16" if self._bf16 else "fp32"
+                          layerwise_buckets=layerwise_buckets, bucket_order=bucket_order,
+                          precision="bf16" if self._bf16 else "fp32",
+                          grad_reduce_in_fp32=grad_reduce_in_fp32)
         # The kernels run with lr 1; each group's lr is its scale (1 x lr is lr exactly).
         matrix_options = dict(optimizer_options or {}, lr=1.0)
         elementwise_options = dict(adamw_options or {}, lr=1.0)
@@ -199,21 +205,29 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self.kernel_settings = {"optimizer": optimizer, "optimizer_options": matrix_options,
                                 "adamw_options": elementwise_options,
                                 "precision": engine.precision,
+                                "grad_reduce_in_fp32": engine.grad_precision != engine.precision,
                                 "matrix_views": {e["name"]: tuple(e["matrix_view"])
                                                  for e in doc["params"] if "matrix_view" in e}}
         self._matrix = [engine.is_matrix(i) for i in self._index]
         self.matrix_param_names = [n for n, m in zip(self._names, self._matrix) if m]
-        # param.data and param.grad become views of the engine's buffers.
+        # param.data and param.grad become views of the engine's buffers; under
+        # grad_reduce_in_fp32 (bf16 params, fp32 gradient buffer) param.main_grad does, and each
+        # backward's bf16 param.grad is added into it and dropped (Megatron's main_grad).
         self._params = [p for _, p in named]
+        self._main_grad = engine.grad_precision != engine.precision
         self._ptrs = []
         for i, p in zip(self._index, self._params):
             data = self._as_param(engine.param(i)).view(p.shape)
             data.copy_(p.detach())
             p.data = data
             self._ptrs.append(data.data_ptr())
-            grad = self._as_param(engine.grad(i)).view(p.shape)
+            grad = _as_tensor(engine.grad(i), engine.grad_precision).view(p.shape)
             grad.zero_()
-            p.grad = grad
+            if self._main_grad:
+                p.grad = None
+                p.main_grad = grad
+            else:
+                p.grad = grad
         if broadcast:
             engine.broadcast_params()
             # The rest of the module's state (frozen params, buffers), as DDP's broadcast.
@@ -261,23 +275,21 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._known = {id(p) for _, p in model.named_parameters()}
         _LIVE.add(self)
 
-    def _refuse_bf16_checkpoint(self, what):
-        if self._bf16:
-            raise ValueError(f"DistributedOptimizer.{what}: checkpoints of a torch.bfloat16 model "
-                             "are not supported yet (their format holds fp32 params); "
-                             "state_dict() keeps the optimizer state")
-
     def _as_param(self, array):
-        """A torch view of a buffer array: float32, or the int16 bits of bf16 as bfloat16."""
-        t = torch.from_numpy(array)
-        return t.view(torch.bfloat16) if self._bf16 else t
+        """A torch view of a param buffer array: float32, or the int16 bits of bf16 as bfloat16."""
+        return _as_tensor(array, "bf16" if self._bf16 else "fp32")
 
     # Hooks ---------------------------------------------------------------------------------
 
     def _grad_hook(self, i):
+        p = self._params[i]
+
         def hook(*_):
             if self._engine is None:
                 return
+            if self._main_grad and p.grad is not None:
+                p.main_grad.add_(p.grad)  # widened to fp32 (exact), summed in fp32
+                p.grad = None
             if not self._sync:
                 self._access.accumulated(i)
                 return
@@ -460,30 +472,37 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
         Collective: every rank calls it. The format is canzona train's (docs/checkpoints.md), in
         model space: model.safetensors holds every trained param under its name in
-        model.named_parameters(), full (TP-unsharded) shape, fp32; optimizer.safetensors each
-        matrix's optimizer state under its name and AdamW's state under each element-wise
-        param's; config.json the model's param list (for a Hugging Face transformers model whose
-        params are all trained, its config as save_pretrained writes it, architectures included,
-        and the param list in params.json, so from_pretrained(path) loads the trained weights);
-        plan.json the plan; trainer.json the step,
-        grid, strategy, optimizer, the param groups' hyperparameters and every file's SHA-256.
+        model.named_parameters(), full (TP-unsharded) shape, in the params' dtype (F32 or BF16);
+        optimizer.safetensors each matrix's optimizer state under its name and AdamW's state
+        under each element-wise param's (a bf16 model's fp32 main params beside it, as
+        '<name>.main'); config.json the model's param list (for a Hugging Face transformers
+        model whose params are all trained, its config as save_pretrained writes it,
+        architectures and torch_dtype included, and the param list in params.json, so
+        from_pretrained(path) loads the trained weights); plan.json the plan; trainer.json the
+        step, grid, strategy, optimizer, precision, the param groups' hyperparameters and every
+        file's SHA-256.
         Written in a temporary directory renamed when complete, so a crash leaves the previous
         checkpoints as they were. Frozen params and buffers are not in it (they are not trained:
         the module's own state_dict keeps them); nor is an lr scheduler's state (its
-        state_dict()). load() takes it back under any DP, TP and strategy.
+        state_dict()). load() takes it back under any DP, TP, strategy and precision.
         """
-        self._refuse_bf16_checkpoint("save")
         self.finish()
         groups = [{k: v for k, v in g.items() if k != "params" and _jsonable(v)}
                   for g in self.param_groups]
+        # precision: a bf16 checkpoint's main params are read back by a bf16 load (the rule
+        # for loading it under the other precision: docs/checkpoints.md).
         run = {"writer": "canzona.torch.DistributedOptimizer", "param_groups": groups,
                "optimizer_options": self.kernel_settings["optimizer_options"],
-               "adamw_options": self.kernel_settings["adamw_options"]}
+               "adamw_options": self.kernel_settings["adamw_options"],
+               "precision": self._engine.precision,
+               "grad_reduce_in_fp32": self.kernel_settings["grad_reduce_in_fp32"]}
         hf = ""
         if self._hf_config is not None:
             config = json.loads(self._hf_config.to_json_string(use_diff=False))
             if not config.get("architectures"):  # as save_pretrained records the class
                 config["architectures"] = [self._model_class]
+            # The dtype model.safetensors holds (from_pretrained's torch_dtype="auto" keeps it).
+            config["torch_dtype"] = "bfloat16" if self._bf16 else "float32"
             hf = json.dumps(config, indent=2, sort_keys=True)
         return self._engine.save(os.fspath(save_dir), json.dumps(run), hf)
 
@@ -492,11 +511,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
         newest) and returns its directory. Collective. The params (param.data in place), the
         optimizer state, the step count and the param groups' hyperparameters come back; the
         checkpoint may come from another DP, TP or strategy (each rank reads only what its plan
-        gives it). Raises ValueError on every rank, before anything changes, for a missing or
+        gives it) and another precision (a bf16 checkpoint into a float32 model: its BF16
+        weights widened; a float32 one into a bf16 model: rounded, the main params the rounded
+        weights). Raises ValueError on every rank, before anything changes, for a missing or
         corrupt checkpoint, another model (config.json names the first differing param) or
         another matrix optimizer.
         """
-        self._refuse_bf16_checkpoint("load")
         self.finish()
         directory, _, run = self._engine.load(os.fspath(path))
         saved = {g.get("kind"): g for g in json.loads(run).get("param_groups", [])}
@@ -523,6 +543,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             for p in self._params:
                 p.data = p.data.clone()
                 p.grad = None
+                if hasattr(p, "main_grad"):
+                    del p.main_grad
             engine.close()
             self._engine = None
             _LIVE.discard(self)
@@ -605,6 +627,12 @@ def _broadcast(engine, tensor):
             data = tensor.detach().cpu().contiguous()
             raw = engine.broadcast_bytes(data.view(-1).view(torch.uint8).numpy().tobytes())
             tensor.copy_(torch.frombuffer(bytearray(raw), dtype=data.dtype).view(data.shape))
+
+
+def _as_tensor(array, precision):
+    """A torch view of an engine buffer's array: float32, or bf16 (int16 bits) as bfloat16."""
+    t = torch.from_numpy(array)
+    return t.view(torch.bfloat16) if precision == "bf16" else t
 
 
 def _jsonable(value):

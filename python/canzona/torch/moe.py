@@ -106,19 +106,22 @@ class _AllToAll(torch.autograd.Function):
 def _exchange(x, send_rows, recv_rows):
     width = x.shape[1]
     send = x.detach().contiguous()
-    if send.dtype != torch.float32:
-        raise TypeError(f"canzona.torch.moe: the EP All-to-All moves float32 rows (got "
-                        f"{send.dtype})")
-    recv = torch.empty(sum(recv_rows), width)
-    parallel.grid().ep_all_to_all(send.reshape(-1).numpy(), [r * width for r in send_rows],
-                                  recv.view(-1).numpy(), [r * width for r in recv_rows])
+    if send.dtype not in (torch.float32, torch.bfloat16):
+        raise TypeError(f"canzona.torch.moe: the EP All-to-All moves torch.float32 or "
+                        f"torch.bfloat16 rows (got {send.dtype})")
+    recv = torch.empty(sum(recv_rows), width, dtype=send.dtype)
+    # bf16 crosses as its bits (int16): NumPy has no bfloat16.
+    bits = (lambda t: t.view(torch.int16)) if send.dtype == torch.bfloat16 else (lambda t: t)
+    parallel.grid().ep_all_to_all(bits(send).reshape(-1).numpy(), [r * width for r in send_rows],
+                                  bits(recv).view(-1).numpy(), [r * width for r in recv_rows])
     return recv
 
 
 def all_to_all(x, send_rows, recv_rows):
-    """The EP All-to-All of rows as an autograd function: x [sum(send_rows), w] float32, rows
-    send_rows[r] to EP rank r; returns [sum(recv_rows), w], recv_rows[r] rows from rank r (which
-    must equal what r sends here). Its backward sends the gradient back the same way reversed."""
+    """The EP All-to-All of rows as an autograd function: x [sum(send_rows), w] float32 or
+    bfloat16, rows send_rows[r] to EP rank r; returns [sum(recv_rows), w], recv_rows[r] rows from
+    rank r (which must equal what r sends here). Its backward sends the gradient back the same way
+    reversed."""
     size, _ = _ep()
     if len(send_rows) != size or len(recv_rows) != size:
         raise ValueError(f"canzona.torch.moe.all_to_all: send_rows and recv_rows need one count "

@@ -8,7 +8,9 @@ main params, written here with torch's own ops: each rank's bf16 gradient (accum
 autograd in bf16) times float(1/dp) in fp32 and rounded to bf16, the ranks' products summed in
 fp32 in rank order and the sum rounded once to bf16; the kernels step fp32 copies of the params
 on that gradient widened to fp32, and each param is its copy rounded to bf16 (torch's float ->
-bfloat16 conversion rounds to nearest even).
+bfloat16 conversion rounds to nearest even). With settings["grad_reduce_in_fp32"] each
+micro-batch's bf16 gradient is widened and summed into an fp32 gradient (DistributedOptimizer's
+param.main_grad), which is scaled, summed over the ranks and stepped in fp32 with no rounding.
 """
 import json
 
@@ -43,6 +45,7 @@ def replay(model, init, loss_fn, steps, micros, dp, settings, matrix_names, lrs,
     model.load_state_dict(init)
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     bf16 = settings.get("precision") == "bf16"
+    fp32_grads = bf16 and settings.get("grad_reduce_in_fp32", False)
     # What the kernels step: the params themselves, or under bf16 their fp32 main copies.
     stepped = {id(p): (p.detach().float().clone() if bf16 else p) for _, p in trainable}
     matrix = [stepped[id(p)] for n, p in trainable if n in matrix_names]
@@ -64,18 +67,29 @@ def replay(model, init, loss_fn, steps, micros, dp, settings, matrix_names, lrs,
         for rank in range(dp):
             for _, p in trainable:
                 p.grad = torch.zeros_like(p)
+            main = [torch.zeros_like(p, dtype=torch.float32) for _, p in trainable]
             losses[-1].append([])
             for micro in range(micros):
+                if fp32_grads:
+                    for _, p in trainable:
+                        p.grad = None
                 loss = loss_fn(model, step, micro, rank)
                 loss.backward()
                 losses[-1][-1].append(loss.item())
-            if bf16:
+                if fp32_grads:
+                    for m, (_, p) in zip(main, trainable):
+                        m += p.grad.float()
+            if fp32_grads:
+                scaled = [m * scale for m in main]
+            elif bf16:
                 scaled = [(p.grad.float() * scale).bfloat16().float() for _, p in trainable]
             else:
                 scaled = [p.grad * scale for _, p in trainable]
             summed = scaled if summed is None else [a + b for a, b in zip(summed, scaled)]
         for (_, p), g in zip(trainable, summed):
-            if bf16:
+            if fp32_grads:
+                stepped[id(p)].grad = g
+            elif bf16:
                 stepped[id(p)].grad = g.bfloat16().float()
             else:
                 p.grad = g

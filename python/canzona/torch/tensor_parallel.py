@@ -11,6 +11,10 @@ in TP rank order:
   VocabParallelEmbedding weight [vocab/tp, dim]; rows outside the shard give 0, then all-reduced
   vocab_parallel_cross_entropy(logits [..., vocab/tp], target [...]) -> per-token loss
   copy_to_tp / reduce_from_tp / gather_from_tp: the autograd functions they are made of
+
+A model cast to torch.bfloat16 (model.to(torch.bfloat16)) runs them in bf16: the collectives move
+bf16 (an all-reduce sums in fp32 in TP rank order and rounds once), the cross-entropy widens the
+logits to fp32.
 """
 import torch
 import torch.nn.functional as F
@@ -18,10 +22,22 @@ import torch.nn.functional as F
 from canzona.torch import parallel
 
 
+def _numpy(t, where):
+    """A contiguous float32 or bfloat16 tensor's memory as the NumPy array the grid's collectives
+    take (bf16: its bits as int16; NumPy has no bfloat16)."""
+    if t.dtype == torch.float32:
+        return t.view(-1).numpy()
+    if t.dtype == torch.bfloat16:
+        return t.view(-1).view(torch.int16).numpy()
+    raise TypeError(f"canzona.torch.{where}: the TP collectives move torch.float32 or "
+                    f"torch.bfloat16 (got {t.dtype})")
+
+
 def _all_reduce(x):
+    """Sum over TP in rank order; a bf16 x is summed in fp32 and rounded once."""
     out = x.detach().contiguous().clone()
     if parallel.tp_size() > 1:
-        parallel.grid().tp_all_reduce(out.view(-1).numpy())
+        parallel.grid().tp_all_reduce(_numpy(out, "tensor_parallel"))
     return out
 
 
@@ -31,7 +47,7 @@ def _all_gather_last(x):
         return x.detach().clone()
     send = x.detach().contiguous()
     recv = torch.empty((tp,) + tuple(send.shape), dtype=send.dtype)
-    parallel.grid().tp_all_gather(send.view(-1).numpy(), recv.view(-1).numpy())
+    parallel.grid().tp_all_gather(_numpy(send, "tensor_parallel"), _numpy(recv, "tensor_parallel"))
     return torch.cat(list(recv.unbind(0)), dim=-1)
 
 
@@ -175,7 +191,9 @@ class _VocabParallelCrossEntropy(torch.autograd.Function):
 
 def vocab_parallel_cross_entropy(logits, target):
     """Per-token cross-entropy of vocabulary-parallel logits (this rank's [..., vocab/tp]) against
-    the full-vocabulary target ids; the same on every TP rank. Take .mean() for the loss."""
+    the full-vocabulary target ids; the same on every TP rank. Take .mean() for the loss.
+    Computed in fp32 (bf16 logits are widened first, as Megatron's): the loss is float32."""
+    logits = logits.float()
     if parallel.tp_size() == 1:
         shape = target.shape
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),

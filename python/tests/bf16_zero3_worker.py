@@ -4,8 +4,9 @@
 
 Trains dist_worker.py's model cast to torch.bfloat16 for three steps of two micro-batches under
 DistributedOptimizer (lb-asc) at ZeRO-1 and again at ZeRO-3 (each rank keeps its bf16 shard of
-every bucket between uses, gathered around the forward and the backward), and writes
-OUT_DIR/rank<R>.json with both runs' params hashes.
+every bucket between uses, gathered around the forward and the backward), both again with
+grad_reduce_in_fp32=True (param.main_grad: fp32 gradient buffers, released as the bf16 ones), and
+writes OUT_DIR/rank<R>.json with the runs' params hashes.
 """
 import json
 import os
@@ -17,11 +18,12 @@ import canzona.torch as ct
 import dist_worker as w
 
 
-def run(stage):
+def run(stage, fp32_grads=False):
     torch.manual_seed(100 + int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
     model = w.make_model(True)
     opt = ct.DistributedOptimizer(model, "muon", "lb-asc", lr=0.02, adamw_lr=0.003,
-                                  bucket_size=600, zero_stage=stage)
+                                  bucket_size=600, zero_stage=stage,
+                                  grad_reduce_in_fp32=fp32_grads)
     for step in range(3):
         with opt.no_sync():
             w.loss_of(model, step, 0, opt.dp_rank, 2).backward()
@@ -36,7 +38,8 @@ def run(stage):
 
 
 def main():
-    report = {"one": run(1), "three": run(3)}
+    report = {"one": run(1), "three": run(3), "one_fp32_grads": run(1, True),
+              "three_fp32_grads": run(3, True)}
     with open(f"{sys.argv[1]}/rank{os.environ.get('OMPI_COMM_WORLD_RANK', '0')}.json", "w") as f:
         json.dump(report, f)
 

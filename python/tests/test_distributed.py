@@ -71,13 +71,16 @@ def test_a_bf16_model_is_bitwise_its_bf16_replay(tmp_path):
 
 def test_a_bf16_model_under_zero3_is_bitwise_zero1(tmp_path):
     """zero_stage=3 with a bf16 model: each rank's 2-byte shards gathered around their use give
-    the params of ZeRO-1, bit for bit."""
+    the params of ZeRO-1, bit for bit; with grad_reduce_in_fp32 too."""
     proc = launch(3, "bf16_zero3_worker.py", [], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for r in range(3):
         report = json.loads((tmp_path / f"rank{r}.json").read_text())
         assert report["three"]["zero_stage"] == 3 and report["three"]["dtype"] == "torch.bfloat16"
         assert report["one"]["params_hash"] == report["three"]["params_hash"], f"rank {r}"
+        assert report["one_fp32_grads"]["params_hash"] == \
+            report["three_fp32_grads"]["params_hash"], f"rank {r}"
+        assert report["one_fp32_grads"]["params_hash"] != report["one"]["params_hash"]
 
 
 def test_shampoo_and_soap_are_bitwise_the_replay(tmp_path):

@@ -67,16 +67,20 @@ void read_f32(ConstTypedSpan x, std::span<float> out) {
 
 namespace {
 
-// Blocks of kBlock elements are tested without an early exit (so the loop vectorises); the
+// Blocks of kBlock elements are tested without an early exit or a comparison, so the loop is
+// plain AND / ADD / OR on the bits and vectorises: with e the exponent mask and low its lowest
+// bit, (x & e) + low reaches the sign bit only when every exponent bit is set (Inf or NaN). The
 // first block with a non-finite element is searched element by element.
 template <typename Bits>
 std::int64_t first_with_exponent_ones(const Bits* x, std::int64_t n, Bits exponent) {
   constexpr std::int64_t kBlock = 4096;
+  const Bits low = static_cast<Bits>(exponent & static_cast<Bits>(~exponent + 1u));
+  const Bits sign = static_cast<Bits>(exponent + low);
   for (std::int64_t begin = 0; begin < n; begin += kBlock) {
     const std::int64_t end = std::min(n, begin + kBlock);
-    bool any = false;
-    for (std::int64_t i = begin; i < end; ++i) any |= (x[i] & exponent) == exponent;
-    if (!any) continue;
+    Bits any = 0;
+    for (std::int64_t i = begin; i < end; ++i) any |= static_cast<Bits>((x[i] & exponent) + low);
+    if ((any & sign) == 0) continue;
     for (std::int64_t i = begin; i < end; ++i)
       if ((x[i] & exponent) == exponent) return i;
   }

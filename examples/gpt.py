@@ -100,8 +100,9 @@ def make_loss_fn(tokens, seq, batch, micros, seed):
     return loss_fn
 
 
-def parse_args(description, **extra):
-    """The examples' flags; `extra` adds flags with their defaults (e.g. tp=2)."""
+def parse_args(description, precision=False, **extra):
+    """The examples' flags; `extra` adds flags with their defaults (e.g. tp=2); precision=True
+    adds --precision and --grad-reduce-in-fp32 (for an example that casts its model)."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--strategy", default="lb-asc")
     ap.add_argument("--optimizer", default="muon")
@@ -119,16 +120,19 @@ def parse_args(description, **extra):
     ap.add_argument("--save-dir", help="write a checkpoint here after the last step")
     ap.add_argument("--save-every", type=int, default=0, help="and every N steps")
     ap.add_argument("--resume", help="load this checkpoint (or save directory's newest) first")
-    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                    help="bf16: the model cast to torch.bfloat16 (fp32 main params and state)")
-    ap.add_argument("--grad-reduce-in-fp32", action="store_true",
-                    help="bf16: keep and reduce the gradients in fp32 (param.main_grad)")
+    if precision:
+        ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="bf16: the model cast to torch.bfloat16 (fp32 main params and state)")
+        ap.add_argument("--grad-reduce-in-fp32", action="store_true",
+                        help="bf16: keep and reduce the gradients in fp32 (param.main_grad)")
     for key, value in extra.items():
         ap.add_argument("--" + key.replace("_", "-"), type=type(value), default=value)
     a = ap.parse_args()
     if a.verify and a.resume:
         ap.error("--verify replays the run from its initial params; it does not take --resume")
-    a.dtype = torch.bfloat16 if a.precision == "bf16" else torch.float32
+    if precision and a.grad_reduce_in_fp32 and a.precision != "bf16":
+        ap.error("--grad-reduce-in-fp32 needs --precision bf16")
+    a.dtype = torch.bfloat16 if getattr(a, "precision", "fp32") == "bf16" else torch.float32
     return a
 
 
@@ -200,7 +204,7 @@ def report_bitwise(model, ref, rank):
 
 
 def main():
-    a = parse_args(__doc__.split("\n")[0])
+    a = parse_args(__doc__.split("\n")[0], precision=True)
     loss_fn = make_loss_fn(corpus(), a.seq, a.batch, a.micro, a.seed)
     torch.manual_seed(a.seed)
     model = Gpt(256, a.seq, a.dim, a.layers, a.heads).to(a.dtype)

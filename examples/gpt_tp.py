@@ -78,7 +78,7 @@ class GptTp(torch.nn.Module):
         if self.parallel:  # logits of this rank's vocabulary shard
             logits = ct.tensor_parallel.copy_to_tp(h) @ self.wte.weight.T
             return ct.vocab_parallel_cross_entropy(logits, targets).mean()
-        logits = h @ self.wte.weight.T
+        logits = (h @ self.wte.weight.T).float()  # fp32 like vocab_parallel_cross_entropy's
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
@@ -92,7 +92,7 @@ def make_loss_fn(tokens, seq, batch, micros, seed):
 
 
 def main():
-    a = gpt.parse_args(__doc__.split("\n")[0], tp=2, loss_bound=1e-4)
+    a = gpt.parse_args(__doc__.split("\n")[0], precision=True, tp=2, loss_bound=1e-4)
     grid = ct.parallel.init(tp=a.tp)
     loss_fn = make_loss_fn(gpt.corpus(), a.seq, a.batch, a.micro, a.seed)
     torch.manual_seed(a.seed)

@@ -49,26 +49,28 @@ def make_loss_fn(tokens, seq, batch, micros, seed):
 
 
 def main():
-    a = parse_args(__doc__.split("\n")[0], arch="qwen3", plan_dp=0, plan_tp=1)
+    a = parse_args(__doc__.split("\n")[0], precision=True, arch="qwen3", plan_dp=0, plan_tp=1)
     if a.arch not in ("qwen3", "llama"):
         raise SystemExit(f"hf_qwen3.py: --arch must be qwen3 or llama (got {a.arch!r})")
     loss_fn = make_loss_fn(corpus(), a.seq, a.batch, a.micro, a.seed)
-    model = make_model(a)
+    model = make_model(a).to(a.dtype)
     if a.plan_dp and int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == 0:
         print(canzona.plan(model, dp=a.plan_dp, tp=a.plan_tp), flush=True)
     init = {k: v.clone() for k, v in model.state_dict().items()}
-    opt = ct.DistributedOptimizer(model, a.optimizer, a.strategy, lr=a.lr, adamw_lr=a.adamw_lr)
+    opt = ct.DistributedOptimizer(model, a.optimizer, a.strategy, lr=a.lr, adamw_lr=a.adamw_lr,
+                                  grad_reduce_in_fp32=a.grad_reduce_in_fp32)
     rank, dp = opt.dp_rank, opt.plan.dp
     if rank == 0:
         n = sum(p.numel() for p in model.parameters())
-        print(f"{type(model).__name__}: {n} params, dp={dp}, strategy {a.strategy}, "
-              f"{a.optimizer} on {len(opt.plan.tasks)} matrices, {a.micro} micro-batches of "
+        print(f"{type(model).__name__}: {n} params ({a.precision}), dp={dp}, strategy "
+              f"{a.strategy}, {a.optimizer} on {len(opt.plan.tasks)} matrices, {a.micro} micro-batches of "
               f"{a.batch}x{a.seq} per rank per step (transformers {transformers.__version__}, "
               f"torch {torch.__version__})", flush=True)
     train_and_report(model, opt, loss_fn, a, "")
     if a.verify:
-        ref, _ = replay(make_model(a), init, loss_fn, a.steps, a.micro, dp, opt.kernel_settings,
-                        opt.matrix_param_names, (a.lr, a.adamw_lr), lr_lambda_for(a.steps))
+        ref, _ = replay(make_model(a).to(a.dtype), init, loss_fn, a.steps, a.micro, dp,
+                        opt.kernel_settings, opt.matrix_param_names, (a.lr, a.adamw_lr),
+                        lr_lambda_for(a.steps))
         report_bitwise(model, ref, rank)
 
 

@@ -105,8 +105,8 @@ def make_loss_fn(tokens, a):
 
 
 def main():
-    a = parse_args(__doc__.split("\n")[0], ep=2, experts=4, top_k=2, ffn=128, aux_coef=0.01,
-                   zero_stage=1)
+    a = parse_args(__doc__.split("\n")[0], precision=True, ep=2, experts=4, top_k=2, ffn=128,
+                   aux_coef=0.01, zero_stage=1)
     ct.parallel.init(ep=a.ep)
     model = make_model(a)
     opt = ct.DistributedOptimizer(model, a.optimizer, a.strategy, lr=a.lr, adamw_lr=a.adamw_lr,

@@ -375,14 +375,21 @@ class DistributedEngine {
     plan_ = plan::make_plan(model_, options);
     launch::validate_plan(model_, plan_, grid_->dims());
     launch::check_plan_agreement(grid_->world(), plan_);
-    // The params' dtype is every rank's too (the plan hash need not show it): one model cast to
-    // bf16 on some ranks only would move 2-byte elements against 4-byte ones.
-    const std::vector<std::uint64_t> dtypes =
-        grid_->world().all_gather_u64(static_cast<std::uint64_t>(job.precision));
-    for (std::size_t r = 1; r < dtypes.size(); ++r)
-      CANZONA_REQUIRE(dtypes[r] == dtypes[0], "ranks disagree on the params' dtype: rank 0 has ",
-                      to_string(static_cast<DType>(dtypes[0])), ", rank ", r, " ",
-                      to_string(static_cast<DType>(dtypes[r])));
+    // The params' and gradients' dtypes are every rank's too (the plan hash need not show them):
+    // one model cast to bf16, or given grad_reduce_in_fp32, on some ranks only would move 2-byte
+    // elements against 4-byte ones.
+    const std::vector<std::uint64_t> dtypes = grid_->world().all_gather_u64(
+        static_cast<std::uint64_t>(job.precision) | (job.grad_reduce_in_fp32 ? 256u : 0u));
+    for (std::size_t r = 1; r < dtypes.size(); ++r) {
+      const auto param_dtype = [](std::uint64_t v) { return static_cast<DType>(v & 255u); };
+      CANZONA_REQUIRE(param_dtype(dtypes[r]) == param_dtype(dtypes[0]),
+                      "ranks disagree on the params' dtype: rank 0 has ",
+                      to_string(param_dtype(dtypes[0])), ", rank ", r, " ",
+                      to_string(param_dtype(dtypes[r])));
+      CANZONA_REQUIRE(dtypes[r] == dtypes[0], "ranks disagree on grad_reduce_in_fp32: rank 0 has ",
+                      dtypes[0] >= 256u ? "True" : "False", ", rank ", r, " ",
+                      dtypes[r] >= 256u ? "True" : "False");
+    }
     engines_ =
         std::make_unique<engine::EngineSet>(*grid_, model_, plan_, launch::engine_options(job),
                                             trace_, plan_.expert ? grid.experts() : nullptr);

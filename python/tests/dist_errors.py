@@ -79,6 +79,9 @@ def run(case):
         if os.environ.get("OMPI_COMM_WORLD_RANK", "0") == "1":
             m.to(torch.bfloat16)
         ct.DistributedOptimizer(m)
+    elif case == "rank_grad_reduce":
+        rank1 = os.environ.get("OMPI_COMM_WORLD_RANK", "0") == "1"
+        ct.DistributedOptimizer(model().to(torch.bfloat16), grad_reduce_in_fp32=rank1)
     elif case == "grad_reduce":
         ct.DistributedOptimizer(model().to(torch.bfloat16), grad_reduce_in_fp32=1)
     elif case == "zero_stage":

@@ -120,7 +120,9 @@ def save_and_load(arch, steps, out_dir):
               "load": same_params(fresh, model), "step_count": opt2.step_count,
               "changed": not same_params(model, model_of(arch, 100))}
     opt2.close()
-    model = model_of(arch, 100).to(torch.bfloat16)
+    model = model_of(arch, 100)
+    model.config.dtype = torch.float32  # as from_pretrained of an fp32 checkpoint records it
+    model = model.to(torch.bfloat16)
     opt = ct.DistributedOptimizer(model, "muon", "lb-asc", lr=0.02, adamw_lr=0.003,
                                   bucket_size=4000)
     loss_fn(model, 0, 0, rank).backward()

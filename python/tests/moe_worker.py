@@ -11,7 +11,8 @@ OUT_DIR/ep<EP>.<STRATEGY>.z<Z>[.bf16].rank<R>.json: the SHA-256 of this rank's p
 the loss, the expert bytes held, and (EP = 1) whether the params are bitwise the single-process
 replay (canzona.torch.replay): at EP 1 each rank's experts see only its own tokens, so the expert
 engine's sum over expert DP (= DP) of gradients scaled by 1/DP is the replay's. The lb-asc ZeRO-3
-run saves a checkpoint and loads it under sc, ZeRO-1 (reload_bitwise). "errors": the bad input of
+run saves a checkpoint and loads it under sc, ZeRO-1 (reload_bitwise), and both take one more
+step (resume_bitwise). "errors": the bad input of
 a MoE model, each case's message in OUT_DIR/errors.rank<R>.json. "ops" (EP 2): canzona.torch.moe's
 route, dispatch and combine and their backward against a float64 plain loop over every token and
 choice with all four experts in one process, routing ties and the load-balancing loss against
@@ -47,9 +48,9 @@ def params_bytes(model):
                     .numpy().tobytes() for p in model.parameters())
 
 
-def train(model, opt, loss, steps):
+def train(model, opt, loss, steps, first=0):
     rank = opt.dp_rank
-    for step in range(steps):
+    for step in range(first, first + steps):
         for m in range(ARGS.micro):
             if m < ARGS.micro - 1:
                 with opt.no_sync():
@@ -100,6 +101,13 @@ def run(ep, strategy, zero_stage, steps, out_dir, bf16=False):
         reload.load(report["checkpoint"])
         reload.finish()
         report["reload_bitwise"] = params_bytes(other) == got
+        # One more step from the checkpoint and from the run itself: the same params only when
+        # the load brought back what the params alone do not hold (main params, optimizer state).
+        train(other, reload, loss, 1, first=steps)
+        reload.finish()
+        train(model, opt, loss, 1, first=steps)
+        with opt.gathered():
+            report["resume_bitwise"] = params_bytes(other) == params_bytes(model)
         reload.close()
     opt.close()
     name = f"ep{ep}.{strategy}.z{zero_stage}{'.bf16' if bf16 else ''}"

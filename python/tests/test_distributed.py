@@ -100,6 +100,8 @@ BAD_INPUT = [
                      "'0.weight' is torch.float32; every trained param must have one dtype"),
     ("grad_reduce", "TypeError: DistributedOptimizer: grad_reduce_in_fp32 must be a bool (got "
                     "1)"),
+    ("rank_grad_reduce", "ValueError: DistributedOptimizer: ranks disagree on grad_reduce_in_fp32: "
+                         "rank 0 has False, rank 1 True"),
     ("rank_dtypes", "ValueError: DistributedOptimizer: ranks disagree on the params' dtype: rank 0 "
                     "has fp32, rank 1 bf16"),
     ("noncontiguous", "ValueError: DistributedOptimizer: param '0.weight' is not contiguous"),
@@ -174,19 +176,21 @@ def test_tp_layers_match_torchs_plain_layers(tmp_path):
                 # fp32 sums in another order: a few ulps of the largest value.
                 assert value <= 1e-6, f"rank {r}: {layer} {what}: {value}"
         # bf16: every output and gradient bf16. Each TP value is at most three bf16 roundings
-        # (2^-9 of a value of the output's size each: this rank's partial sum, the other rank's,
-        # their fp32 sum rounded once) from the plain layer's, which rounds once: 2^-6 of the
-        # largest value bounds it. A missing or doubled all-reduce, a wrong shard or a wrong dtype
-        # moves at least one value by far more.
+        # (half an ulp each, at most 2^-8 of a value of the output's size: this rank's partial
+        # sum, the other rank's, their fp32 sum rounded once) from the plain layer's, which
+        # rounds once: 2^-6 of the largest value bounds them. A missing or doubled all-reduce, a
+        # wrong shard or a wrong dtype moves at least one value by far more.
         assert set(bf16) == {"column", "row", "embedding"}
         for layer, values in bf16.items():
             assert "output" in values and len(values) >= 2
             for what, value in values.items():
                 assert value <= 2.0 ** -6, f"rank {r}: bf16 {layer} {what}: {value}"
         # The cross-entropy widens bf16 logits and computes in fp32: torch's fp32 loss on the
-        # same widened logits to fp32's few ulps; the loss float32, the logits' gradient bf16.
+        # same widened logits to fp32's few ulps; the loss float32, the logits' gradient bf16 (so
+        # torch's fp32 gradient rounded once: half a bf16 ulp, at most 2^-8 of the value).
         assert bf16_ce["output"] <= 1e-6 and bf16_ce["dtypes"] == ["torch.float32",
                                                                    "torch.bfloat16"]
+        assert bf16_ce["input_grad"] <= 2.0 ** -8 + 1e-6
         assert errors["column_divisible"] == \
             "ValueError: ColumnParallelLinear: out_features 5 is not divisible by tp 2"
         assert errors["row_divisible"] == \

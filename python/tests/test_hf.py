@@ -118,9 +118,10 @@ def test_save_writes_what_from_pretrained_loads(tmp_path, arch):
     step = tmp_path / "ckpt" / "step-00000002"
     config = json.loads((step / "config.json").read_text())
     assert config["model_type"] == arch and config["num_hidden_layers"] == 2
-    assert config["torch_dtype"] == "float32"  # the dtype model.safetensors holds
+    # The dtype model.safetensors holds, under transformers 5's key and 4.x's.
+    assert config["dtype"] == config["torch_dtype"] == "float32"
     bf16 = json.loads((tmp_path / "ckpt-bf16" / "step-00000001" / "config.json").read_text())
-    assert bf16["torch_dtype"] == "bfloat16"
+    assert bf16["dtype"] == bf16["torch_dtype"] == "bfloat16"
     assert config["architectures"] == [{"qwen3": "Qwen3ForCausalLM",
                                         "llama": "LlamaForCausalLM"}[arch]]
     params = json.loads((step / "params.json").read_text())

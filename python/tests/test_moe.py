@@ -48,8 +48,10 @@ def test_ep2_runs_end_with_the_same_params_under_every_strategy_and_stage(tmp_pa
         assert all(x["init_kept"] for x in reports[run]), run  # its own EP rank's experts
     z3 = reports["lb-asc:3"]
     assert all(x["reload_bitwise"] for x in z3)
-    # bf16: the checkpoint (BF16 weights, fp32 main params) loads under sc bit for bit.
-    assert all(x["reload_bitwise"] for x in reports["lb-asc:3:bf16"])
+    assert all(x["resume_bitwise"] for x in z3)
+    # bf16: the checkpoint (BF16 weights, fp32 main params) loads under sc bit for bit, and the
+    # next step from it is the run's next step.
+    assert all(x["reload_bitwise"] and x["resume_bitwise"] for x in reports["lb-asc:3:bf16"])
     for run in ("lb-asc:1",):
         for r in range(4):
             assert z3[r]["held"]["params_bytes"] < reports[run][r]["held"]["params_bytes"]

@@ -252,7 +252,7 @@ def test_strategies_lists_the_strategy_table_in_design_order():
     (dict(alpha=2.0), "alpha"), (dict(bucket_size=-1), "bucket_size"),
     (dict(split_qkv="rows"), "rows"), (dict(cost="calibrated"), "calibration=FILE"),
     (dict(cost="calibrated", calibration="/nonexistent/cal.json"), "/nonexistent/cal.json"),
-    (dict(precision="fp16"), "fp16")])
+    (dict(precision="fp16"), "precision must be fp32 or bf16 .got 'fp16'.")])
 def test_bad_options_raise_value_errors_naming_them(kwargs, match):
     with pytest.raises(ValueError, match=match):
         canzona.plan([("a.weight", (6, 4), -1), ("b.weight", (3, 3), 0)], **kwargs)

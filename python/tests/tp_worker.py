@@ -77,10 +77,13 @@ def main():
     lt = logits.narrow(-1, ct.parallel.tp_rank() * 5, 5).clone().requires_grad_(True)
     loss = ct.vocab_parallel_cross_entropy(lt, target)
     loss.sum().backward()
-    widened = F.cross_entropy(logits.float().reshape(-1, 10), target.reshape(-1),
-                              reduction="none")
-    out["bf16_cross_entropy"] = {"output": rel(loss.detach().reshape(-1), widened),
-                                 "dtypes": [str(loss.dtype), str(lt.grad.dtype)]}
+    lf = logits.float().requires_grad_(True)
+    widened = F.cross_entropy(lf.reshape(-1, 10), target.reshape(-1), reduction="none")
+    widened.sum().backward()
+    out["bf16_cross_entropy"] = {
+        "output": rel(loss.detach().reshape(-1), widened.detach()),
+        "input_grad": rel(lt.grad, lf.grad.narrow(-1, ct.parallel.tp_rank() * 5, 5)),
+        "dtypes": [str(loss.dtype), str(lt.grad.dtype)]}
     errors = {}
     for key, make in (("column_divisible", lambda: ct.ColumnParallelLinear(8, 5)),
                       ("row_divisible", lambda: ct.RowParallelLinear(5, 8)),

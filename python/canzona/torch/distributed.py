@@ -82,8 +82,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
     update is applied to the main copy, the bf16 param re-cast from it), at any TP, with experts,
     under ZeRO-1 and ZeRO-3. Gradients are reduced in bf16; grad_reduce_in_fp32=True (Megatron's
     name) keeps the gradient buffer in fp32: then param.grad is None after backward and
-    param.main_grad (fp32) holds the sum of every backward's bf16 gradient. No effect on a
-    float32 model.
+    param.main_grad (fp32, a view of the buffer) receives every backward's bf16 gradient, summed
+    in fp32 (the synced backward then scales and reduces it in place). No effect on a float32
+    model.
 
     collective_timeout: seconds any collective or message of this process may take (Megatron's
     --distributed-timeout-minutes, torch.distributed's timeout); past it the process prints one
@@ -331,7 +332,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._sync = old
 
     def zero_grad(self, set_to_none=False):
-        """Zeroes the gradient buffer; param.grad stays a view of it (set_to_none is ignored)."""
+        """Zeroes the gradient buffer; param.grad (param.main_grad under grad_reduce_in_fp32)
+        stays a view of it (set_to_none is ignored)."""
         self._engine.zero_grads()
 
     @torch.no_grad()
@@ -501,8 +503,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
             config = json.loads(self._hf_config.to_json_string(use_diff=False))
             if not config.get("architectures"):  # as save_pretrained records the class
                 config["architectures"] = [self._model_class]
-            # The dtype model.safetensors holds (from_pretrained's torch_dtype="auto" keeps it).
-            config["torch_dtype"] = "bfloat16" if self._bf16 else "float32"
+            # The dtype model.safetensors holds (from_pretrained's dtype="auto" keeps it):
+            # transformers 5 reads "dtype" before "torch_dtype" (4.x's name); write both.
+            config["dtype"] = config["torch_dtype"] = "bfloat16" if self._bf16 else "float32"
             hf = json.dumps(config, indent=2, sort_keys=True)
         return self._engine.save(os.fspath(save_dir), json.dumps(run), hf)
 
@@ -543,7 +546,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             for p in self._params:
                 p.data = p.data.clone()
                 p.grad = None
-                if hasattr(p, "main_grad"):
+                if self._main_grad:
                     del p.main_grad
             engine.close()
             self._engine = None

@@ -2,9 +2,13 @@
 #include "fused.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
+#include "canzona/common/dtype.h"
 #include "canzona/common/error.h"
 
 namespace canzona::train {
@@ -23,6 +27,41 @@ template <typename T>
 float ld(T v) {
   return static_cast<float>(v);
 }
+// Loads and stores of bf16 by their bits, with canzona's conversions (common/dtype.h): the same
+// values as c10::BFloat16's (to nearest even, NaN -> 0x7FC0), written without its branch on NaN,
+// so the compiler vectorises the loops.
+template <>
+float ld(BFloat16 v) {
+  return to_float(bf16{v.x});
+}
+template <typename T>
+T st(float v) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    return BFloat16(to_bf16(v).bits, BFloat16::from_bits());
+  } else {
+    return v;
+  }
+}
+
+// exp(x) as 2^k p(r), r = x - k ln 2 in [-ln2/2, ln2/2], p its degree-6 Taylor polynomial: within
+// 3e-7 of exp relative (4 fp32 ulps) where the result is normal, 0 below 2^-126 and +Inf above
+// 2^128. Plain arithmetic and integer selects, so a loop of it vectorises (std::exp does not);
+// used where the result is rounded to bf16 (8 significant bits).
+inline float exp_bf16_path(float x) {
+  const float kf = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x / ln 2)
+  const float r = (x - kf * 0.693145751953125f) - kf * 1.428606765330187e-06f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  std::int32_t k = static_cast<std::int32_t>(kf);
+  k = k < 128 ? k : 128;    // 2^128: the exponent of +Inf
+  k = k > -127 ? k : -127;  // 2^-127 as 0
+  return p * std::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23);
+}
 
 // Calls fn with a value of the element type of `t` (float or c10::BFloat16).
 template <typename F>
@@ -31,11 +70,34 @@ auto dispatch(const torch::Tensor& t, F&& fn) {
   return fn(0.0f);
 }
 
+// sum of (x_i y_i) z_i (z = nullptr: of x_i y_i) over n values in double: in order for fp32
+// (its bits as they always were); for bf16 in 8 interleaved partial sums added pairwise, which
+// breaks the chain of dependent double additions (4x faster; the result rounds to bf16).
+template <typename A, typename B, typename C>
+double dot3(const A* x, const B* y, const C* z, std::int64_t n) {
+  const auto term = [&](std::int64_t i) {
+    const double xy = static_cast<double>(ld(x[i])) * ld(y[i]);
+    return z == nullptr ? xy : xy * ld(z[i]);
+  };
+  if constexpr (!std::is_same_v<A, BFloat16> && !std::is_same_v<B, BFloat16>) {
+    double sum = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) sum += term(i);
+    return sum;
+  } else {
+    double part[8] = {};
+    std::int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int k = 0; k < 8; ++k) part[k] += term(i + k);
+    for (; i < n; ++i) part[0] += term(i);
+    return ((part[0] + part[1]) + (part[2] + part[3])) +
+           ((part[4] + part[5]) + (part[6] + part[7]));
+  }
+}
+
 // 1 / sqrt(mean(u^2) + eps) over n values, the sum in double.
 template <typename T>
 float inverse_rms(const T* u, std::int64_t n, double eps) {
-  double sum = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(ld(u[i])) * ld(u[i]);
+  const double sum = dot3(u, u, static_cast<const T*>(nullptr), n);
   return static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(n) + eps));
 }
 
@@ -43,12 +105,11 @@ float inverse_rms(const T* u, std::int64_t n, double eps) {
 template <typename X, typename G, typename O>
 void rms_norm_row_backward(const X* x, const X* w, const G* gy, float r, std::int64_t n, O* gx,
                            double* gw) {
-  double dot = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) dot += static_cast<double>(ld(gy[i])) * ld(w[i]) * ld(x[i]);
+  const double dot = dot3(gy, w, x, n);  // (gy w) x, as it always was in fp32
   const float coef =
       static_cast<float>(static_cast<double>(r) * r * r * dot / static_cast<double>(n));
   for (std::int64_t i = 0; i < n; ++i) {
-    gx[i] = O(r * ld(w[i]) * ld(gy[i]) - ld(x[i]) * coef);
+    gx[i] = st<O>(r * ld(w[i]) * ld(gy[i]) - ld(x[i]) * coef);
     gw[i] += static_cast<double>(ld(gy[i])) * ld(x[i]) * r;
   }
 }
@@ -77,7 +138,7 @@ struct RmsNorm : torch::autograd::Function<RmsNorm> {
         const T* xr = xp + row * n;
         T* yr = yp + row * n;
         const float r = rp[row] = inverse_rms(xr, n, eps);
-        for (std::int64_t i = 0; i < n; ++i) yr[i] = T(ld(xr[i]) * r * ld(w[i]));
+        for (std::int64_t i = 0; i < n; ++i) yr[i] = st<T>(ld(xr[i]) * r * ld(w[i]));
       }
     });
     ctx->save_for_backward({x, weight, rstd});
@@ -119,10 +180,16 @@ struct SwiGlu : torch::autograd::Function<SwiGlu> {
         const T *a = in + row * width, *b = a + f;
         T* orow = o + row * f;
         float* srow = sp + row * f;
-        for (std::int64_t j = 0; j < f; ++j) {
-          const float s = 1.0f / (1.0f + std::exp(-ld(a[j])));
-          srow[j] = s;
-          orow[j] = T(ld(a[j]) * s * ld(b[j]));
+        if constexpr (std::is_same_v<T, BFloat16>) {
+          // bf16: the sigmoid through exp_bf16_path (vectorised), the product in a second pass.
+          for (std::int64_t j = 0; j < f; ++j) srow[j] = 1.0f / (1.0f + exp_bf16_path(-ld(a[j])));
+          for (std::int64_t j = 0; j < f; ++j) orow[j] = st<T>(ld(a[j]) * srow[j] * ld(b[j]));
+        } else {
+          for (std::int64_t j = 0; j < f; ++j) {
+            const float s = 1.0f / (1.0f + std::exp(-ld(a[j])));
+            srow[j] = s;
+            orow[j] = st<T>(ld(a[j]) * s * ld(b[j]));
+          }
         }
       }
     });
@@ -146,8 +213,8 @@ struct SwiGlu : torch::autograd::Function<SwiGlu> {
         T *ga = out + row * width, *gb = ga + f;
         for (std::int64_t j = 0; j < f; ++j) {
           // d silu(a) / da = s (1 + a (1 - s)) with s = sigmoid(a).
-          ga[j] = T(ld(go[j]) * ld(b[j]) * s[j] * (1.0f + ld(a[j]) * (1.0f - s[j])));
-          gb[j] = T(ld(go[j]) * ld(a[j]) * s[j]);
+          ga[j] = st<T>(ld(go[j]) * ld(b[j]) * s[j] * (1.0f + ld(a[j]) * (1.0f - s[j])));
+          gb[j] = st<T>(ld(go[j]) * ld(a[j]) * s[j]);
         }
       }
     });
@@ -176,8 +243,8 @@ template <typename I, typename O>
 void rope_forward(const I* x, const float* cos, const float* sin, std::int64_t d, O* out) {
   const std::int64_t half = d / 2;
   for (std::int64_t i = 0; i < half; ++i) {
-    out[i] = O(ld(x[i]) * cos[i] - ld(x[i + half]) * sin[i]);
-    out[i + half] = O(ld(x[i + half]) * cos[i + half] + ld(x[i]) * sin[i + half]);
+    out[i] = st<O>(ld(x[i]) * cos[i] - ld(x[i + half]) * sin[i]);
+    out[i + half] = st<O>(ld(x[i + half]) * cos[i + half] + ld(x[i]) * sin[i + half]);
   }
 }
 
@@ -186,8 +253,8 @@ template <typename G, typename O>
 void rope_backward(const G* g, const float* cos, const float* sin, std::int64_t d, O* gx) {
   const std::int64_t half = d / 2;
   for (std::int64_t i = 0; i < half; ++i) {
-    gx[i] = O(ld(g[i]) * cos[i] + ld(g[i + half]) * sin[i + half]);
-    gx[i + half] = O(ld(g[i + half]) * cos[i + half] - ld(g[i]) * sin[i]);
+    gx[i] = st<O>(ld(g[i]) * cos[i] + ld(g[i + half]) * sin[i + half]);
+    gx[i + half] = st<O>(ld(g[i + half]) * cos[i + half] - ld(g[i]) * sin[i]);
   }
 }
 

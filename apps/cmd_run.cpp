@@ -57,11 +57,6 @@ struct RunFlags : PlanningFlags {
 // Everything that can be checked without MPI; throws UsageError.
 runtime::RunOptions resolve(RunFlags& f) {
   runtime::RunOptions o = f.options;
-  apply_planning_flags(f, "run/compare", o);
-  o.reduce_mode = comm::parse_reduce_mode(f.reduce_mode);
-  comm::set_collective_timeout(f.collective_timeout);
-  o.pipeline = !f.no_pipeline;
-  o.seed = parse_seed(f.seed);
   std::vector<std::set<std::string>> keys;  // per open object: the keys seen so far
   const auto reject_duplicates = [&keys](int, nlohmann::json::parse_event_t event,
                                          nlohmann::json& parsed) {
@@ -79,6 +74,11 @@ runtime::RunOptions resolve(RunFlags& f) {
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(str("--optimizer-options is not valid JSON: ", e.what()));
   }
+  apply_planning_flags(f, "run/compare", o);  // after the options: --ns-* join them
+  o.reduce_mode = comm::parse_reduce_mode(f.reduce_mode);
+  comm::set_collective_timeout(f.collective_timeout);
+  o.pipeline = !f.no_pipeline;
+  o.seed = parse_seed(f.seed);
   runtime::validate(o);
   const std::int64_t ranks = o.dims.world();
   require_in_range(f.perturb_plan_rank, -1, ranks - 1, "--test-perturb-plan-rank",

@@ -77,6 +77,12 @@ void add_planning_flags(CLI::App* sub, PlanningFlags& f, PlanningCommand command
   f.grad_fp32_flag = sub->add_flag("--grad-reduce-in-fp32", f.grad_reduce_in_fp32,
                                    "Under --precision bf16: keep, scale and reduce gradients in "
                                    "fp32 (Megatron's grad_reduce_in_fp32)");
+  sub->add_option("--ns-dtype", f.ns_dtype,
+                  "Muon's Newton-Schulz products: fp32 | bf16 (operands rounded to bf16, fp32 "
+                  "sums; default fp32)");
+  sub->add_option("--ns-algorithm", f.ns_algorithm,
+                  "Muon's Newton-Schulz iteration: standard | gram (on the Gram matrix, where it "
+                  "saves FLOPs; default standard)");
   sub->add_option("--split-qkv", f.split_qkv, "Split fused QKV: none | qkv | head")
       ->capture_default_str();
   sub->add_flag("--split-fc1", f.split_fc1, "Split fc1 into gate and up tasks");

@@ -30,6 +30,7 @@
 #include "canzona/launch/job.h"
 #include "canzona/launch/plan_check.h"
 #include "canzona/model/load.h"
+#include "canzona/optim/bf16_products.h"
 #include "canzona/optim/optimizer.h"
 #include "canzona/plan/metrics.h"
 #include "canzona/plan/plan.h"
@@ -622,6 +623,8 @@ PYBIND11_MODULE(_canzona, m) {
       .def_readwrite("split_fc1", &PlanArgs::split_fc1)
       .def_readwrite("precision", &PlanArgs::precision)
       .def_readwrite("grad_reduce_in_fp32", &PlanArgs::grad_reduce_in_fp32)
+      .def_readwrite("ns_dtype", &PlanArgs::ns_dtype)
+      .def_readwrite("ns_algorithm", &PlanArgs::ns_algorithm)
       .def_readwrite("calibration", &PlanArgs::calibration)
       .def_readwrite("alpha", &PlanArgs::alpha)
       .def_readwrite("cmax_mb", &PlanArgs::cmax_mb)
@@ -646,6 +649,8 @@ PYBIND11_MODULE(_canzona, m) {
     }
     return out;
   });
+  // Which library runs Muon's bf16 Newton-Schulz products here (optim/bf16_products.h).
+  m.def("bf16_backend_report", [] { return canzona::optim::bf16_backend_report(); });
   m.def("effective_options", [](const std::string& name, const std::string& options_json) {
     return canzona::optim::effective_options(name, nlohmann::json::parse(options_json)).dump();
   });

@@ -16,6 +16,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev
   libopenblas-dev liblapacke-dev
+  libdnnl-dev  # oneDNN 2.6.3: Muon's bf16 Newton-Schulz products on AMX / AVX512-BF16 (src/optim/onednn.cpp)
   libcli11-dev nlohmann-json3-dev
   libsentencepiece-dev sentencepiece fortunes
   python3-venv python3-dev pybind11-dev  # .venv and the Python package (python/, docs/python.md)

@@ -241,7 +241,8 @@ Launch prepare(TrainFlags& f) {
   Launch l;
   train::TrainOptions& o = l.options;
   launch::JobOptions& r = o.job;
-  apply_planning_flags(f, "train", r);
+  r.optimizer_options = parse_options_json(f.optimizer_options);
+  apply_planning_flags(f, "train", r);  // after the options: --ns-* join them
   r.reduce_mode = comm::parse_reduce_mode(f.reduce_mode);
   comm::set_collective_timeout(f.collective_timeout);
   r.pipeline = !f.no_pipeline;
@@ -281,7 +282,6 @@ Launch prepare(TrainFlags& f) {
   // --optimizer adamw: every param element-wise; the matrix optimizer then updates nothing.
   o.all_adamw = f.optimizer == "adamw";
   r.optimizer = o.all_adamw ? "muon" : f.optimizer;
-  r.optimizer_options = parse_options_json(f.optimizer_options);
   // Given learning rates are range-checked here (an optimizer's own check would name the option
   // key, not the flag); an absent one leaves the optimizer's default.
   for (const auto& [given, value, flag] : {std::tuple{f.lr_given, f.lr, "--lr"},
@@ -475,11 +475,18 @@ std::string loss_svg(const std::vector<train::RunCurves>& curves, const std::str
 // softmax, so losses agree with the single process only to rounding: fp32 rounding (~1e-7
 // relative) amplified over a few steps by the optimizer stays orders of magnitude below this.
 constexpr double kTpLossTolerance = 1e-4;
+// The same under --precision bf16, whose activations round to 2^-9 relative: the other order
+// rounds other activations. Measured: 1.07e-4 at qwen3-tiny DP 2 x TP 2, 3 steps, on an AMD EPYC
+// with AVX2 only (libtorch's bf16 matmul without bf16 instructions), below 1e-4 on an Intel Xeon
+// with AMX; 1e-3 keeps 9x of margin and stays far below what a wrong shard or sum gives (the
+// training loss moves by more than 1e-2 per step here).
+constexpr double kTpLossToleranceBf16 = 1e-3;
 
 // --verify on world rank 0: returns false when a TP = 1 run is not bitwise the reference (under
 // kDeterministic), or its losses differ from the reference's by more than kTpLossTolerance
-// (relative) where it need not be bitwise: at TP > 1, EP > 1 or under kNative (another summation
-// order). One line per strategy: bitwise identical, within the bound (x of y), or FAILED.
+// (kTpLossToleranceBf16 in bf16; relative) where it need not be bitwise: at TP > 1, EP > 1 or under
+// kNative (another summation order). One line per strategy: bitwise identical, within the bound (x
+// of y), or FAILED.
 bool verify(const Launch& l, const std::vector<train::StrategyRun>& runs) {
   const train::ReferenceRun ref = train::run_reference(l.config, l.spec, l.options, l.corpus);
   // Bitwise on TP = 1, except for a MoE model under EP > 1: there an expert's weight gradient is
@@ -488,6 +495,8 @@ bool verify(const Launch& l, const std::vector<train::StrategyRun>& runs) {
   const bool native = l.options.job.reduce_mode != comm::ReduceMode::kDeterministic;
   const bool exact = l.options.job.dims.tp == 1 && !ep && !native;
   const char* why = l.options.job.dims.tp > 1 ? "TP > 1" : ep ? "EP > 1" : "native reduction";
+  const double tolerance =
+      l.options.job.precision == DType::kBF16 ? kTpLossToleranceBf16 : kTpLossTolerance;
   bool ok = true;
   for (const train::StrategyRun& r : runs) {
     double max_rel = 0.0;
@@ -512,13 +521,13 @@ bool verify(const Launch& l, const std::vector<train::StrategyRun>& runs) {
       status = str("FAILED: loss curve ", bitwise ? "bitwise identical" : "differs",
                    ", final params ", params_bitwise ? "bitwise identical" : "differ",
                    ", max relative loss difference ", max_rel, " (bitwise required at TP = 1)");
-    } else if (max_rel <= kTpLossTolerance) {
-      status = str("within bound (max relative loss difference ", max_rel, " of ", kTpLossTolerance,
-                   ", ", why, ")");
+    } else if (max_rel <= tolerance) {
+      status = str("within bound (max relative loss difference ", max_rel, " of ", tolerance, ", ",
+                   why, ")");
     } else {
       ok = false;
       status = str("FAILED: max relative loss difference ", max_rel, " exceeds the bound ",
-                   kTpLossTolerance, " (", why, ")");
+                   tolerance, " (", why, ")");
     }
     std::printf("verify %-*s vs single process: %s\n", plan::strategy_name_width(),
                 plan::to_string(r.strategy), status.c_str());

@@ -7,6 +7,9 @@
 
 #include "canzona/common/error.h"
 #include "canzona/common/hex.h"
+#include "canzona/optim/bf16_products.h"
+#include "canzona/optim/muon.h"
+#include "canzona/optim/optimizer_spec.h"
 #include "canzona/train/memory.h"
 
 namespace canzona::apps {
@@ -27,6 +30,35 @@ double median(std::vector<double> v) {
 
 std::string rss_text(std::int64_t bytes) {
   return bytes < 0 ? std::string("?") : train::format_bytes(static_cast<double>(bytes));
+}
+
+// The Newton-Schulz options Muon runs with ("" for another optimizer): coefficient set and steps,
+// where the products run, the iteration and its restarts.
+std::string ns_line(const train::TrainOptions& o) {
+  if (o.all_adamw || o.job.optimizer != "muon") return "";
+  const nlohmann::json e = optim::effective_options("muon", o.job.optimizer_options);
+  optim::NewtonSchulzOptions ns;
+  ns.coefficients = optim::parse_ns_coefficients(e.at("ns_coefficients"));
+  ns.steps = e.at("ns_steps");
+  ns.dtype = optim::parse_ns_dtype(e.at("ns_dtype"));
+  ns.algorithm = optim::parse_ns_algorithm(e.at("ns_algorithm"));
+  std::ostringstream out;
+  out << "Newton-Schulz: " << optim::to_string(ns.coefficients) << " x " << ns.steps
+      << " | products " << optim::to_string(ns.dtype) << " on "
+      << (ns.dtype == optim::NsDtype::kBF16 ? optim::bf16_backend_report() : "OpenBLAS")
+      << " | iteration " << optim::to_string(ns.algorithm);
+  if (ns.algorithm == optim::NsAlgorithm::kGram) {
+    if (!optim::gram_stable(ns)) {
+      out << " (no stable restart set for these coefficients: standard on every shape)";
+    } else {
+      out << " (restarts at";
+      for (int i : optim::gram_restarts(ns)) out << " " << i;
+      out << "; standard where it saves under "
+          << static_cast<int>(100 * (1 - optim::kGramMaxFlopRatio) + 0.5) << "% of the FLOPs)";
+    }
+  }
+  out << "\n";
+  return out.str();
 }
 
 }  // namespace
@@ -53,6 +85,7 @@ std::string format_header(const TrainHeader& h, const train::TrainOptions& o) {
         << (h.bf16_native.empty() ? "emulated (no native bf16 instructions on this CPU)"
                                   : "native (" + h.bf16_native + ")")
         << " | bf16 matmul " << fmt("%.1f", h.bf16_gflops) << " GFLOP/s\n";
+  out << ns_line(o);
   out << "BLAS core " << h.blas_core << " (" << h.blas_core_source << ") | memory per rank: about "
       << train::format_bytes(h.memory.total()) << " estimated ("
       << train::format_bytes(h.memory.activations_bytes) << " activations), "
@@ -194,6 +227,12 @@ nlohmann::json train_json(const TrainHeader& h, const train::TrainOptions& o,
     j["bf16_gflops"] = h.bf16_gflops;
     j["bf16_native"] = !h.bf16_native.empty();
     j["bf16_instructions"] = h.bf16_native;
+  }
+  if (!o.all_adamw && o.job.optimizer == "muon") {
+    const nlohmann::json e = optim::effective_options("muon", o.job.optimizer_options);
+    j["ns_dtype"] = e.at("ns_dtype");
+    j["ns_algorithm"] = e.at("ns_algorithm");
+    if (e.at("ns_dtype") == "bf16") j["bf16_backend"] = optim::bf16_backend_report();
   }
   j["blas_core"] = h.blas_core;
   j["blas_core_source"] = h.blas_core_source;

@@ -8,7 +8,8 @@ the usual distributed Muon (Keller Jordan's recipe):
     (Megatron's linear_qkv and linear_fc1), so Muon orthogonalises the same shapes;
   * matrix params (every 2-D weight inside the decoder layers) use Muon with canzona's
     defaults: lr 0.02, momentum 0.95 with Nesterov, 5 Newton-Schulz iterations with the
-    (3.4445, -4.7750, 2.0315) coefficients in fp32, update scaled by 0.2 sqrt(max(rows, cols))
+    (3.4445, -4.7750, 2.0315) coefficients, their products in bf16 as Keller Jordan's recipe and
+    torch.optim.Muon run them (`--ns-dtype fp32` for fp32), update scaled by 0.2 sqrt(max(rows, cols))
     (`--muon-scale aspect` gives Keller Jordan's sqrt(max(1, rows/cols))). The matrix params are
     put in a fixed order and grouped by shape; within a group rank r orthogonalises params r,
     r+N, r+2N, ... and each block of N params is then all-gathered (the last block padded with
@@ -246,10 +247,12 @@ class Qwen3(nn.Module):
 # Distributed Muon
 
 
-def newton_schulz5(g, steps=5, eps=1e-7):
-    """Approximately orthogonalise g (fp32) with the quintic iteration."""
+def newton_schulz5(g, steps=5, eps=1e-7, dtype=torch.float32):
+    """Approximately orthogonalise g with the quintic iteration, its products in `dtype`: fp32, or
+    bf16 as Keller Jordan's and torch.optim.Muon's code run it (X = G.bfloat16(), every product
+    and its result bf16); the result is returned in fp32."""
     a, b, c = 3.4445, -4.7750, 2.0315
-    x = g.float()
+    x = g.to(dtype)
     transposed = x.shape[0] > x.shape[1]
     if transposed:
         x = x.t()
@@ -260,7 +263,7 @@ def newton_schulz5(g, steps=5, eps=1e-7):
         x = torch.addmm(x, poly, x, beta=a)  # a x + poly x
     if transposed:
         x = x.t()
-    return x
+    return x.float()
 
 
 class DistMuon(torch.optim.Optimizer):
@@ -268,7 +271,7 @@ class DistMuon(torch.optim.Optimizer):
     the updated params are all-gathered block by block."""
 
     def __init__(self, params, lr=0.02, momentum=0.95, nesterov=True, ns_steps=5,
-                 weight_decay=0.0, rank=0, world=1, scale="spectral"):
+                 weight_decay=0.0, rank=0, world=1, scale="spectral", ns_dtype=torch.float32):
         params = list(params)
         defaults = dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps,
                         weight_decay=weight_decay)
@@ -282,6 +285,7 @@ class DistMuon(torch.optim.Optimizer):
         self.world = world
         self._pad = {}  # shape -> scratch tensors for padding the last block
         self.scale_rule = scale
+        self.ns_dtype = ns_dtype
         self.compute_s = 0.0  # this step's momentum + Newton-Schulz + update time
 
     @torch.no_grad()
@@ -316,7 +320,8 @@ class DistMuon(torch.optim.Optimizer):
                     buf = state["momentum_buffer"]
                     buf.lerp_(g, 1.0 - group["momentum"])
                     u = g.lerp(buf, group["momentum"]) if group["nesterov"] else buf
-                    x = newton_schulz5(u.reshape(rows, cols), steps=group["ns_steps"])
+                    x = newton_schulz5(u.reshape(rows, cols), steps=group["ns_steps"],
+                                       dtype=self.ns_dtype)
                     x = x.reshape(shape)
                     if group["weight_decay"]:
                         mine.mul_(1.0 - group["lr"] * group["weight_decay"])
@@ -411,7 +416,8 @@ def worker(rank, args, init_method, result_q):
     ddp = DDP(model, broadcast_buffers=False, gradient_as_bucket_view=True, static_graph=True)
     matrix, other = split_params(model)
     muon = DistMuon(matrix, lr=args.lr, momentum=0.95, nesterov=True, ns_steps=5,
-                    weight_decay=0.0, rank=rank, world=world, scale=args.muon_scale)
+                    weight_decay=0.0, rank=rank, world=world, scale=args.muon_scale,
+                    ns_dtype=torch.bfloat16 if args.ns_dtype == "bf16" else torch.float32)
     adamw = torch.optim.AdamW(other, lr=args.adamw_lr, betas=(0.9, 0.999), eps=1e-8,
                               weight_decay=0.01)
 
@@ -499,6 +505,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--autocast", choices=["off", "bf16"], default="off",
                     help="run the forward under torch.autocast('cpu', dtype=torch.bfloat16)")
+    ap.add_argument("--ns-dtype", choices=["fp32", "bf16"], default="bf16",
+                    help="Newton-Schulz products: bf16 (default), as Keller Jordan's Muon and "
+                         "torch.optim.Muon run them, or fp32")
     ap.add_argument("--json", default=None, help="write results here")
     args = ap.parse_args()
 
@@ -559,6 +568,7 @@ def main():
                 tokens_per_step=tokens_per_step,
                 lr=args.lr, momentum=0.95, nesterov=True, ns_steps=5,
                 ns_coefficients=[3.4445, -4.7750, 2.0315], muon_scale=args.muon_scale,
+                ns_dtype=args.ns_dtype,
                 schedule="warmup min(10, steps), cosine to 0.1",
                 ddp="gloo, gradient_as_bucket_view, static_graph",
                 muon_weight_decay=0.0,

@@ -24,20 +24,28 @@
 # main params and state) and theirs under CPU autocast to bf16 (torch_ddp_muon.py --autocast bf16:
 # bf16 products, fp32 params, gradients and all-reduce), PyTorch's own mixed precision.
 #
+# --ns-dtype bf16 (the default) runs both sides' Newton-Schulz products in bf16, as the peers'
+# users run them: ours with --ns-dtype bf16 (operands rounded to bf16, fp32 sums; bf16_products.h
+# says on which library), torch_ddp_muon.py with --ns-dtype bf16 (Keller Jordan's bf16 loop);
+# --ns-dtype fp32 runs both in fp32. muon-fsdp2 (--peer fsdp2) runs its own bf16 loop either way.
+# --ns-algorithm gram runs ours with the Gram iteration (the peers have none).
+#
 # --peer fsdp2 compares the ZeRO-3 sides instead: ours with --zero-stage 3, theirs
 # bench/train/torch_fsdp2_muon.py (FSDP2's fully_shard over gloo + muon-fsdp2's distributed Muon).
 #
 # Usage: bench/train/vs-pytorch.sh [--ranks N] [--steps S] [--warmup W] [--repeats R]
 #                                  [--shapes preset,attention,optimizer] [--coretype CORE]
 #                                  [--canzona PATH] [--keep DIR] [--peer ddp|fsdp2]
-#                                  [--precision fp32|bf16]
+#                                  [--precision fp32|bf16] [--ns-dtype fp32|bf16]
+#                                  [--ns-algorithm standard|gram]
 set -euo pipefail
 
-usage() { echo "usage: $0 [--ranks N] [--steps S] [--warmup W] [--repeats R] [--shapes LIST] [--coretype CORE] [--canzona PATH] [--keep DIR] [--peer ddp|fsdp2] [--precision fp32|bf16]" >&2; exit 2; }
+usage() { echo "usage: $0 [--ranks N] [--steps S] [--warmup W] [--repeats R] [--shapes LIST] [--coretype CORE] [--canzona PATH] [--keep DIR] [--peer ddp|fsdp2] [--precision fp32|bf16] [--ns-dtype fp32|bf16] [--ns-algorithm standard|gram]" >&2; exit 2; }
 die2() { echo "$0: $*" >&2; exit 2; }
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 N=2 S=8 W=3 R=3 SHAPES=preset,attention,optimizer CORE="" KEEP="" PEER=ddp PRECISION=fp32
+NS_DTYPE=bf16 NS_ALGORITHM=standard
 CANZONA="$ROOT/build/apps/canzona"
 PY=${CANZONA_PYTHON:-$ROOT/.venv/bin/python}  # the project's torch 2.x (scripts/install-deps.sh)
 TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4
@@ -54,6 +62,8 @@ while [ $# -gt 0 ]; do
     --keep) [ $# -ge 2 ] || usage; KEEP=$2; shift 2 ;;
     --peer) [ $# -ge 2 ] || usage; PEER=$2; shift 2 ;;
     --precision) [ $# -ge 2 ] || usage; PRECISION=$2; shift 2 ;;
+    --ns-dtype) [ $# -ge 2 ] || usage; NS_DTYPE=$2; shift 2 ;;
+    --ns-algorithm) [ $# -ge 2 ] || usage; NS_ALGORITHM=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die2 "unknown argument '$1' (see --help)" ;;
   esac
@@ -73,6 +83,14 @@ case "$PRECISION" in
   fp32) AUTOCAST=off PEER_ARGS="" ;;
   bf16) AUTOCAST=bf16 PEER_ARGS="--autocast bf16"; [ "$PEER" = ddp ] || die2 "--precision bf16 compares with --peer ddp only" ;;
   *) die2 "--precision must be fp32 or bf16, got '$PRECISION'" ;;
+esac
+case "$NS_DTYPE" in
+  fp32|bf16) [ "$PEER" = ddp ] && PEER_ARGS="$PEER_ARGS --ns-dtype $NS_DTYPE" ;;
+  *) die2 "--ns-dtype must be fp32 or bf16, got '$NS_DTYPE'" ;;
+esac
+case "$NS_ALGORITHM" in
+  standard|gram) ;;
+  *) die2 "--ns-algorithm must be standard or gram, got '$NS_ALGORITHM'" ;;
 esac
 [ "$S" -gt "$W" ] || die2 "--steps ($S) must exceed --warmup ($W)"
 shape_args() {  # $1 = shape; prints "seq micro-batch"
@@ -123,7 +141,8 @@ run_ours() {  # $1 = shape, $2 = repeat; prints tokens/s and details
   local seq mb js="$OUT/ours-$1-$2.json" log="$OUT/ours-$1-$2.log"
   read -r seq mb <<<"$(shape_args "$1")"
   if ! mpirun --allow-run-as-root --oversubscribe -np "$N" "$CANZONA" train --model qwen3-cpu \
-      --dp "$N" --tp 1 --optimizer muon --strategy lb-asc --zero-stage "$OURS_ZERO" --precision "$PRECISION" --steps "$S" --seq-len "$seq" \
+      --dp "$N" --tp 1 --optimizer muon --strategy lb-asc --zero-stage "$OURS_ZERO" --precision "$PRECISION" --ns-dtype "$NS_DTYPE" \
+      --ns-algorithm "$NS_ALGORITHM" --steps "$S" --seq-len "$seq" \
       --micro-batch "$mb" --json "$js" >"$log" 2>&1; then
     echo "ours run $2 ($1) failed; last lines of $log:" >&2; tail -n 15 "$log" >&2; return 1
   fi
@@ -143,6 +162,7 @@ run_torch() {  # $1 = shape, $2 = repeat, $3 = glibc | tcmalloc; prints tokens/s
 }
 
 echo "peer $PEER ($PEER_SCRIPT; ours --zero-stage $OURS_ZERO), torch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+echo "Newton-Schulz: ours --ns-dtype $NS_DTYPE --ns-algorithm $NS_ALGORITHM, the peer's $([ "$PEER" = ddp ] && echo "$NS_DTYPE" || echo "bf16 (muon-fsdp2's own)")"
 echo "qwen3-cpu, precision $PRECISION (pytorch autocast $AUTOCAST), ranks $N, steps $S (median over steps $((W + 1))..$S), repeats $R, 1 thread per rank, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 for shape in "${shapes[@]}"; do
   read -r seq mb <<<"$(shape_args "$shape")"

@@ -7,7 +7,8 @@
 `import canzona` loads only the planner and the kernels (no torch); `canzona.torch` imports torch.
 """
 from canzona._canzona import Optimizer as _NativeOptimizer  # noqa: F401  (checks the build)
+from canzona._canzona import bf16_backend_report
 from canzona.planning import Plan, plan, strategies
 
 __version__ = "0.1.0"
-__all__ = ["Plan", "plan", "strategies", "__version__"]
+__all__ = ["Plan", "plan", "strategies", "bf16_backend_report", "__version__"]

@@ -250,7 +250,8 @@ class Plan:
 def _make_args(where, *, dp, tp, pp, optimizer, strategy, planner, cost, bucket_size, alpha,
                cmax_mb, zero_stage, split_qkv, split_fc1, layerwise_tp, layerwise_buckets,
                bucket_order, ns_steps=None, precondition_frequency=None, max_precond_dim=None,
-               calibration=None, ep=1, etp=1, precision="fp32", grad_reduce_in_fp32=False):
+               calibration=None, ep=1, etp=1, precision="fp32", grad_reduce_in_fp32=False,
+               ns_dtype=None, ns_algorithm=None):
     """The native PlanArgs of the planning options; TypeError for a mistyped one."""
     args = _canzona.PlanArgs()
     ints = {"dp": dp, "tp": tp, "pp": pp, "ep": ep, "etp": etp, "zero_stage": zero_stage, "bucket_size": bucket_size}
@@ -281,6 +282,16 @@ def _make_args(where, *, dp, tp, pp, optimizer, strategy, planner, cost, bucket_
         args.max_precond_dim = int(max_precond_dim)
     if calibration is not None:
         args.calibration = os.fspath(calibration)
+    for key, value in {"ns_dtype": ns_dtype, "ns_algorithm": ns_algorithm}.items():
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise TypeError(f"{where}: {key} must be a str (got {value!r})")
+        known = ("fp32", "bf16") if key == "ns_dtype" else ("standard", "gram")
+        if value not in known:
+            raise ValueError(f"{where}: {key} must be {' or '.join(repr(k) for k in known)} "
+                             f"(got {value!r})")
+        setattr(args, key, value)
     if tp < 1:
         raise ValueError(f"{where}: tp must be >= 1 (got {tp})")
     return args
@@ -299,8 +310,12 @@ def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb
          split_fc1=False, layerwise_tp="duplicated", layerwise_buckets="soft-min",
          bucket_order="free", ns_steps=None, precondition_frequency=None, max_precond_dim=None,
          calibration=None, is_matrix=None, matrix_view=None, name=None, precision="fp32",
-         grad_reduce_in_fp32=False):
+         grad_reduce_in_fp32=False, ns_dtype=None, ns_algorithm=None):
     """Plans `model` as `canzona plan` does (the same options, named as its flags with '_').
+
+    ns_dtype "fp32" | "bf16" and ns_algorithm "standard" | "gram" (--ns-dtype, --ns-algorithm):
+    Muon's Newton-Schulz options; the Gram iteration's FLOPs are what the plan balances on the
+    shapes where it runs. None: Muon's defaults (fp32, standard).
 
     precision "fp32" | "bf16" (--precision): the dtype of params and gradients the plan's memory
     and communication are priced at (bf16: 2-byte params and gradients, fp32 main params and
@@ -338,7 +353,8 @@ def plan(model, *, dp=1, tp=1, pp=1, ep=1, etp=1, optimizer="muon", strategy="lb
                       layerwise_buckets=layerwise_buckets, bucket_order=bucket_order,
                       ns_steps=ns_steps, precondition_frequency=precondition_frequency,
                       max_precond_dim=max_precond_dim, calibration=calibration,
-                      precision=precision, grad_reduce_in_fp32=grad_reduce_in_fp32)
+                      precision=precision, grad_reduce_in_fp32=grad_reduce_in_fp32,
+                      ns_dtype=ns_dtype, ns_algorithm=ns_algorithm)
     hf_config = hf_config_of(model) if is_matrix is None and matrix_view is None else None
     doc = None if hf_config is not None else _model_doc(model, tp, is_matrix, name, matrix_view)
     if hf_config is not None:

@@ -84,6 +84,10 @@ def make_model(bf16):
     return m.to(torch.bfloat16) if bf16 else m
 
 
+# optimizer "muon-forms": Muon with its Newton-Schulz products in bf16 and the Gram iteration.
+NS_FORMS = {"ns_dtype": "bf16", "ns_algorithm": "gram"}
+
+
 def run(name, optimizer, steps, micros, out_dir, bf16=False, fp32_grads=False):
     strategy = name.split("+")[0]
     # Every rank starts from its own values: the optimizer copies DP rank 0's to all (as DDP).
@@ -91,8 +95,10 @@ def run(name, optimizer, steps, micros, out_dir, bf16=False, fp32_grads=False):
     model = make_model(bf16)
     torch.manual_seed(100)
     init = {n: p.detach().clone() for n, p in make_model(bf16).named_parameters()}
-    opt = ct.DistributedOptimizer(model, optimizer, strategy, lr=0.02, adamw_lr=0.003,
-                                  bucket_size=600, grad_reduce_in_fp32=fp32_grads)
+    forms = optimizer == "muon-forms"
+    opt = ct.DistributedOptimizer(model, "muon" if forms else optimizer, strategy, lr=0.02,
+                                  adamw_lr=0.003, bucket_size=600, grad_reduce_in_fp32=fp32_grads,
+                                  optimizer_options=dict(NS_FORMS) if forms else None)
     dp, rank = opt.plan.dp, opt.dp_rank
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + s))
     losses = []
@@ -133,6 +139,8 @@ def run(name, optimizer, steps, micros, out_dir, bf16=False, fp32_grads=False):
              if n not in ("fc.weight", "proj.weight")]
     kernel = {"muon": lambda ps: ct.Muon(ps, lr=0.02, weight_decay=0.0,
                                          adjust_lr_fn="match_rms_adamw"),
+              "muon-forms": lambda ps: ct.Muon(ps, lr=0.02, weight_decay=0.0,
+                                               adjust_lr_fn="match_rms_adamw", **NS_FORMS),
               "shampoo": lambda ps: ct.Shampoo(ps, lr=0.02),
               "soap": lambda ps: ct.SOAP(ps, lr=0.02)}[optimizer]
     ref_opts = [kernel(matrix), ct.AdamW(other, lr=0.003)]

@@ -83,6 +83,26 @@ def test_a_bf16_model_under_zero3_is_bitwise_zero1(tmp_path):
         assert report["one_fp32_grads"]["params_hash"] != report["one"]["params_hash"]
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_bf16_gram_newton_schulz_is_bitwise_the_replay(tmp_path, precision):
+    """optimizer_options={"ns_dtype": "bf16", "ns_algorithm": "gram"} (the 48 x 16 and 16 x 48
+    matrices run the Gram iteration): every strategy bitwise a replay whose canzona.torch.Muon
+    was given the same ns_dtype and ns_algorithm, for an fp32 and a bf16 model; one params hash
+    across the strategies."""
+    strategies = ["sc", "lb-asc", "fsdp-a2a"]
+    args = [",".join(strategies), "muon-forms", "3", "2"] + (["bf16"] if precision == "bf16" else [])
+    proc = launch(2, "dist_worker.py", args, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shas = set()
+    for strategy in strategies:
+        for r in range(2):
+            report = json.loads((tmp_path / f"{strategy}.rank{r}.json").read_text())
+            assert report["bitwise"], f"{strategy}: rank {r} differs from the replay"
+            assert report["replay_bitwise"], f"{strategy}: canzona.torch.replay differs"
+            shas.add(report["params_sha"])
+    assert len(shas) == 1
+
+
 def test_shampoo_and_soap_are_bitwise_the_replay(tmp_path):
     for optimizer in ("shampoo", "soap"):
         proc = launch(2, "dist_worker.py", ["lb-asc", optimizer, "3", "2"], tmp_path)

@@ -179,6 +179,31 @@ def test_params_without_grad_are_skipped_and_named_params_name_errors():
         opt.step()
 
 
+@pytest.mark.parametrize("ns_dtype,ns_algorithm,low,high", [
+    ("fp32", "gram", 0.0, 1e-4),           # the same polynomial, in fp32
+    ("bf16", "standard", 1e-4, 1 / 32),    # bf16 products: torch.optim.Muon's bound
+    (torch.bfloat16, "gram", 1e-4, 1 / 32),
+])
+def test_muon_newton_schulz_forms_stay_near_the_float64_reference(ns_dtype, ns_algorithm, low,
+                                                                  high):
+    """ns_dtype / ns_algorithm change the iteration's precision and form, not what it computes: each
+    step's update stays within `high` of the float64 reference's (relative, Frobenius) and, with
+    bf16 products, at least `low` from it (the option really reached the kernel). 40 x 16 runs the
+    Gram iteration (2.5 : 1), 16 x 16 the standard one (no gain on a square)."""
+    for shape in ((40, 16), (16, 16)):
+        w0 = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+        grads = grads_for(shape, 1)
+        w, _ = run(ct.Muon, w0, grads, lr=0.02, weight_decay=0.0, momentum=0.9,
+                   adjust_lr_fn="match_rms_adamw", ns_dtype=ns_dtype, ns_algorithm=ns_algorithm)
+        scale = 0.2 * math.sqrt(max(shape))
+        ref_w, _ = reference_muon(w0, grads, 0.02, 0.0, 0.9, True, 5, 1e-7, scale)
+        ours, want = w.detach().double() - w0.double(), ref_w - w0.double()
+        rel = float((ours - want).norm() / want.norm())
+        assert rel <= high, (shape, rel)
+        if ns_dtype != "fp32":
+            assert rel >= low, (shape, rel)
+
+
 @pytest.mark.parametrize("make,match", [
     (lambda: ct.Muon([torch.nn.Parameter(torch.ones(4, 4, dtype=torch.float64))]), "float64"),
     (lambda: ct.Muon([torch.nn.Parameter(torch.ones(8, 4).t())]), "not contiguous"),
@@ -187,6 +212,10 @@ def test_params_without_grad_are_skipped_and_named_params_name_errors():
     (lambda: ct.Muon([torch.nn.Parameter(torch.ones(4, 4))], ns_coefficients=(1, 2, 3)),
      "ns_coefficients"),
     (lambda: ct.Muon([torch.nn.Parameter(torch.ones(4, 4))], adjust_lr_fn="x"), "adjust_lr_fn"),
+    (lambda: ct.Muon([torch.nn.Parameter(torch.ones(4, 4))], ns_dtype="fp16"), "ns_dtype"),
+    (lambda: ct.Muon([torch.nn.Parameter(torch.ones(4, 4))], ns_dtype=torch.float16), "ns_dtype"),
+    (lambda: ct.Muon([torch.nn.Parameter(torch.ones(4, 4))], ns_algorithm="fast"),
+     "ns_algorithm"),
     (lambda: ct.SOAP([torch.nn.Parameter(torch.ones(4, 4))], betas=(0.9,)), "betas"),
     (lambda: ct.Shampoo([torch.nn.Parameter(torch.ones(4, 4))], precondition_frequency=0),
      "precondition_frequency"),

@@ -143,6 +143,25 @@ def test_precision_plans_as_the_cli_plans_it(canzona_cli, tmp_path, config_path,
     assert doc != {**fp32, "precision": "bf16"}  # more than the label differs
 
 
+def test_ns_options_plan_as_the_cli_plans_them(canzona_cli, tmp_path, config_path):
+    """ns_algorithm= and ns_dtype= are --ns-algorithm and --ns-dtype: the same document; the Gram
+    iteration's FLOPs are what the plan balances (its total differs from the standard one's)."""
+    expected = cli_plan(canzona_cli, tmp_path, config_path, "--dp", "4", "--ns-algorithm", "gram",
+                        "--ns-dtype", "bf16")
+    standard = cli_plan(canzona_cli, tmp_path, config_path, "--dp", "4")
+    doc = json.loads(canzona.plan(str(config_path), dp=4, ns_algorithm="gram",
+                                  ns_dtype="bf16").to_json())
+    doc.pop("plan_ms"), expected.pop("plan_ms"), standard.pop("plan_ms")
+    assert doc == expected
+    assert doc["optimizer_options"] == {"ns_algorithm": "gram", "ns_dtype": "bf16"}
+    assert standard["optimizer_options"] == {}
+    # On Qwen3-0.6B the Gram FLOPs move cuts and owners.
+    assert canzona.plan("qwen3-0.6b", dp=4, ns_algorithm="gram").plan_hash != \
+        canzona.plan("qwen3-0.6b", dp=4).plan_hash
+    with pytest.raises(ValueError, match="ns_algorithm"):
+        canzona.plan(str(config_path), dp=4, ns_algorithm="fast")
+
+
 def test_a_list_of_names_shapes_and_splits_plans_like_the_module(canzona_cli, tmp_path):
     model = MegatronQwen3(HF_CONFIG, 2)
     listed = []

@@ -118,7 +118,10 @@ void set_matrix_optimizer(CostOptions& options, const std::string& name,
                      "kMaxPrecondDim");
   optim::find_optimizer_spec(name);
   const nlohmann::json known = optim::effective_options(name, nlohmann::json::object());
-  nlohmann::json given = nlohmann::json::object();
+  // Options already set for this optimizer (--ns-dtype, --ns-algorithm: the planning flags) stay.
+  nlohmann::json given = options.matrix_optimizer == name && options.optimizer_options.is_object()
+                             ? options.optimizer_options
+                             : nlohmann::json::object();
   if (flags.ns_steps && known.contains("ns_steps")) given["ns_steps"] = *flags.ns_steps;
   if (flags.precondition_frequency && known.contains("precondition_frequency"))
     given["precondition_frequency"] = *flags.precondition_frequency;

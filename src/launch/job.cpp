@@ -7,6 +7,7 @@
 #include "canzona/common/checked.h"
 #include "canzona/common/error.h"
 #include "canzona/common/hex.h"
+#include "canzona/optim/muon.h"
 #include "canzona/optim/optimizer_spec.h"
 #include "canzona/optim/registry.h"
 
@@ -58,6 +59,46 @@ engine::EngineOptions engine_options(const JobOptions& o) {
   return e;
 }
 
+namespace {
+
+// --ns-dtype / --ns-algorithm into the optimizer options (apply_planning_args).
+void add_ns_args(const PlanningArgs& a, JobOptions& o) {
+  const struct {
+    const char* flag;
+    const char* key;
+    const std::string& value;
+    void (*check)(const std::string&);
+  } args[] = {
+      {"--ns-dtype", "ns_dtype", a.ns_dtype,
+       [](const std::string& v) { optim::parse_ns_dtype(v); }},
+      {"--ns-algorithm", "ns_algorithm", a.ns_algorithm,
+       [](const std::string& v) { optim::parse_ns_algorithm(v); }},
+  };
+  for (const auto& arg : args) {
+    if (arg.value.empty()) continue;
+    try {
+      arg.check(arg.value);
+    } catch (const UsageError& e) {
+      throw UsageError(str(arg.flag, ": ", e.what()));
+    }
+    CANZONA_REQUIRE(
+        optim::find_optimizer_spec(o.optimizer).shape == optim::OptimizerShape::kMatrix &&
+            optim::effective_options(o.optimizer, nlohmann::json::object()).contains(arg.key),
+        arg.flag,
+        " is an option of Muon's Newton-Schulz iteration; the matrix "
+        "optimizer here is ",
+        o.optimizer);
+    if (!o.optimizer_options.is_object()) break;  // validate() names the non-object options
+    if (o.optimizer_options.contains(arg.key))
+      CANZONA_REQUIRE(o.optimizer_options[arg.key] == arg.value, arg.flag, " ", arg.value,
+                      " disagrees with --optimizer-options' \"", arg.key,
+                      "\": ", o.optimizer_options[arg.key].dump());
+    o.optimizer_options[arg.key] = arg.value;
+  }
+}
+
+}  // namespace
+
 void apply_planning_args(const PlanningArgs& a, JobOptions& o) {
   o.planner = plan::parse_variant(a.planner);
   o.dims = a.dims;
@@ -76,6 +117,7 @@ void apply_planning_args(const PlanningArgs& a, JobOptions& o) {
   o.precision = parse_precision(a.precision);
   // fp32 gradients are what an fp32 run has anyway: the flag changes nothing there.
   o.grad_reduce_in_fp32 = a.grad_reduce_in_fp32 && o.precision == DType::kBF16;
+  add_ns_args(a, o);
 }
 
 plan::PlanOptions plan_options(const JobOptions& o, plan::Strategy strategy) {

@@ -12,6 +12,7 @@
 #include "canzona/common/error.h"
 #include "canzona/optim/linalg.h"
 #include "canzona/optim/optimizer.h"
+#include "products.h"
 
 namespace canzona::optim {
 namespace {
@@ -89,6 +90,20 @@ Timing time_sgemm(std::int64_t rows, std::int64_t cols, int repeats) {
              0.0f, matrix_view(c.data(), s, l));
       },
       repeats);
+}
+
+Timing time_bf16_gemm(std::int64_t rows, std::int64_t cols, int repeats) {
+  const std::int64_t s = std::min(rows, cols), l = std::max(rows, cols);
+  const std::vector<float> a = random_matrix(s, s, 1, 1.0f), b = random_matrix(s, l, 2, 1.0f);
+  std::vector<float> c(static_cast<std::size_t>(s * l));
+  const detail::ProductPath path = detail::product_path(NsDtype::kBF16);
+  std::vector<float> a_store(detail::operand_bytes(path, s, s) / sizeof(float) + 1);
+  std::vector<float> b_store(detail::operand_bytes(path, s, l) / sizeof(float) + 1);
+  const detail::Operand ao =
+      detail::make_operand(path, matrix_view(a.data(), s, s), a_store.data());
+  const detail::Operand bo =
+      detail::make_operand(path, matrix_view(b.data(), s, l), b_store.data());
+  return time_runs([&] { detail::product(path, ao, bo, matrix_view(c.data(), s, l)); }, repeats);
 }
 
 Timing time_newton_schulz(std::int64_t rows, std::int64_t cols, const NewtonSchulzOptions& options,

@@ -49,6 +49,8 @@ MuonOptions read_muon_options(const nlohmann::json& options, nlohmann::json* eff
   reader.read_enum("ns_coefficients", o.ns.coefficients, parse_ns_coefficients, to_string);
   reader.read_in("ns_steps", o.ns.steps, 0, detail::kMaxNsSteps, "kMaxNsSteps");
   reader.read_in("eps", o.ns.eps, detail::kMinEps, 1.0, "kMinEps");
+  reader.read_enum("ns_dtype", o.ns.dtype, parse_ns_dtype, to_string);
+  reader.read_enum("ns_algorithm", o.ns.algorithm, parse_ns_algorithm, to_string);
   reader.read_enum("scale", o.scale, parse_muon_scale, to_string);
   reader.read_in("weight_decay", o.weight_decay, 0.0, detail::kMaxRate, "kMaxRate");
   reader.finish();
@@ -58,12 +60,11 @@ MuonOptions read_muon_options(const nlohmann::json& options, nlohmann::json* eff
 
 namespace {
 
-// Per Newton-Schulz step: A = X X^T (2 lo^2 hi), A A (2 lo^3), B' X (2 lo^2 hi).
+// newton_schulz_flops: the standard iteration's three GEMMs per step as usually counted, or the
+// Gram iteration's where it runs on this shape (muon.h).
 double muon_flops(std::int64_t rows, std::int64_t cols, const nlohmann::json& options) {
   const MuonOptions o = read_muon_options(options, nullptr);
-  const double hi = static_cast<double>(std::max(rows, cols));
-  const double lo = static_cast<double>(std::min(rows, cols));
-  return o.ns.steps * (4.0 * hi * lo * lo + 2.0 * lo * lo * lo);
+  return newton_schulz_flops(rows, cols, o.ns);
 }
 
 double muon_state_bytes(std::int64_t rows, std::int64_t cols, const nlohmann::json& options) {

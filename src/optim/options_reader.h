@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "canzona/common/error.h"
+
 namespace canzona::optim::detail {
 
 // Bounds of read_in() shared by the optimizers, each named in its error message. Decay rates
@@ -45,15 +47,20 @@ class OptionsReader {
   void read_in(const char* key, int& field, std::int64_t lo, std::int64_t hi, const char* why);
   void read_in(const char* key, std::int64_t& field, std::int64_t lo, std::int64_t hi,
                const char* why);
-  // Reads a string and converts it with `parse` (which throws UsageError on a bad value); the
-  // effective value is recorded as name(field).
+  // Reads a string and converts it with `parse` (which throws UsageError on a bad value; rethrown
+  // as "<optimizer> option '<key>': <its message>"); the effective value is recorded as
+  // name(field).
   template <typename Enum>
   void read_enum(const char* key, Enum& field, Enum (*parse)(const std::string&),
                  const char* (*name)(Enum)) {
     std::string value = name(field);
     if (has(key)) {
       read(key, value);
-      field = parse(value);
+      try {
+        field = parse(value);
+      } catch (const UsageError& e) {
+        throw UsageError(str(optimizer_, " option '", key, "': ", e.what()));
+      }
     }
     if (record_) effective_[key] = name(field);
   }

@@ -101,6 +101,8 @@ TEST(Registry, EffectiveOptionsListEveryKeyWithItsDefault) {
                                {"ns_coefficients", "simple"},
                                {"ns_steps", published::kMuonNsSteps},
                                {"eps", published::kMuonEps},
+                               {"ns_dtype", "fp32"},
+                               {"ns_algorithm", "standard"},
                                {"scale", "spectral"},
                                {"weight_decay", published::kMuonWeightDecay}};
   EXPECT_EQ(muon, want) << muon.dump();

@@ -55,6 +55,18 @@ expect_usage_error "muon option 'eps' = 0" opts muon '{"eps": 0}'
 expect_usage_error "kMaxNsSteps" opts muon '{"ns_steps": 1000000}'
 expect_usage_error "--optimizer-options is not valid JSON" opts muon '{"lr": 1e999}'
 expect_usage_error "--optimizer-options: duplicate key 'lr'" opts muon '{"lr": 0.1, "lr": 0.2}'
+# Muon's Newton-Schulz flags: a bad name, a flag the optimizer has no option for, a flag that
+# disagrees with --optimizer-options (which would otherwise win or lose silently).
+expect_usage_error "--ns-dtype: unknown Newton-Schulz dtype 'fp16' (known: fp32, bf16)" \
+  run --ns-dtype fp16
+expect_usage_error "--ns-algorithm: unknown Newton-Schulz algorithm 'polar' (known: standard, gram)" \
+  run --ns-algorithm polar
+expect_usage_error "--ns-dtype is an option of Muon's Newton-Schulz iteration; the matrix optimizer here is shampoo" \
+  run --optimizer shampoo --ns-dtype bf16
+expect_usage_error "--ns-dtype bf16 disagrees with --optimizer-options' \"ns_dtype\": \"fp32\"" \
+  run --ns-dtype bf16 --optimizer-options '{"ns_dtype": "fp32"}'
+expect_usage_error "muon option 'ns_algorithm': unknown Newton-Schulz algorithm 'fast'" \
+  opts muon '{"ns_algorithm": "fast"}'
 expect_absent "$out"
 
 # Output paths, refused before the model is loaded and before MPI starts.

@@ -115,9 +115,10 @@ struct OptimizerFlags {
 };
 
 // Sets options.matrix_optimizer = name and options.optimizer_options from `flags` as described
-// above. Throws UsageError "--ns-steps = 0 must lie in [1, 1000] (kMaxNsSteps)" (and likewise
-// per flag) for a given flag outside its limit, "unknown optimizer ..." for an unregistered name,
-// and as check_options.
+// above, keeping the keys options.optimizer_options already holds when options.matrix_optimizer
+// is `name` (the planning flags' --ns-dtype and --ns-algorithm). Throws UsageError "--ns-steps = 0
+// must lie in [1, 1000] (kMaxNsSteps)" (and likewise per flag) for a given flag outside its limit,
+// "unknown optimizer ..." for an unregistered name, and as check_options.
 void set_matrix_optimizer(CostOptions& options, const std::string& name,
                           const OptimizerFlags& flags);
 

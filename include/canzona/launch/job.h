@@ -72,13 +72,20 @@ struct PlanningArgs {
   std::string bucket_order = "free";           // lb-asc (ours): free (may re-lay buckets) | keep
   std::string precision = "fp32";              // --precision: fp32 | bf16
   bool grad_reduce_in_fp32 = false;            // --grad-reduce-in-fp32
+  // --ns-dtype fp32 | bf16, --ns-algorithm standard | gram: Muon's Newton–Schulz options
+  // (optim/muon.h), the keys ns_dtype and ns_algorithm of the optimizer options; "" leaves them
+  // to the optimizer options (or the defaults).
+  std::string ns_dtype;
+  std::string ns_algorithm;
 };
 
 // Copies `args` into `options`: grid, planner and its knobs, optimizer, cost unit, bucket size,
-// ZeRO stage, task splits, precision. Throws UsageError for an unknown planner, layerwise mode,
-// bucket order, cost, split or precision name, a ZeRO stage other than 1 or 3; ranges are checked
-// where the options are consumed (validate, plan::validate_options). The calibration file is the
-// caller's to read.
+// ZeRO stage, task splits, precision; a given ns_dtype / ns_algorithm is added to
+// options.optimizer_options (set those first). Throws UsageError for an unknown planner, layerwise
+// mode, bucket order, cost, split, precision, NS dtype or algorithm name, a ZeRO stage other than
+// 1 or 3, an NS flag for an optimizer without that option, and an NS flag that disagrees with the
+// same key in options.optimizer_options; ranges are checked where the options are consumed
+// (validate, plan::validate_options). The calibration file is the caller's to read.
 void apply_planning_args(const PlanningArgs& args, JobOptions& options);
 
 // Limits of validate(), each named in its error message: the grid's (kMaxRanks) and the planner's

@@ -28,6 +28,9 @@ Timing time_runs(const std::function<void()>& fn, int repeats);
 // 2 s^2 l = 2 * rows * cols * min(rows, cols).
 double sgemm_flops(std::int64_t rows, std::int64_t cols);
 Timing time_sgemm(std::int64_t rows, std::int64_t cols, int repeats);
+// The same product (s x s) (s x l) in bf16 on this CPU's bf16 backend (bf16_products.h): the
+// library's plain bf16 GEMM, operands rounded before the timing; 2 s^2 l FLOPs.
+Timing time_bf16_gemm(std::int64_t rows, std::int64_t cols, int repeats);
 Timing time_newton_schulz(std::int64_t rows, std::int64_t cols, const NewtonSchulzOptions& options,
                           int repeats);
 

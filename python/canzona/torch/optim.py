@@ -200,20 +200,43 @@ def _check_options(kernel, options, cls):
         raise ValueError(f"{cls}: {e}") from None
 
 
+def _ns_dtype(value):
+    """"fp32" | "bf16" from the name or torch.float32 / torch.bfloat16; ValueError otherwise."""
+    if value is torch.float32 or value == "fp32":
+        return "fp32"
+    if value is torch.bfloat16 or value == "bf16":
+        return "bf16"
+    raise ValueError(f"Muon: ns_dtype must be 'fp32', 'bf16', torch.float32 or torch.bfloat16 "
+                     f"(got {value!r})")
+
+
+def _ns_algorithm(value):
+    if value in ("standard", "gram"):
+        return value
+    raise ValueError(f"Muon: ns_algorithm must be 'standard' or 'gram' (got {value!r})")
+
+
 class Muon(_KernelOptimizer):
     """Muon with torch.optim.Muon's arguments (PyTorch 2.9) on Canzona's kernel.
 
     ns_coefficients: torch's default triple (3.4445, -4.775, 2.0315), or one of Canzona's sets by
     name: "simple" (that triple), "quintic", "polar_express". adjust_lr_fn: None / "original"
     (sqrt(max(1, rows/cols)), torch's default) or "match_rms_adamw" (0.2 sqrt(max(rows, cols)),
-    Moonlight's, Canzona's CLI default). The iteration runs in fp32 (torch's in bf16) and divides
-    by ||U|| + eps (torch: max(||U||, eps)).
+    Moonlight's, Canzona's CLI default). Divides by ||U|| + eps (torch: max(||U||, eps)).
+
+    ns_dtype: the precision of the Newton-Schulz products, "fp32" (default; also torch.float32)
+    or "bf16" (torch.bfloat16: operands rounded to bf16, sums in fp32, as torch.optim.Muon's bf16
+    matmuls; on oneDNN's bf16 matmul where the CPU has AMX or AVX512-BF16, else widened onto
+    OpenBLAS). Momentum, the iterate between products, the update and the state stay fp32.
+    ns_algorithm: "standard" (default) or "gram" (Gram Newton-Schulz with restarts, on the shapes
+    where it saves FLOPs; docs/optimizers.md).
     """
 
     _kernel = "muon"
 
     def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
-                 ns_coefficients=_SIMPLE, eps=1e-7, ns_steps=5, adjust_lr_fn=None):
+                 ns_coefficients=_SIMPLE, eps=1e-7, ns_steps=5, adjust_lr_fn=None,
+                 ns_dtype="fp32", ns_algorithm="standard"):
         if isinstance(ns_coefficients, str):
             ns_set = ns_coefficients
         elif (isinstance(ns_coefficients, (tuple, list)) and len(ns_coefficients) == 3
@@ -231,14 +254,17 @@ class Muon(_KernelOptimizer):
                              f"(got {adjust_lr_fn!r})")
         defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
                         ns_coefficients=ns_coefficients, eps=eps, ns_steps=ns_steps,
-                        adjust_lr_fn=adjust_lr_fn, _ns_set=ns_set, _scale=scale)
+                        adjust_lr_fn=adjust_lr_fn, ns_dtype=_ns_dtype(ns_dtype),
+                        ns_algorithm=_ns_algorithm(ns_algorithm), _ns_set=ns_set, _scale=scale)
         super().__init__(params, defaults)
 
     def _native_options(self, group):
         options = {"lr": 1.0, "momentum": float(group["momentum"]),
                    "nesterov": bool(group["nesterov"]), "ns_coefficients": group["_ns_set"],
                    "ns_steps": int(group["ns_steps"]), "eps": float(group["eps"]),
-                   "scale": group["_scale"], "weight_decay": float(group["weight_decay"])}
+                   "scale": group["_scale"], "weight_decay": float(group["weight_decay"]),
+                   "ns_dtype": _ns_dtype(group["ns_dtype"]),
+                   "ns_algorithm": _ns_algorithm(group["ns_algorithm"])}
         _check_options("muon", options, "Muon")
         return json.dumps(options, sort_keys=True)
 

@@ -650,7 +650,10 @@ PYBIND11_MODULE(_canzona, m) {
     return out;
   });
   // Which library runs Muon's bf16 Newton-Schulz products here (optim/bf16_products.h).
-  m.def("bf16_backend_report", [] { return canzona::optim::bf16_backend_report(); });
+  m.def(
+      "bf16_backend_report", [] { return canzona::optim::bf16_backend_report(); },
+      "Which library runs Muon's bf16 Newton-Schulz products on this CPU: oneDNN's bf16 matmul, "
+      "or the operands widened onto OpenBLAS (docs/optimizers.md).");
   m.def("effective_options", [](const std::string& name, const std::string& options_json) {
     return canzona::optim::effective_options(name, nlohmann::json::parse(options_json)).dump();
   });

@@ -5,9 +5,13 @@
 # installed are skipped, `apt-get update` runs only when something is missing, and .venv is
 # rebuilt only when requirements.txt changed since it was made (.venv/canzona-requirements.txt
 # holds the copy it was made from).
-# Usage: scripts/install-deps.sh [--fuzz]   (as root, or with sudo available; no stdin needed)
+# Usage: scripts/install-deps.sh [--fuzz | --bf16-candidates]   (as root, or with sudo available;
+#         no stdin needed)
 #   --fuzz  only the packages `make fuzz` needs on top: clang and its libFuzzer / sanitizer runtime
 #           (Debian bookworm: clang 14, libclang-rt-14-dev). `make test` never needs them.
+#   --bf16-candidates  only the bf16 GEMM libraries bench/optim/bf16-candidates.sh compares (PyPI's
+#           MKL and oneDNN, pinned in bench/optim/bf16-candidates-requirements.txt, about 2.7 GB)
+#           in .venv-bf16-candidates. `make test` never needs them.
 # CANZONA_VENV=DIR puts the environment elsewhere (CMake's -DCANZONA_PYTHON=DIR/bin/python).
 set -euo pipefail
 
@@ -25,10 +29,24 @@ packages=(
   iproute2 util-linux  # ip netns / ip tuntap and unshare: scripts/cluster.sh, tests/cluster
   librsvg2-bin  # rsvg-convert: the pictures test (tests/pictures), scripts/render-pictures.sh
 )
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [ "${1:-}" = "--fuzz" ]; then
   packages=(clang libclang-rt-14-dev)
+elif [ "${1:-}" = "--bf16-candidates" ]; then
+  venv=$root/.venv-bf16-candidates
+  pins=$root/bench/optim/bf16-candidates-requirements.txt
+  if [ -x "$venv/bin/python" ] && cmp -s "$pins" "$venv/canzona-requirements.txt"; then
+    echo "install-deps: $venv matches $pins"
+    exit 0
+  fi
+  echo "install-deps: making $venv (MKL and oneDNN from PyPI, about 2.7 GB)"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --no-input --no-deps -r "$pins" </dev/null
+  cp "$pins" "$venv/canzona-requirements.txt"
+  exit 0
 elif [ $# -gt 0 ]; then
-  echo "usage: scripts/install-deps.sh [--fuzz]" >&2
+  echo "usage: scripts/install-deps.sh [--fuzz | --bf16-candidates]" >&2
   exit 2
 fi
 
@@ -53,7 +71,6 @@ fi
 
 # The Python stack. pip reads only PyPI (and PIP_* settings of the machine); every package is
 # pinned in requirements.txt, so the wheels are the same on every machine.
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=${CANZONA_VENV:-$root/.venv}
 stamp=$venv/canzona-requirements.txt
 if [ -x "$venv/bin/python" ] && cmp -s "$root/requirements.txt" "$stamp"; then

@@ -64,8 +64,8 @@ void gram_upper(ProductPath path, const Operand& x, MatrixView c);
 // Upper triangle of A A for a square A that is exactly symmetric (A A = A A^T); below the
 // diagonal as gram_upper.
 void square_upper(ProductPath path, const Operand& a, MatrixView c);
-// Upper triangle of A B, for square A and B whose product is symmetric (they commute); below the
-// diagonal as gram_upper.
+// Upper triangle of A B, for symmetric A and B whose product is symmetric (they commute, as
+// polynomials in one symmetric matrix do); below the diagonal as gram_upper.
 void product_upper(ProductPath path, const Operand& a, const Operand& b, MatrixView c);
 // C = A B (a.rows x b.cols). c must not overlap the operands' storage.
 void product(ProductPath path, const Operand& a, const Operand& b, MatrixView c);

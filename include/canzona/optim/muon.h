@@ -119,10 +119,11 @@ bool uses_gram(std::int64_t rows, std::int64_t cols, const NewtonSchulzOptions& 
 void newton_schulz(ConstMatrixView u, MatrixView out, const NewtonSchulzOptions& options);
 
 // NS of several matrices of one shape: out[k] = NS(u[k]), each with the bits newton_schulz gives
-// it alone, so how a rank groups its matrices never changes a result. One call per shape group:
-// scratch, the rounded operands' buffers and the library's prepared products are set up once
-// for the group. u[k] and out[k] may be the same memory. Throws UsageError when the spans differ
-// in length or a matrix differs in shape from the first.
+// it alone, so how a rank groups its matrices never changes a result. One call per shape group;
+// inside, each matrix runs the single-matrix code on the thread's scratch arena and, on oneDNN,
+// the shape's kept primitives (oneDNN's batched matmul is not used: its blocking may depend on
+// the batch count; docs/optimizers.md). u[k] and out[k] may be the same memory. Throws UsageError
+// when the spans differ in length or a matrix differs in shape from the first.
 void newton_schulz_batch(std::span<const ConstMatrixView> u, std::span<const MatrixView> out,
                          const NewtonSchulzOptions& options);
 

@@ -9,6 +9,7 @@
 #include "canzona/optim/bf16_products.h"
 #include "canzona/optim/linalg.h"
 #include "onednn.h"
+#include "scratch.h"
 
 namespace canzona::optim::detail {
 namespace {
@@ -41,15 +42,32 @@ void check_square(const char* what, std::int64_t n, MatrixView c) {
                 " for a ", n, " x ", n, " product");
 }
 
-// C[r0:r1, r0:n] = A[r0:r1, :] B[:, r0:n] for each row panel [r0, r1) of height kPanelRows.
+// onednn_matmul with every operand dense: its fast kernels are made for plain dense layouts, so
+// a result that is a block of a wider matrix (ldc > n) goes through a dense scratch block.
+void onednn_dense(ProductPath path, const void* a, std::int64_t m, std::int64_t k, std::int64_t lda,
+                  const void* b, std::int64_t n, std::int64_t ldb, bool b_transposed, float* c,
+                  std::int64_t ldc) {
+  if (ldc == n) {
+    onednn_matmul(matmul_type(path), a, m, k, lda, b, n, ldb, b_transposed, c, ldc);
+    return;
+  }
+  Scratch scratch;
+  float* block = scratch.floats(static_cast<std::size_t>(m * n));
+  onednn_matmul(matmul_type(path), a, m, k, lda, b, n, ldb, b_transposed, block, n);
+  for (std::int64_t r = 0; r < m; ++r) std::copy_n(block + r * n, n, c + r * ldc);
+}
+
+// C[r0:r1, r0:n] = A[r0:r1, :] B[:, r0:n] for each row panel [r0, r1) of height kPanelRows. B is
+// symmetric in every use (a polynomial in one symmetric matrix), so on oneDNN its columns r0..n
+// are read as its contiguous rows r0..n, transposed: a dense operand, no copy.
 void panels_upper(ProductPath path, const Operand& a, const Operand& b, MatrixView c) {
   const std::int64_t n = c.rows;
   for (std::int64_t r0 = 0; r0 < n; r0 += kPanelRows) {
     const std::int64_t r1 = std::min(n, r0 + kPanelRows);
     float* out = c.data + r0 * c.ld + r0;
     if (on_onednn(path)) {
-      onednn_matmul(matmul_type(path), at(a, r0, 0, path), r1 - r0, a.cols, a.ld,
-                    at(b, 0, r0, path), n - r0, b.ld, false, out, c.ld);
+      onednn_dense(path, at(a, r0, 0, path), r1 - r0, a.cols, a.ld, at(b, r0, 0, path), n - r0,
+                   b.ld, true, out, c.ld);
     } else {
       const ConstMatrixView af = f32(a), bf = f32(b);
       gemm(Trans::kNo, Trans::kNo, 1.0f, ConstMatrixView(af.row(r0), r1 - r0, af.cols, af.ld),
@@ -136,8 +154,8 @@ void gram_upper(ProductPath path, const Operand& x, MatrixView c) {
   const std::int64_t n = x.rows;
   for (std::int64_t r0 = 0; r0 < n; r0 += kPanelRows) {
     const std::int64_t r1 = std::min(n, r0 + kPanelRows);
-    onednn_matmul(matmul_type(path), at(x, r0, 0, path), r1 - r0, x.cols, x.ld, at(x, r0, 0, path),
-                  n - r0, x.ld, true, c.data + r0 * c.ld + r0, c.ld);
+    onednn_dense(path, at(x, r0, 0, path), r1 - r0, x.cols, x.ld, at(x, r0, 0, path), n - r0, x.ld,
+                 true, c.data + r0 * c.ld + r0, c.ld);
   }
 }
 

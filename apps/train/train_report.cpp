@@ -48,14 +48,11 @@ std::string ns_line(const train::TrainOptions& o) {
       << (ns.dtype == optim::NsDtype::kBF16 ? optim::bf16_backend_report() : "OpenBLAS")
       << " | iteration " << optim::to_string(ns.algorithm);
   if (ns.algorithm == optim::NsAlgorithm::kGram) {
-    if (!optim::gram_stable(ns)) {
-      out << " (no stable restart set for these coefficients: standard on every shape)";
-    } else {
-      out << " (restarts at";
-      for (int i : optim::gram_restarts(ns)) out << " " << i;
-      out << "; standard where it saves under "
-          << static_cast<int>(100 * (1 - optim::kGramMaxFlopRatio) + 0.5) << "% of the FLOPs)";
-    }
+    // The options were read already: an unstable set is refused there (muon_spec.cpp).
+    out << " (restarts at";
+    for (int i : optim::gram_restarts(ns)) out << " " << i;
+    out << "; standard where it saves under "
+        << static_cast<int>(100 * (1 - optim::kGramMaxFlopRatio) + 0.5) << "% of the FLOPs)";
   }
   out << "\n";
   return out.str();

@@ -216,6 +216,8 @@ def test_muon_newton_schulz_forms_stay_near_the_float64_reference(ns_dtype, ns_a
     (lambda: ct.Muon([torch.nn.Parameter(torch.ones(4, 4))], ns_dtype=torch.float16), "ns_dtype"),
     (lambda: ct.Muon([torch.nn.Parameter(torch.ones(4, 4))], ns_algorithm="fast"),
      "ns_algorithm"),
+    (lambda: ct.Muon([torch.nn.Parameter(torch.ones(4, 4))], ns_algorithm="gram", ns_dtype="bf16",
+                     ns_coefficients="polar_express", ns_steps=8), "ns_algorithm': gram has no"),
     (lambda: ct.SOAP([torch.nn.Parameter(torch.ones(4, 4))], betas=(0.9,)), "betas"),
     (lambda: ct.Shampoo([torch.nn.Parameter(torch.ones(4, 4))], precondition_frequency=0),
      "precondition_frequency"),

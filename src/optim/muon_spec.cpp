@@ -54,6 +54,15 @@ MuonOptions read_muon_options(const nlohmann::json& options, nlohmann::json* eff
   reader.read_enum("scale", o.scale, parse_muon_scale, to_string);
   reader.read_in("weight_decay", o.weight_decay, 0.0, detail::kMaxRate, "kMaxRate");
   reader.finish();
+  // Gram where no restart set keeps it stable is refused, not run as the standard iteration.
+  CANZONA_REQUIRE(
+      o.ns.algorithm != NsAlgorithm::kGram || o.ns.steps < 1 || gram_stable(o.ns),
+      "muon option 'ns_algorithm': gram ",
+      o.ns.steps > kGramMaxSteps
+          ? str("runs at most ", kGramMaxSteps, " iterations (ns_steps ", o.ns.steps, ")")
+          : str("has no stable restart set for ", to_string(o.ns.coefficients), " x ", o.ns.steps,
+                " in ", to_string(o.ns.dtype), " (docs/optimizers.md, \"The Gram iteration\")"),
+      "; use ns_algorithm standard");
   if (effective != nullptr) *effective = reader.effective();
   return o;
 }

@@ -111,6 +111,29 @@ TEST(NsOptions, JsonKeysDefaultsAndErrors) {
   EXPECT_EQ(set.at("ns_algorithm"), "gram");
   EXPECT_THROW(create_optimizer("muon", ParamInfo{"w", 4, 8}, {{"ns_dtype", "half"}}), UsageError);
   EXPECT_THROW(create_optimizer("muon", ParamInfo{"w", 4, 8}, {{"ns_algorithm", 1}}), UsageError);
+  // Gram without a stable restart set is an error naming the option, not a quiet standard run.
+  for (const nlohmann::json& unstable :
+       {nlohmann::json{{"ns_algorithm", "gram"},
+                       {"ns_dtype", "bf16"},
+                       {"ns_coefficients", "polar_express"},
+                       {"ns_steps", 8}},
+        nlohmann::json{{"ns_algorithm", "gram"}, {"ns_steps", 11}}}) {
+    try {
+      create_optimizer("muon", ParamInfo{"w", 4, 8}, unstable);
+      ADD_FAILURE() << unstable.dump();
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("'ns_algorithm': gram"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(create_optimizer("muon", ParamInfo{"w", 4, 8},
+                                   {{"ns_algorithm", "gram"},
+                                    {"ns_coefficients", "polar_express"},
+                                    {"ns_steps", 8}}));  // fp32: stable
+  EXPECT_NO_THROW(create_optimizer("muon", ParamInfo{"w", 4, 8},
+                                   {{"ns_algorithm", "standard"},
+                                    {"ns_dtype", "bf16"},
+                                    {"ns_coefficients", "polar_express"},
+                                    {"ns_steps", 8}}));
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -65,6 +65,8 @@ expect_usage_error "--ns-dtype is an option of Muon's Newton-Schulz iteration; t
   run --optimizer shampoo --ns-dtype bf16
 expect_usage_error "--ns-dtype bf16 disagrees with --optimizer-options' \"ns_dtype\": \"fp32\"" \
   run --ns-dtype bf16 --optimizer-options '{"ns_dtype": "fp32"}'
+expect_usage_error "muon option 'ns_algorithm': gram has no stable restart set for polar_express x 8 in bf16" \
+  run --ns-dtype bf16 --ns-algorithm gram --optimizer-options '{"ns_coefficients": "polar_express", "ns_steps": 8}'
 expect_usage_error "muon option 'ns_algorithm': unknown Newton-Schulz algorithm 'fast'" \
   opts muon '{"ns_algorithm": "fast"}'
 expect_absent "$out"

@@ -86,7 +86,7 @@ void standard_products(ProductPath path, MatrixView& x, MatrixView& y,
   MatrixView a = scratch.matrix(s, s);   // X X^T
   MatrixView aa = scratch.matrix(s, s);  // A A, then B'
   const auto storage = [&](std::int64_t rows, std::int64_t cols) -> void* {
-    return scratch.floats(detail::operand_bytes(path, rows, cols) / sizeof(float));
+    return scratch.floats(detail::rounded_operand_bytes(path, rows, cols) / sizeof(float));
   };
   void* x_store = storage(s, l);
   void* a_store = storage(s, s);
@@ -124,7 +124,7 @@ void gram_products(ProductPath path, MatrixView& x, MatrixView& y, std::span<con
   MatrixView rz = scratch.matrix(s, s);  // R Z + a R
   MatrixView t1 = scratch.matrix(s, s);  // a product before it is combined
   const auto storage = [&](std::int64_t rows, std::int64_t cols) -> void* {
-    return scratch.floats(detail::operand_bytes(path, rows, cols) / sizeof(float));
+    return scratch.floats(detail::rounded_operand_bytes(path, rows, cols) / sizeof(float));
   };
   void* x_store = storage(s, l);
   void* r_store = storage(s, s);

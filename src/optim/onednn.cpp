@@ -1,6 +1,7 @@
 // oneDNN matmul wrapper (onednn.h).
 #include "onednn.h"
 
+#include <cstdlib>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
@@ -39,6 +40,28 @@ const char* type_name(MatmulType type) {
   return type == MatmulType::kBF16 ? "bf16" : "fp32";
 }
 
+// oneDNN leaves out of its default ISA set the ISAs it lists as "initial support" (AMX was one in
+// 2.x releases), so AMX is allowed explicitly, once, before the first primitive; the effective ISA
+// stays the CPU's own where it has no AMX. A user's ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA stands.
+void allow_amx() {
+  static const bool done = [] {
+    if (std::getenv("ONEDNN_MAX_CPU_ISA") == nullptr && std::getenv("DNNL_MAX_CPU_ISA") == nullptr)
+      (void)dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx512_core_amx);  // refused once JIT code ran: kept
+    return true;
+  }();
+  (void)done;
+}
+
+// Whether the effective ISA has bf16 instructions (AVX512-BF16, or AMX which includes it): oneDNN
+// also makes bf16 matmuls by emulation on plain AVX-512, which are not used (the widened path is
+// the one for CPUs without bf16 instructions).
+bool isa_has_bf16() {
+  allow_amx();
+  const int isa = static_cast<int>(dnnl_get_effective_cpu_isa());
+  const int bf16 = static_cast<int>(dnnl_cpu_isa_avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
 using Key = std::tuple<MatmulType, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                        std::int64_t, bool, std::int64_t, int>;
 
@@ -70,6 +93,7 @@ struct Context {
 };
 
 Context& context() {
+  allow_amx();
   thread_local Context c;
   return c;
 }
@@ -91,6 +115,7 @@ bool onednn_matmul_available(MatmulType type) {
     }
   }();
   static const bool bf16 = [] {
+    if (!isa_has_bf16()) return false;
     try {
       const OmpThreads threads(1);
       make_desc(context().engine, MatmulType::kBF16, 32, 32, 32, 32, 32, false, 32);
@@ -108,6 +133,7 @@ std::string onednn_version() {
 }
 
 std::string onednn_isa() {
+  allow_amx();
   switch (static_cast<int>(dnnl_get_effective_cpu_isa())) {
     case 0x1:
       return "sse41";

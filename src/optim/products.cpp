@@ -140,6 +140,10 @@ void round_in_place(ProductPath path, MatrixView m) {
   }
 }
 
+std::size_t rounded_operand_bytes(ProductPath path, std::int64_t rows, std::int64_t cols) {
+  return path == ProductPath::kOneDnn ? operand_bytes(path, rows, cols) : 0;
+}
+
 Operand rounded_operand(ProductPath path, ConstMatrixView m, void* storage) {
   if (path == ProductPath::kOneDnn) return make_operand(path, m, storage);
   return {m.data, m.rows, m.cols, m.ld};

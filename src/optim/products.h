@@ -53,6 +53,8 @@ Operand make_operand(ProductPath path, ConstMatrixView src, void* storage);
 // the fp32 paths). The iterations round a matrix once this way before it enters a product and use
 // the rounded values in every term, as torch's bf16 iteration does (a X + B' X with one X).
 void round_in_place(ProductPath path, MatrixView m);
+// Bytes rounded_operand needs: 2 rows cols on kOneDnn (the bf16 copy), 0 elsewhere (a view).
+std::size_t rounded_operand_bytes(ProductPath path, std::int64_t rows, std::int64_t cols);
 // An operand of m whose values round_in_place already rounded: a view (fp32 and widened paths) or
 // its bf16 bits in `storage` (kOneDnn, operand_bytes bytes; the cast is exact).
 Operand rounded_operand(ProductPath path, ConstMatrixView m, void* storage);

@@ -96,8 +96,9 @@ struct NewtonSchulzOptions {
 // operands: 2^-8 for bf16, 2^-24 for fp32) gives |Q| along the iteration; the fewest restarts (at
 // least one from 3 iterations on) that keep u max |Q|, the rounding error Q carries into Q X, at
 // most kGramMaxRoundingError, at the positions that minimise max |Q|. Empty when no such set
-// exists (gram_stable() false). The bound gives the authors' one restart at iteration 2 for fp16
-// (u = 2^-11) and 5 simple iterations, and two (at 1 and 3) for bf16.
+// exists (gram_stable() false). At fp16's u = 2^-11 the rule gives one restart, at iteration 2,
+// for 5 simple or quintic iterations, and two (at 1 and 3) for bf16 (docs/optimizers.md compares
+// it with the authors' own choice).
 inline constexpr double kGramMaxRoundingError = 0.125;
 std::vector<int> gram_restarts(const NewtonSchulzOptions& options);
 // Whether the restart analysis found a stable set: false for more than kGramMaxSteps iterations
@@ -112,9 +113,10 @@ inline constexpr double kGramMaxFlopRatio = 0.9;
 bool uses_gram(std::int64_t rows, std::int64_t cols, const NewtonSchulzOptions& options);
 
 // out = NS(u) as in the file comment; u and out are rows x cols and may be the same memory.
-// Scratch memory from the per-thread arena (kept for reuse): 2 s l + 2 s^2 floats for fp32
-// standard, at most 3 s l + 6 s^2 floats otherwise. Throws UsageError on a shape mismatch or
-// negative steps. The same inputs and options give the same bits on every call, rank and run
+// Scratch memory from the per-thread arena (kept for reuse): 2 s l + 2 s^2 floats for the
+// standard iteration, 2 s l + 5 s^2 for Gram, and on oneDNN also the bf16 operands (at most
+// s l / 2 + 2 s^2 floats' worth) and a 128 x s result block. Throws UsageError on a shape mismatch
+// or negative steps. The same inputs and options give the same bits on every call, rank and run
 // with the same BLAS core, thread count and bf16 backend (docs/optimizers.md, "Determinism").
 void newton_schulz(ConstMatrixView u, MatrixView out, const NewtonSchulzOptions& options);
 

@@ -55,7 +55,7 @@ launch::JobOptions job_of(const PlanArgs& a) {
   CANZONA_REQUIRE(a.bucket_size >= 0, "bucket_size must be >= 0, 0 = Megatron default (got ",
                   a.bucket_size, ")");
   launch::JobOptions o;
-  launch::apply_planning_args(a, o);
+  launch::apply_planning_args(a, o, DimNames::kKeywords);
   return o;
 }
 

@@ -62,7 +62,7 @@ engine::EngineOptions engine_options(const JobOptions& o) {
 namespace {
 
 // --ns-dtype / --ns-algorithm into the optimizer options (apply_planning_args).
-void add_ns_args(const PlanningArgs& a, JobOptions& o) {
+void add_ns_args(const PlanningArgs& a, JobOptions& o, DimNames names) {
   const struct {
     const char* flag;
     const char* key;
@@ -76,30 +76,32 @@ void add_ns_args(const PlanningArgs& a, JobOptions& o) {
   };
   for (const auto& arg : args) {
     if (arg.value.empty()) continue;
+    const char* name = names == DimNames::kFlags ? arg.flag : arg.key;
     try {
       arg.check(arg.value);
     } catch (const UsageError& e) {
-      throw UsageError(str(arg.flag, ": ", e.what()));
+      throw UsageError(str(name, ": ", e.what()));
     }
     CANZONA_REQUIRE(
         optim::find_optimizer_spec(o.optimizer).shape == optim::OptimizerShape::kMatrix &&
             optim::effective_options(o.optimizer, nlohmann::json::object()).contains(arg.key),
-        arg.flag,
+        name,
         " is an option of Muon's Newton-Schulz iteration; the matrix "
         "optimizer here is ",
         o.optimizer);
     if (!o.optimizer_options.is_object()) break;  // validate() names the non-object options
     if (o.optimizer_options.contains(arg.key))
-      CANZONA_REQUIRE(o.optimizer_options[arg.key] == arg.value, arg.flag, " ", arg.value,
-                      " disagrees with --optimizer-options' \"", arg.key,
-                      "\": ", o.optimizer_options[arg.key].dump());
+      CANZONA_REQUIRE(o.optimizer_options[arg.key] == arg.value, name, " ", arg.value,
+                      " disagrees with ",
+                      names == DimNames::kFlags ? "--optimizer-options" : "optimizer_options",
+                      "' \"", arg.key, "\": ", o.optimizer_options[arg.key].dump());
     o.optimizer_options[arg.key] = arg.value;
   }
 }
 
 }  // namespace
 
-void apply_planning_args(const PlanningArgs& a, JobOptions& o) {
+void apply_planning_args(const PlanningArgs& a, JobOptions& o, DimNames names) {
   o.planner = plan::parse_variant(a.planner);
   o.dims = a.dims;
   o.pp_layout = a.pp_layout;
@@ -117,7 +119,7 @@ void apply_planning_args(const PlanningArgs& a, JobOptions& o) {
   o.precision = parse_precision(a.precision);
   // fp32 gradients are what an fp32 run has anyway: the flag changes nothing there.
   o.grad_reduce_in_fp32 = a.grad_reduce_in_fp32 && o.precision == DType::kBF16;
-  add_ns_args(a, o);
+  add_ns_args(a, o, names);
 }
 
 plan::PlanOptions plan_options(const JobOptions& o, plan::Strategy strategy) {

@@ -86,7 +86,10 @@ struct PlanningArgs {
 // 1 or 3, an NS flag for an optimizer without that option, and an NS flag that disagrees with the
 // same key in options.optimizer_options; ranges are checked where the options are consumed
 // (validate, plan::validate_options). The calibration file is the caller's to read.
-void apply_planning_args(const PlanningArgs& args, JobOptions& options);
+// Errors name the settings as `names` says: the CLIs' flags ("--ns-dtype") or the Python keywords
+// ("ns_dtype").
+void apply_planning_args(const PlanningArgs& args, JobOptions& options,
+                         DimNames names = DimNames::kFlags);
 
 // Limits of validate(), each named in its error message: the grid's (kMaxRanks) and the planner's
 // C_max limits, 2^40 elements per DP bucket (4 TiB of fp32).

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "canzona/common/error.h"
+#include "ns_reference.h"
 #include "published.h"
 #include "test_util.h"
 
@@ -18,26 +19,6 @@ namespace canzona::optim {
 namespace {
 
 using test::DMat;
-
-// NS(U) exactly as docs/references.md states it, in double, on the published coefficient tables.
-DMat reference_newton_schulz(DMat u, const NewtonSchulzOptions& o) {
-  const bool tall = u.rows > u.cols;
-  if (tall) u = test::transposed(u);
-  const double norm = test::frobenius(u);
-  DMat x = u;
-  for (double& e : x.v) e /= (norm + o.eps);
-  const auto set = published::table(o.coefficients);
-  for (int i = 0; i < o.steps; ++i) {
-    const published::Triple t = published::triple(set, i);
-    const DMat a = test::matmul(x, test::transposed(x));
-    const DMat aa = test::matmul(a, a);
-    DMat b(a.rows, a.cols);
-    for (std::size_t k = 0; k < b.v.size(); ++k) b.v[k] = t.b * a.v[k] + t.c * aa.v[k];
-    const DMat bx = test::matmul(b, x);
-    for (std::size_t k = 0; k < x.v.size(); ++k) x.v[k] = t.a * x.v[k] + bx.v[k];
-  }
-  return tall ? test::transposed(x) : x;
-}
 
 // docs/references.md "Muon": 0.2 sqrt(max(rows, cols)) of the full (un-split) shape, or Keller
 // Jordan's sqrt(max(1, rows / cols)).
@@ -64,7 +45,7 @@ struct ReferenceMuon {
       b.v[k] = b.v[k] + (1 - o.momentum) * (g.v[k] - b.v[k]);
       u.v[k] = o.nesterov ? g.v[k] + o.momentum * (b.v[k] - g.v[k]) : b.v[k];
     }
-    const DMat x = reference_newton_schulz(u, o.ns);
+    const DMat x = test::reference_newton_schulz(u, o.ns);
     for (std::size_t k = 0; k < w.v.size(); ++k)
       w.v[k] = w.v[k] * (1 - o.lr * o.weight_decay) - o.lr * scale * x.v[k];
   }
@@ -280,7 +261,7 @@ TEST(NewtonSchulz, MatchesPlainLoopReference) {
     std::vector<float> out(g.size());
     newton_schulz(matrix_view(g.data(), c.rows, c.cols), matrix_view(out.data(), c.rows, c.cols),
                   o);
-    const DMat ref = reference_newton_schulz(test::to_dmat(g, c.rows, c.cols), o);
+    const DMat ref = test::reference_newton_schulz(test::to_dmat(g, c.rows, c.cols), o);
     EXPECT_LE(test::max_abs_diff(out, ref), 2e-5 * std::max(1.0, test::max_abs(ref)));
   }
 }

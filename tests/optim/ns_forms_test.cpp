@@ -1,6 +1,6 @@
 // The Newton–Schulz forms of ns_dtype (bf16 products) and ns_algorithm (Gram) against independent
 // references: the products against double-precision triple loops of the bf16-rounded operands,
-// the iterations against the fp64 standard iteration of muon_test.cpp's reference, the restart
+// the iterations against the fp64 standard iteration of ns_reference.h, the restart
 // sets against tests/optim/gram_restarts_reference.py (a separate Python implementation of the
 // analysis), the FLOP counts against hand counts. Bitwise: a batch against its matrices alone, a
 // repeat, a strided input. The oneDNN code runs here on fp32 operands wherever oneDNN has an fp32
@@ -20,6 +20,7 @@
 #include "canzona/optim/muon.h"
 #include "canzona/optim/optimizer.h"
 #include "canzona/optim/optimizer_spec.h"
+#include "ns_reference.h"
 #include "published.h"
 #include "test_util.h"
 
@@ -31,26 +32,6 @@ namespace {
 
 using detail::ProductPath;
 using test::DMat;
-
-// The fp64 standard iteration (muon_test.cpp's reference, on the published tables).
-DMat reference_ns(DMat u, const NewtonSchulzOptions& o) {
-  const bool tall = u.rows > u.cols;
-  if (tall) u = test::transposed(u);
-  const double norm = test::frobenius(u);
-  DMat x = u;
-  for (double& e : x.v) e /= (norm + o.eps);
-  const auto set = published::table(o.coefficients);
-  for (int i = 0; i < o.steps; ++i) {
-    const published::Triple t = published::triple(set, i);
-    const DMat a = test::matmul(x, test::transposed(x));
-    const DMat aa = test::matmul(a, a);
-    DMat b(a.rows, a.cols);
-    for (std::size_t k = 0; k < b.v.size(); ++k) b.v[k] = t.b * a.v[k] + t.c * aa.v[k];
-    const DMat bx = test::matmul(b, x);
-    for (std::size_t k = 0; k < x.v.size(); ++k) x.v[k] = t.a * x.v[k] + bx.v[k];
-  }
-  return tall ? test::transposed(x) : x;
-}
 
 double rel_frobenius(const std::vector<float>& got, const DMat& want) {
   double num = 0.0, den = 0.0;
@@ -405,7 +386,7 @@ TEST_P(Iterations, StayNearTheFp64StandardIteration) {
   const NewtonSchulzOptions o = options(f.set, f.steps, f.dtype, f.algorithm);
   const std::vector<float> u =
       test::random_floats(static_cast<std::size_t>(f.rows * f.cols), 21, 0.01f);
-  const DMat want = reference_ns(test::to_dmat(u, f.rows, f.cols), o);
+  const DMat want = test::reference_newton_schulz(test::to_dmat(u, f.rows, f.cols), o);
   const ProductPath path = detail::product_path(f.dtype);
   const std::vector<float> got = ns(path, u, f.rows, f.cols, o);
   const double rel = rel_frobenius(got, want);

@@ -59,12 +59,26 @@ same_curves() {
     fail "$3: loss curves or params differ from one host: $(head -c 600 "$work/curves.diff")"
   fi
 }
-# No process left in namespace $1 (a host of a cluster that is still up).
+# No live process left in namespace $1 (a host of a cluster that is still up). A process that
+# has exited but not yet been reaped by its parent (state Z, <defunct>) is not a live one; the
+# parent is given up to 10 s to reap it, and live ones the same time to exit.
 no_orphans() {
-  local pids
-  pids=$(ip netns pids "$1" 2>/dev/null)
-  if [ -z "$pids" ]; then pass; else
-    fail "processes left in $1: $(ps -o pid,args -p "$(echo "$pids" | paste -sd,)" | tail -n +2)"
+  local pids live pid
+  for _ in $(seq 1 20); do
+    pids=$(ip netns pids "$1" 2>/dev/null)
+    live=
+    for pid in $pids; do
+      case "$(ps -o stat= -p "$pid" 2>/dev/null)" in
+        "" | Z*) ;;  # gone, or exited and waiting to be reaped
+        *) live="$live $pid" ;;
+      esac
+    done
+    live=${live# }
+    [ -z "$live" ] && break
+    sleep 0.5
+  done
+  if [ -z "$live" ]; then pass; else
+    fail "processes left in $1: $(ps -o pid,stat,args -p "${live// /,}" | tail -n +2)"
   fi
 }
 

@@ -39,14 +39,15 @@ g++ -O2 -std=c++20 -DUSE_DNNL -I"$CV/include" "$SRC" -o "$OUT/dnnl3" -lopenblas 
   -Wl,-rpath,"$CV/lib"
 g++ -O2 -std=c++20 -DUSE_MKL -I"$CV/include" "$SRC" -o "$OUT/mkl" -L"$CV/lib" -l:libmkl_rt.so.3 \
   -Wl,-rpath,"$CV/lib"
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), flags:$(grep -m1 -o -w -E 'avx512f|avx512_bf16|amx_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+flags=$(grep -m1 -o -w -E 'avx512f|avx512_bf16|amx_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), bf16 flags: ${flags:-none of avx512f avx512_bf16 amx_bf16 amx_tile}"
 echo "one thread, median of $REPEATS; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 for shape in "1024 1024 1024" "1024 4096 1024"; do
   "$OUT/base" sgemm $shape "$REPEATS"
   "$OUT/base" widen $shape "$REPEATS"
   "$OUT/dnnl" dnnl $shape "$REPEATS" 2>&1 | tail -1 || true
   OCL_ICD_FILENAMES=$CV/lib/libintelocl.so LD_LIBRARY_PATH=$CV/lib ONEDNN_VERBOSE=0 \
-    "$OUT/dnnl3" dnnl $shape "$REPEATS" 2>&1 | tail -1 | sed 's/^/dnnl3  /' || true
+    "$OUT/dnnl3" dnnl $shape "$REPEATS" 2>&1 | tail -1 | sed 's/^dnnl /dnnl3/' || true
   "$OUT/mkl" mkl $shape "$REPEATS"
   "$ROOT/.venv/bin/python" - $shape "$REPEATS" <<'PY'
 import sys, time, torch

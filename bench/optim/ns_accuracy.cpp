@@ -1,6 +1,6 @@
 // How close each Newton–Schulz form (ns_dtype x ns_algorithm, muon.h) comes to the fp64 polar
 // factor U V^T of its input, and to the fp64 run of the same iteration, with its time. The table
-// of docs/optimizers.md ("Newton–Schulz: accuracy") is this program's output.
+// of docs/optimizers.md ("Newton–Schulz: bf16 products and the Gram iteration", its accuracy table) is this program's output.
 //
 //   build/bench/optim/canzona_ns_accuracy [--shapes 256x1024,1024x256,512x512] [--repeats 3]
 //

@@ -234,6 +234,28 @@ class Products : public ::testing::TestWithParam<ProductPath> {
   static void expect_close(float got, double want, double abs_sum, std::int64_t k) {
     EXPECT_LE(std::fabs(got - want), (k + 2) * 0x1p-24 * abs_sum + 1e-30) << got << " vs " << want;
   }
+  // c (s x s, filled with -7 before) against an upper-triangle product whose (i, j) entry is the
+  // sum over k < terms of term(i, j, k): every entry on and above the diagonal within the error
+  // bound of its terms, and nothing left of a row's panel written (half the work).
+  template <class Term>
+  static void expect_upper(const std::vector<float>& c, std::int64_t s, std::int64_t terms,
+                           Term term) {
+    for (std::int64_t i = 0; i < s; ++i)
+      for (std::int64_t j = 0; j < s; ++j) {
+        if (j < i) {
+          if (j < i / detail::kPanelRows * detail::kPanelRows) {
+            ASSERT_EQ(c[i * s + j], -7.0f) << "lower triangle written at " << i << "," << j;
+          }
+          continue;
+        }
+        double want = 0.0, abs_sum = 0.0;
+        for (std::int64_t k = 0; k < terms; ++k) {
+          want += term(i, j, k);
+          abs_sum += std::fabs(term(i, j, k));
+        }
+        expect_close(c[i * s + j], want, abs_sum, terms);
+      }
+  }
 };
 
 TEST_P(Products, GramUpperIsXXtOnTheUpperTriangle) {
@@ -244,21 +266,8 @@ TEST_P(Products, GramUpperIsXXtOnTheUpperTriangle) {
   std::vector<float> c(static_cast<std::size_t>(s * s), -7.0f);
   detail::gram_upper(GetParam(), xo, matrix_view(c.data(), s, s));
   const DMat xr = rounded(x, s, l);
-  for (std::int64_t i = 0; i < s; ++i)
-    for (std::int64_t j = 0; j < s; ++j) {
-      if (j < i) {  // half the work: nothing left of the row's panel is computed
-        if (j < i / detail::kPanelRows * detail::kPanelRows) {
-          ASSERT_EQ(c[i * s + j], -7.0f) << "lower triangle written at " << i << "," << j;
-        }
-        continue;
-      }
-      double want = 0.0, abs_sum = 0.0;
-      for (std::int64_t k = 0; k < l; ++k) {
-        want += xr(i, k) * xr(j, k);
-        abs_sum += std::fabs(xr(i, k) * xr(j, k));
-      }
-      expect_close(c[i * s + j], want, abs_sum, l);
-    }
+  expect_upper(c, s, l,
+               [&](std::int64_t i, std::int64_t j, std::int64_t k) { return xr(i, k) * xr(j, k); });
 }
 
 TEST_P(Products, ProductUpperAndProductAgainstTripleLoops) {
@@ -282,21 +291,9 @@ TEST_P(Products, ProductUpperAndProductAgainstTripleLoops) {
   const detail::Operand ppo = operand(pp, s, s, pps);
   detail::product_upper(GetParam(), po, ppo, matrix_view(c.data(), s, s));
   const DMat ppr = rounded(pp, s, s);
-  for (std::int64_t i = 0; i < s; ++i)
-    for (std::int64_t j = 0; j < s; ++j) {
-      if (j < i) {
-        if (j < i / detail::kPanelRows * detail::kPanelRows) {
-          ASSERT_EQ(c[i * s + j], -7.0f) << "lower triangle written at " << i << "," << j;
-        }
-        continue;
-      }
-      double want = 0.0, abs_sum = 0.0;
-      for (std::int64_t k = 0; k < s; ++k) {
-        want += pr(i, k) * ppr(k, j);
-        abs_sum += std::fabs(pr(i, k) * ppr(k, j));
-      }
-      expect_close(c[i * s + j], want, abs_sum, s);
-    }
+  expect_upper(c, s, s, [&](std::int64_t i, std::int64_t j, std::int64_t k) {
+    return pr(i, k) * ppr(k, j);
+  });
 
   // A general product, s x s times s x l.
   const std::vector<float> q = test::random_floats(static_cast<std::size_t>(s * l), 13);
